@@ -1,0 +1,3 @@
+from mobilize.cli.main import main
+
+raise SystemExit(main())

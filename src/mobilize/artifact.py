@@ -1,0 +1,155 @@
+"""Artifacts: a model file on disk plus its manifest (format, input specs, recipe, size, sha256, notes).
+
+    >>> from mobilize.artifact import Artifact
+    >>> art = Artifact.from_file("model.onnx")          # format from the suffix
+    >>> art.format, art.size_bytes > 0
+    ('onnx', True)
+    >>> art.write_manifest()                            # model.onnx.manifest.json, written atomically
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from mobilize.errors import ConfigError, UserError
+from mobilize.sources.inputs import InputSpec
+
+
+class Format(enum.StrEnum):
+    TORCHSCRIPT = "torchscript"
+    LITE = "lite"
+    EXPORTED_PROGRAM = "exported_program"
+    EXECUTORCH = "executorch"
+    ONNX = "onnx"
+    NNAPI = "nnapi"
+    EAGER = "eager"
+
+
+SUFFIX_FORMATS = {
+    ".pt": Format.TORCHSCRIPT,
+    ".pth": Format.TORCHSCRIPT,
+    ".ptl": Format.LITE,
+    ".pt2": Format.EXPORTED_PROGRAM,
+    ".pte": Format.EXECUTORCH,
+    ".bpte": Format.EXECUTORCH,
+    ".onnx": Format.ONNX,
+    ".ort": Format.ONNX,
+}
+
+
+def format_for_path(path: str | os.PathLike) -> Format:
+    suffix = Path(path).suffix.lower()
+    if suffix not in SUFFIX_FORMATS:
+        raise ConfigError(
+            f"unknown model file suffix '{suffix or Path(path).name}' for {path}",
+            hint=f"known suffixes: {', '.join(SUFFIX_FORMATS)}; or use zoo:NAME, file.py:Class, pkg.mod:factory",
+        )
+    return SUFFIX_FORMATS[suffix]
+
+
+def sha256_of(path: str | os.PathLike) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write to a temp file in the same folder, then rename: no half-written file survives."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+class atomic_path:
+    """Context manager yielding a temp path next to ``path``; renamed into place on success.
+
+    For writers that need a file name (``torch.jit.save``, ``onnx.save``)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    def __enter__(self) -> Path:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.stem}.", suffix=self.path.suffix, dir=self.path.parent)
+        os.close(fd)
+        self.tmp = Path(tmp)
+        return self.tmp
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            os.replace(self.tmp, self.path)
+        else:
+            self.tmp.unlink(missing_ok=True)
+
+
+@dataclasses.dataclass
+class Artifact:
+    """A model file and what is known about it."""
+
+    path: Path
+    format: Format
+    input_specs: list[InputSpec] = dataclasses.field(default_factory=list)
+    recipe: dict[str, Any] | None = None
+    notes: list[str] = dataclasses.field(default_factory=list)
+    size_bytes: int = 0
+    sha256: str = ""
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike, **fields: Any) -> "Artifact":
+        path = Path(path)
+        if not path.exists():
+            raise UserError(f"model file not found: {path}")
+        if path.is_dir():
+            raise UserError(f"model path is a folder, not a file: {path}")
+        fmt = fields.pop("format", None) or format_for_path(path)
+        art = cls(path=path, format=Format(fmt), **fields)
+        art.size_bytes = path.stat().st_size
+        manifest = art.manifest_path
+        if manifest.exists() and not art.input_specs:
+            data = json.loads(manifest.read_text())
+            if data.get("sha256") == sha256_of(path):
+                art.input_specs = [InputSpec.from_json(s) for s in data.get("input_specs", [])]
+                art.recipe = data.get("recipe")
+                art.notes = list(data.get("notes", []))
+        return art
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".manifest.json")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path),
+            "format": str(self.format),
+            "input_specs": [s.to_json() for s in self.input_specs],
+            "recipe": self.recipe,
+            "size_bytes": self.size_bytes,
+            "sha256": self.sha256,
+            "notes": list(self.notes),
+        }
+
+    def write_manifest(self) -> Path:
+        self.size_bytes = self.path.stat().st_size
+        self.sha256 = sha256_of(self.path)
+        atomic_write_text(self.manifest_path, json.dumps(self.to_json(), indent=2) + "\n")
+        return self.manifest_path

@@ -1,0 +1,1 @@
+"""The benchmark harness: one method for every runtime."""

@@ -1,0 +1,78 @@
+"""Time any Session the same way: warm-up in process, then N individually timed iterations.
+
+    >>> from mobilize.bench.harness import BenchConfig, benchmark
+    >>> result = benchmark(session, inputs, BenchConfig(warmup=5, iterations=50))
+    Starting benchmark.
+    Running warmup runs.
+    Main runs.
+    Main run finished. Microseconds per iter: 812.4. Iters per second: 1230.9
+    >>> result.stats.latency_ms_p50
+    0.8
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import resource
+import time
+from typing import Any, Callable, Sequence
+
+from mobilize.bench.stats import BenchStats
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchConfig:
+    warmup: int = 10
+    """Untimed runs before the timed ones, in the same process."""
+    iterations: int = 100
+    report_pep: bool = False
+    """Print one ``PyTorchObserver`` latency line per iteration, as speed_benchmark_torch does."""
+
+
+@dataclasses.dataclass
+class BenchResult:
+    stats: BenchStats
+    first_run_ms: float
+    peak_rss_mb: float
+    outputs: list
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def timed_loop(fn: Callable[[Any], Any], native: Any, iterations: int) -> tuple[list[int], int]:
+    """Per-iteration times (ns) and the wall time of the whole loop (ns)."""
+    clock = time.perf_counter_ns
+    times = [0] * iterations
+    start = clock()
+    for i in range(iterations):
+        t0 = clock()
+        fn(native)
+        times[i] = clock() - t0
+    return times, clock() - start
+
+
+def benchmark(session: Any, inputs: Sequence[Any], config: BenchConfig = BenchConfig(),
+              echo: Callable[[str], None] = print) -> BenchResult:
+    if config.iterations < 1:
+        from mobilize.errors import ConfigError
+
+        raise ConfigError(f"--iter must be at least 1, got {config.iterations}")
+    echo("Starting benchmark.")
+    native = session.prepare(inputs)
+    t0 = time.perf_counter_ns()
+    raw = session.checked_run(native, inputs)
+    first_run_ms = (time.perf_counter_ns() - t0) / 1e6
+    echo("Running warmup runs.")
+    for _ in range(config.warmup):
+        session.run_prepared(native)
+    echo("Main runs.")
+    times, total = timed_loop(session.run_prepared, native, config.iterations)
+    stats = BenchStats.from_times_ns(times, total)
+    echo(f"Main run finished. Microseconds per iter: {stats.us_per_iter:.3f}. "
+         f"Iters per second: {stats.iters_per_s:.3f}")
+    if config.report_pep:
+        for t in times:
+            echo(f'PyTorchObserver {{"type": "NET", "unit": "us", "metric": "latency", "value": "{t / 1e3:.3f}"}}')
+    return BenchResult(stats, first_run_ms, peak_rss_mb(), session.outputs_to_torch(raw))

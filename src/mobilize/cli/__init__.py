@@ -1,0 +1,1 @@
+"""The ``mobilize`` command: one module per subcommand."""

@@ -1,0 +1,108 @@
+"""``mobilize bench MODEL``: speed_benchmark_torch's flags and lines, plus full statistics.
+
+    $ mobilize bench model.pt --use_bundled_input 0 --iter 200 --json bench.json
+    Starting benchmark.
+    Running warmup runs.
+    Main runs.
+    Main run finished. Microseconds per iter: 812.405. Iters per second: 1230.913
+    ...statistics block...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from mobilize.artifact import atomic_write_text
+
+
+def _flag(parser: argparse.ArgumentParser, name: str, **kw) -> None:
+    """Accept speed_benchmark_torch's spelling (--input_dims) and kebab-case (--input-dims)."""
+    spellings = [f"--{name}"] + ([f"--{name.replace('_', '-')}"] if "_" in name else [])
+    parser.add_argument(*spellings, dest=name, **kw)
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("bench", help="benchmark a model or artifact like speed_benchmark_torch",
+                       description="Benchmark any model reference or artifact file the same way.")
+    p.add_argument("model_pos", nargs="?", metavar="MODEL",
+                   help="zoo:NAME, file.py:Class, pkg.mod:factory, or a .pt/.ptl/.pt2/.pte/.onnx file")
+    _flag(p, "model", help="same as MODEL (speed_benchmark_torch spelling)")
+    _flag(p, "input_dims", help='input shapes, e.g. "1,3,224,224;1,10"')
+    _flag(p, "input_type", help='input types, e.g. "float;int64" (float, int64, uint8, ...)')
+    _flag(p, "input_memory_format", choices=["contiguous_format", "channels_last"])
+    _flag(p, "no_inputs", action="store_true", help="call the model with no inputs")
+    _flag(p, "use_bundled_input", type=int, metavar="N", help="use the N-th input bundled in the file")
+    _flag(p, "print_output", action="store_true", help="print the model's outputs")
+    _flag(p, "warmup", type=int, default=10, help="untimed warm-up runs (default 10)")
+    _flag(p, "iter", type=int, default=100, help="timed iterations (default 100)")
+    _flag(p, "report_pep", action="store_true", help="print a PyTorchObserver line per iteration")
+    _flag(p, "pthreadpool_size", type=int, metavar="N", help="thread pool size (same as --threads)")
+    p.add_argument("--threads", type=int, metavar="N", help="intra-op threads (default: all cores)")
+    p.add_argument("--runtime", help="runtime to use (default: the one for the file's format)")
+    p.add_argument("--data", metavar="SRC", help="take the input from a data source (digits, sample-photos, DIR, FILE.npz)")
+    p.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
+    p.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    p.add_argument("--trust-pickle", action="store_true",
+                   help="allow unpickling a torch.save()d model file (runs code from the file)")
+    p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from mobilize.api import bench
+    from mobilize.bench.harness import BenchConfig
+    from mobilize.errors import ConfigError
+    from mobilize.sources.inputs import parse_input_specs
+
+    reference = args.model_pos or args.model
+    if not reference:
+        raise ConfigError("no model given", hint="mobilize bench MODEL (try zoo:mobilenet_v2)")
+    if args.model_pos and args.model and args.model_pos != args.model:
+        raise ConfigError(f"two models given: '{args.model_pos}' and --model '{args.model}'")
+    threads = args.threads or args.pthreadpool_size
+    if threads is not None and threads < 1:
+        raise ConfigError(f"--threads must be at least 1, got {threads}")
+    if args.warmup < 0:
+        raise ConfigError(f"--warmup must be 0 or more, got {args.warmup}")
+    specs = None
+    if args.input_dims is not None:
+        specs = parse_input_specs(args.input_dims, args.input_type, args.input_memory_format)
+    elif args.input_type:
+        raise ConfigError("--input_type needs --input_dims")
+    data_inputs = data_label = None
+    if args.data:
+        from mobilize.sources.data import sample_inputs
+
+        data_inputs, data_label = sample_inputs(args.data, reference, specs)
+    report = bench(
+        reference, runtime=args.runtime, threads=threads, input_specs=specs, no_inputs=args.no_inputs,
+        bundled_input=args.use_bundled_input, data_inputs=data_inputs, data_label=data_label, seed=args.seed,
+        config=BenchConfig(warmup=args.warmup, iterations=args.iter, report_pep=args.report_pep),
+        trust_pickle=args.trust_pickle,
+    )
+    outputs = report.pop("_outputs")
+    if args.print_output:
+        for i, out in enumerate(outputs):
+            print(f"Output {i}: {out}")
+    print(format_stats(report))
+    if args.json:
+        atomic_write_text(args.json, json.dumps(report, indent=2) + "\n")
+        print(f"wrote {args.json}", file=sys.stderr)
+    return 0
+
+
+def format_stats(r: dict) -> str:
+    lines = [
+        f"Statistics: {r['model']} ({r['format']}, runtime {r['runtime']}, {r['threads']} thread(s), "
+        f"{r['iterations']} iterations after {r['warmup']} warm-up, input {r['input_source']})",
+        f"  latency ms   mean {r['latency_ms_mean']:.3f}  p50 {r['latency_ms_p50']:.3f}  p90 {r['latency_ms_p90']:.3f}"
+        f"  p99 {r['latency_ms_p99']:.3f}",
+        f"               min {r['latency_ms_min']:.3f}  max {r['latency_ms_max']:.3f}  std {r['latency_ms_std']:.3f}"
+        f"  iters/s {r['iters_per_s']:.1f}",
+        f"  load {r['load_ms']:.1f} ms   first run {r['first_run_ms']:.3f} ms   peak RSS {r['peak_rss_mb']:.1f} MB"
+        f"   size {r['size_bytes'] / 1e6:.2f} MB",
+    ]
+    lines += [f"  note: {n}" for n in r["notes"]]
+    return "\n".join(lines)

@@ -1,0 +1,72 @@
+"""Registries: one per kind of plugin (zoo models, passes, exporters, runtimes).
+
+A plugin is one module in the registry's package, named after its key; the module registers
+its object with ``@REGISTRY.register("key")`` when it is imported.  Lookup imports the module
+lazily, so ``import mobilize`` stays cheap and optional backends load only when used.  The
+set of names is the set of modules in the folder: there is no second, hand-kept list.
+
+    >>> from mobilize.runtimes import RUNTIMES
+    >>> "onnxruntime" in RUNTIMES.names()
+    True
+    >>> RUNTIMES.get("onnxrt")
+    Traceback (most recent call last):
+    mobilize.errors.ConfigError: unknown runtime 'onnxrt' (did you mean: onnxruntime? choose one of: ...)
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import pkgutil
+from typing import Callable, Generic, TypeVar
+
+from mobilize.errors import ConfigError, InternalError
+
+T = TypeVar("T")
+
+_NOT_PLUGINS = {"base"}
+
+
+class Registry(Generic[T]):
+    def __init__(self, kind: str, package: str):
+        self.kind = kind
+        self.package = package
+        self._entries: dict[str, T] = {}
+
+    def register(self, name: str) -> Callable[[T], T]:
+        def decorator(obj: T) -> T:
+            module = getattr(obj, "__module__", "") if isinstance(obj, type) or callable(obj) else ""
+            if module.startswith(self.package + ".") and module.rsplit(".", 1)[-1] not in (name, "base"):
+                raise InternalError(f"{self.kind} '{name}' must live in {self.package}.{name}")
+            self._entries[name] = obj
+            return obj
+
+        return decorator
+
+    def names(self) -> list[str]:
+        pkg = importlib.import_module(self.package)
+        found = {
+            m.name
+            for m in pkgutil.iter_modules(pkg.__path__)
+            if not m.name.startswith("_") and m.name not in _NOT_PLUGINS
+        }
+        return sorted(found | set(self._entries))
+
+    def get(self, name: str) -> T:
+        if name not in self._entries:
+            if name in self.names():
+                importlib.import_module(f"{self.package}.{name}")
+            if name not in self._entries:
+                raise ConfigError(f"unknown {self.kind} '{name}'", hint=self._suggest(name))
+        return self._entries[name]
+
+    def _suggest(self, name: str) -> str:
+        names = self.names()
+        close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+        text = f"choose one of: {', '.join(names)}"
+        if close:
+            text = f"did you mean: {', '.join(close)}? " + text
+        return text
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.names()

@@ -1,0 +1,32 @@
+"""What the torch-based runtimes (eager, torchscript, lite) share."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from mobilize.runtimes.base import Session
+
+
+class TorchSession(Session):
+    packages = ("torch",)
+    module: Any
+
+    def prepare(self, inputs: Sequence[Any]) -> tuple:
+        import torch
+
+        return tuple(t if isinstance(t, torch.Tensor) else torch.as_tensor(t) for t in inputs)
+
+    def run_prepared(self, native: tuple) -> Any:
+        import torch
+
+        with torch.inference_mode():
+            return self.module(*native)
+
+    def set_threads(self, threads: int) -> None:
+        import torch
+
+        torch.set_num_threads(threads)
+        self.threads = threads
+
+    def close(self) -> None:
+        self.module = None

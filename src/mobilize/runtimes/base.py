@@ -1,0 +1,234 @@
+"""The one Session interface every runtime implements.
+
+The base class owns the cross-cutting work: checking the backend is installed, validating
+inputs against what the model declares, turning the first failure into a user error that
+names the input spec, and converting outputs to torch tensors.  A runtime implements
+``_load``, ``prepare``, ``run_prepared`` and ``set_threads``.
+
+    >>> from mobilize.runtimes.base import open_session
+    >>> from mobilize.sources.models import resolve_model
+    >>> session = open_session(resolve_model("zoo:conv_bn_relu"), threads=1)
+    >>> session.name, [tuple(o.shape) for o in session.run(session.example_inputs())]
+    ('eager', [(1, 5, 222, 222)])
+    >>> session.close()
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import importlib.util
+from typing import Any, ClassVar, Sequence
+
+from mobilize.artifact import Artifact, Format
+from mobilize.errors import BackendUnavailableError, ConfigError, UserError
+from mobilize.sources.inputs import InputSpec, make_random_inputs
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeOptions:
+    threads: int | None = None
+    """Intra-op threads (None: the runtime's default, usually one per core)."""
+    graph_optimization_level: str = "all"
+    """ONNX Runtime only: disable, basic, extended, layout or all."""
+    optimized_model_path: str | None = None
+    """ONNX Runtime only: where to save the optimized graph."""
+
+
+class Session(abc.ABC):
+    name: ClassVar[str]
+    formats: ClassVar[tuple[Format, ...]]
+    """Formats this runtime can load; the first runtime listing a format is its default."""
+    packages: ClassVar[tuple[str, ...]] = ()
+    """Importable packages this runtime needs (checked before loading)."""
+    default_for: ClassVar[tuple[Format, ...]] = ()
+
+    def __init__(self, target: Any, options: RuntimeOptions):
+        self.target = target
+        self.options = options
+        self.notes: list[str] = []
+        self.threads: int | None = None
+        self._validated = False
+
+    # -- construction -----------------------------------------------------------------
+    @classmethod
+    def check_available(cls) -> None:
+        for pkg in cls.packages:
+            if importlib.util.find_spec(pkg) is None:
+                raise BackendUnavailableError(
+                    f"runtime '{cls.name}' needs the Python package '{pkg}'", hint=f"pip install {pkg}"
+                )
+
+    @classmethod
+    def import_backend(cls) -> None:
+        """Import the backend's modules, so load time measures loading the model, not Python imports."""
+        for pkg in cls.packages:
+            importlib.import_module(pkg)
+
+    @classmethod
+    def load(cls, target: Any, options: RuntimeOptions = RuntimeOptions()) -> "Session":
+        cls.check_available()
+        fmt = getattr(target, "format", None)
+        if fmt not in cls.formats:
+            raise ConfigError(
+                f"runtime '{cls.name}' cannot run format '{fmt}'",
+                hint=f"it runs: {', '.join(map(str, cls.formats))}",
+            )
+        session = cls(target, options)
+        session._load()
+        if options.threads is not None:
+            session.set_threads(options.threads)
+        return session
+
+    @abc.abstractmethod
+    def _load(self) -> None: ...
+
+    # -- running ------------------------------------------------------------------------
+    @abc.abstractmethod
+    def prepare(self, inputs: Sequence[Any]) -> Any:
+        """Convert torch tensors to this runtime's native inputs, once, outside the timed loop."""
+
+    @abc.abstractmethod
+    def run_prepared(self, native: Any) -> Any:
+        """Run once on prepared inputs; the benchmark times exactly this call."""
+
+    def outputs_to_torch(self, raw: Any) -> list:
+        return flatten_outputs(raw)
+
+    def run(self, inputs: Sequence[Any]) -> list:
+        native = self.prepare(inputs)
+        if not self._validated:
+            return self.outputs_to_torch(self.checked_run(native, inputs))
+        return self.outputs_to_torch(self.run_prepared(native))
+
+    def checked_run(self, native: Any, inputs: Sequence[Any]) -> Any:
+        """The first run: a failure here is reported against the inputs that caused it."""
+        self.validate_inputs(inputs)
+        try:
+            out = self.run_prepared(native)
+        except UserError:
+            raise
+        except Exception as exc:
+            shapes = "; ".join(describe_tensor(t) for t in inputs) or "no inputs"
+            first = first_error_line(exc)
+            raise UserError(
+                f"the model failed on inputs [{shapes}]: {first}",
+                hint="check --input_dims / --input_type against what the model expects",
+                stage="run",
+            ) from exc
+        self._validated = True
+        return out
+
+    def validate_inputs(self, inputs: Sequence[Any]) -> None:
+        """Compare inputs with what the model declares (static shapes), before running."""
+        declared = self.declared_input_specs()
+        if declared is None:
+            return
+        if len(declared) != len(inputs):
+            raise UserError(
+                f"the model takes {len(declared)} input(s) but {len(inputs)} were given",
+                hint=f"the model expects: {'; '.join(str(s) for s in declared)}",
+            )
+        for i, (spec, tensor) in enumerate(zip(declared, inputs)):
+            shape = tuple(tensor.shape)
+            if len(spec.shape) != len(shape) or any(d > 0 and d != s for d, s in zip(spec.shape, shape)):
+                want = ",".join(str(d) if d > 0 else "?" for d in spec.shape)
+                raise UserError(
+                    f"input {i} has shape {','.join(map(str, shape))} but the model expects {want}",
+                    hint="fix --input_dims",
+                )
+
+    def declared_input_specs(self) -> list[InputSpec] | None:
+        """Input specs the artifact itself declares (shape dims < 0 are dynamic), if any."""
+        return None
+
+    def example_inputs(self, seed: int = 0) -> list:
+        specs = self.declared_input_specs() or getattr(self.target, "input_specs", None)
+        if not specs or any(d <= 0 for s in specs for d in s.shape):
+            raise ConfigError(
+                f"cannot tell the input shape of {describe_target(self.target)}",
+                hint='give --input_dims, e.g. --input_dims "1,3,224,224"',
+            )
+        return make_random_inputs(specs, seed)
+
+    def bundled_inputs(self) -> list[list]:
+        raise ConfigError(f"{describe_target(self.target)} has no bundled inputs",
+                          hint="export with bundled inputs, or drop --use_bundled_input")
+
+    @abc.abstractmethod
+    def set_threads(self, threads: int) -> None: ...
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def flatten_outputs(raw: Any) -> list:
+    import numpy as np
+    import torch
+
+    if isinstance(raw, torch.Tensor):
+        return [raw]
+    if isinstance(raw, np.ndarray):
+        return [torch.from_numpy(raw)]
+    if isinstance(raw, dict):
+        raw = list(raw.values())
+    if isinstance(raw, (list, tuple)):
+        out = []
+        for item in raw:
+            out.extend(flatten_outputs(item))
+        return out
+    if raw is None:
+        return []
+    return [torch.as_tensor(raw)]
+
+
+def first_error_line(exc: BaseException) -> str:
+    """The informative line of an exception message (TorchScript puts it last, after a stack)."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    if not lines:
+        return type(exc).__name__
+    for ln in reversed(lines):
+        if ln.startswith(("RuntimeError:", "ValueError:", "IndexError:", "TypeError:")):
+            return ln.split(":", 1)[1].strip()
+    return lines[0]
+
+
+def describe_tensor(t: Any) -> str:
+    dtype = str(getattr(t, "dtype", "?")).replace("torch.", "")
+    return f"{','.join(str(d) for d in tuple(t.shape))} {dtype}"
+
+
+def describe_target(target: Any) -> str:
+    path = getattr(target, "path", None)
+    return str(path) if path is not None else getattr(target, "reference", repr(target))
+
+
+def runtime_for(fmt: Format) -> type[Session]:
+    """The default runtime for a format."""
+    from mobilize.runtimes import RUNTIMES
+
+    for name in RUNTIMES.names():
+        cls = RUNTIMES.get(name)
+        if fmt in cls.default_for:
+            return cls
+    raise ConfigError(f"no runtime runs format '{fmt}'")
+
+
+def session_class(target: Any, runtime: str | None = None) -> type[Session]:
+    from mobilize.runtimes import RUNTIMES
+
+    return RUNTIMES.get(runtime) if runtime else runtime_for(target.format)
+
+
+def open_session(target: Any, runtime: str | None = None, threads: int | None = None,
+                 options: RuntimeOptions | None = None) -> Session:
+    options = options or RuntimeOptions()
+    if threads is not None:
+        options = dataclasses.replace(options, threads=threads)
+    return session_class(target, runtime).load(target, options)

@@ -1,0 +1,53 @@
+"""Eager PyTorch: the reference.  Runs an ``nn.Module`` or an ExportedProgram ``.pt2`` file.
+
+    >>> s = RUNTIMES.get("eager").load(resolve_model("zoo:conv_bn_relu"))
+    >>> s.run(s.example_inputs())[0].shape
+    torch.Size([1, 5, 222, 222])
+"""
+
+from __future__ import annotations
+
+from mobilize.artifact import Format
+from mobilize.errors import UnsupportedModelError
+from mobilize.runtimes import RUNTIMES
+from mobilize.runtimes._torch import TorchSession
+from mobilize.sources.inputs import InputSpec
+
+
+@RUNTIMES.register("eager")
+class EagerSession(TorchSession):
+    name = "eager"
+    formats = (Format.EAGER, Format.EXPORTED_PROGRAM)
+    default_for = (Format.EAGER, Format.EXPORTED_PROGRAM)
+
+    def _load(self) -> None:
+        if self.target.format == Format.EXPORTED_PROGRAM:
+            import torch
+
+            try:
+                program = torch.export.load(str(self.target.path))
+            except Exception as exc:
+                raise UnsupportedModelError(
+                    f"{self.target.path} is not a valid ExportedProgram (.pt2): {str(exc).splitlines()[0]}"
+                ) from exc
+            self.module = program.module()
+            self._specs = _placeholder_specs(program)
+            self.notes.append("ExportedProgram run eagerly via ExportedProgram.module()")
+        else:
+            self.module = self.target.module.eval()
+
+    def declared_input_specs(self) -> list[InputSpec] | None:
+        return getattr(self, "_specs", None)
+
+
+def _placeholder_specs(program) -> list[InputSpec]:
+    """Input shapes recorded in an ExportedProgram (user inputs only, not weights)."""
+    user_inputs = set(program.graph_signature.user_inputs)
+    specs = []
+    for node in program.graph.nodes:
+        if node.op == "placeholder" and node.name in user_inputs and hasattr(node.meta.get("val"), "shape"):
+            val = node.meta["val"]
+            shape = tuple(d if isinstance(d, int) else -1 for d in val.shape)
+            dtype = str(val.dtype).replace("torch.", "").replace("float32", "float")
+            specs.append(InputSpec(shape, dtype))
+    return specs

@@ -1,0 +1,1 @@
+"""Model references, input specs and data sources."""

@@ -1,0 +1,169 @@
+"""One resolver for every model reference a command accepts.
+
+``zoo:NAME``, ``path/file.py:Name``, ``package.module:Name`` (a class or a factory returning an
+``nn.Module``) resolve to a :class:`ModelSource`; model files (``.pt``, ``.ptl``, ``.pt2``,
+``.onnx``, ``.pte``) resolve to an :class:`~mobilize.artifact.Artifact`.
+
+    >>> src = resolve_model("zoo:conv_bn_relu")
+    >>> type(src).__name__, src.input_specs[0].shape
+    ('ModelSource', (1, 3, 224, 224))
+    >>> resolve_model("model.onnx").format
+    'onnx'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from mobilize.artifact import SUFFIX_FORMATS, Artifact, Format
+from mobilize.errors import ConfigError, UnsupportedModelError, UserError
+from mobilize.sources.inputs import InputSpec
+
+
+@dataclasses.dataclass
+class ModelSource:
+    """An eager ``nn.Module`` (in eval mode) and what is known about its inputs."""
+
+    module: Any
+    reference: str
+    input_specs: list[InputSpec] = dataclasses.field(default_factory=list)
+    num_classes: int | None = None
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    format = Format.EAGER
+
+    @property
+    def name(self) -> str:
+        return self.reference.split(":")[-1]
+
+
+def resolve_model(reference: str, *, trust_pickle: bool = False) -> ModelSource | Artifact:
+    reference = reference.strip()
+    if not reference:
+        raise ConfigError("empty model reference", hint="use zoo:NAME, file.py:Class, pkg.mod:factory or a model file")
+    if reference.startswith("zoo:"):
+        return _resolve_zoo(reference[4:], reference)
+    head, sep, attr = reference.rpartition(":")
+    if sep and head.endswith(".py"):
+        return _resolve_python_file(Path(head), attr, reference)
+    suffix = Path(reference).suffix.lower()
+    if suffix in SUFFIX_FORMATS or Path(reference).exists() or "/" in reference:
+        return _resolve_file(Path(reference), trust_pickle)
+    if sep and head and attr:
+        return _resolve_import(head, attr, reference)
+    from mobilize.zoo import ZOO
+
+    raise ConfigError(
+        f"cannot resolve model reference '{reference}'",
+        hint=f"use zoo:NAME ({', '.join(ZOO.names())}), file.py:Class, pkg.mod:factory or a model file",
+    )
+
+
+def _resolve_zoo(name: str, reference: str) -> ModelSource:
+    from mobilize.zoo import ZOO
+
+    entry = ZOO.get(name)
+    module = entry.build()
+    return ModelSource(module.eval(), reference, list(entry.input_specs), entry.num_classes)
+
+
+def _instantiate(obj: Any, reference: str) -> ModelSource:
+    import torch
+
+    if obj is None:
+        raise ConfigError(f"'{reference}' names nothing")
+    try:
+        module = obj() if callable(obj) and not isinstance(obj, torch.nn.Module) else obj
+    except TypeError as exc:
+        raise UnsupportedModelError(
+            f"could not build '{reference}' with no arguments: {exc}",
+            hint="point at a factory function that takes no arguments and returns the model",
+        ) from exc
+    if not isinstance(module, torch.nn.Module):
+        raise UnsupportedModelError(f"'{reference}' gave a {type(module).__name__}, not a torch.nn.Module")
+    specs = getattr(module, "input_specs", None) or getattr(obj, "input_specs", None) or []
+    specs = [s if isinstance(s, InputSpec) else InputSpec(tuple(s)) for s in specs]
+    return ModelSource(module.eval(), reference, specs)
+
+
+def _resolve_python_file(path: Path, attr: str, reference: str) -> ModelSource:
+    if not path.exists():
+        raise UserError(f"model file not found: {path}")
+    name = f"mobilize_user_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        raise UnsupportedModelError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
+    if not hasattr(module, attr):
+        raise ConfigError(f"{path} has no '{attr}'", hint=_public_names(module))
+    return _instantiate(getattr(module, attr), reference)
+
+
+def _resolve_import(module_name: str, attr: str, reference: str) -> ModelSource:
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import '{module_name}' from '{reference}': {exc}") from exc
+    if not hasattr(module, attr):
+        raise ConfigError(f"module '{module_name}' has no '{attr}'", hint=_public_names(module))
+    return _instantiate(getattr(module, attr), reference)
+
+
+def _public_names(module: Any) -> str:
+    names = [n for n in vars(module) if not n.startswith("_")][:12]
+    return f"it defines: {', '.join(names)}" if names else "it defines nothing public"
+
+
+def torch_zip_kind(path: Path) -> str:
+    """'torchscript', 'pickle' (a ``torch.save`` file) or 'invalid' for a ``.pt`` file."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = zf.namelist()
+    except (zipfile.BadZipFile, OSError):
+        return "invalid"
+    if any("/code/" in n or n.startswith("code/") for n in names) and any(n.endswith("constants.pkl") for n in names):
+        return "torchscript"
+    if any(n.endswith("data.pkl") for n in names):
+        return "pickle"
+    return "invalid"
+
+
+def _resolve_file(path: Path, trust_pickle: bool) -> ModelSource | Artifact:
+    art = Artifact.from_file(path)
+    if art.format in (Format.TORCHSCRIPT, Format.LITE):
+        kind = torch_zip_kind(path)
+        if kind == "invalid":
+            raise UnsupportedModelError(f"{path} is not a valid TorchScript file (not a PyTorch zip archive)")
+        if kind == "pickle":
+            return _load_pickled_module(path, trust_pickle)
+    return art
+
+
+def _load_pickled_module(path: Path, trust_pickle: bool) -> ModelSource:
+    import torch
+
+    if not trust_pickle:
+        raise UserError(
+            f"{path} is a pickled Python object (torch.save), not TorchScript; unpickling can run "
+            "arbitrary code, so mobilize will not load it",
+            hint="pass --trust-pickle if you trust this file, or reference the model class as file.py:Class",
+        )
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:
+        raise UnsupportedModelError(f"could not unpickle {path}: {exc}") from exc
+    if isinstance(obj, dict):
+        raise UnsupportedModelError(
+            f"{path} holds a state_dict (weights only), not a model",
+            hint="reference the model class as file.py:Class and load the weights in its constructor",
+        )
+    return _instantiate(obj, str(path))

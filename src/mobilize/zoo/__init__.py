@@ -1,0 +1,7 @@
+"""Built-in models, one file each; the file name is the ``zoo:NAME`` key."""
+
+from mobilize.registry import Registry
+
+ZOO: Registry = Registry("zoo model", "mobilize.zoo")
+
+DEFAULT_MODEL = "mobilenet_v2"

@@ -1,0 +1,93 @@
+"""Shared fixtures: one small model and an artifact of it in every format, made once per session."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+from mobilize.cli.main import main as cli_main
+
+INPUT_SHAPE = (1, 3, 32, 32)
+
+
+class TinyNet(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.fc = torch.nn.Linear(8, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.bn(self.conv(x)))
+        return self.fc(torch.flatten(torch.nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+
+def tiny_model() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return TinyNet().eval()
+
+
+def tiny_input() -> torch.Tensor:
+    return torch.randn(INPUT_SHAPE, generator=torch.Generator().manual_seed(1))
+
+
+@pytest.fixture(scope="session")
+def artifacts(tmp_path_factory) -> dict[str, Path]:
+    """A TinyNet artifact per format: torchscript (.pt, with a bundled input), lite (.ptl),
+    exported program (.pt2), executorch (.pte, XNNPACK), onnx (.onnx)."""
+    from torch.utils.bundled_inputs import augment_model_with_bundled_inputs, bundle_large_tensor
+
+    out = tmp_path_factory.mktemp("artifacts")
+    model, x = tiny_model(), tiny_input()
+    scripted = torch.jit.script(model)
+    augment_model_with_bundled_inputs(scripted, [(bundle_large_tensor(x),)])
+    paths = {"torchscript": out / "tiny.pt", "lite": out / "tiny.ptl", "exported_program": out / "tiny.pt2",
+             "executorch": out / "tiny.pte", "onnx": out / "tiny.onnx"}
+    scripted.save(str(paths["torchscript"]))
+    scripted._save_for_lite_interpreter(str(paths["lite"]))
+    program = torch.export.export(model, (x,))
+    torch.export.save(program, str(paths["exported_program"]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+        from executorch.exir import to_edge_transform_and_lower
+
+        pte = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()]).to_executorch()
+        paths["executorch"].write_bytes(pte.buffer)
+        torch.onnx.export(model, (x,), str(paths["onnx"]), dynamo=False, input_names=["input"])
+    return paths
+
+
+@pytest.fixture
+def run_cli(capsys):
+    """Run the CLI in-process; returns (exit code, stdout, stderr)."""
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        capsys.readouterr()  # drop what fixtures printed
+        code = cli_main([str(a) for a in argv])
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return run
+
+
+@pytest.fixture
+def run_cli_process():
+    """Run the real ``mobilize`` command in a subprocess; returns (exit code, stdout, stderr).
+
+    Used where native libraries write to the process's stderr (ExecuTorch), which in-process
+    capture cannot attribute to a single call."""
+    import os
+    import subprocess
+    import sys
+
+    exe = os.path.join(os.path.dirname(sys.executable), "mobilize")
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        proc = subprocess.run([exe, *map(str, argv)], capture_output=True, text=True, timeout=300)
+        return proc.returncode, proc.stdout, proc.stderr
+
+    return run

@@ -1,0 +1,79 @@
+"""Contract tests generated from the registries: adding a runtime or zoo model adds it here."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from mobilize.artifact import Artifact
+from mobilize.errors import BackendUnavailableError, ConfigError
+from mobilize.runtimes import RUNTIMES
+from mobilize.runtimes.base import RuntimeOptions
+from mobilize.sources.models import ModelSource, resolve_model
+from mobilize.zoo import ZOO
+from tests.conftest import tiny_input, tiny_model
+
+# Which fixture artifact each runtime is tested on.
+RUNTIME_FORMATS = {"eager": "eager", "torchscript": "torchscript", "lite": "lite",
+                   "executorch": "executorch", "onnxruntime": "onnx", "openvino": "onnx"}
+TOLERANCE = {"executorch": 1e-4, "onnxruntime": 1e-4, "openvino": 1e-3}
+
+
+def test_every_runtime_has_a_contract_case():
+    assert sorted(RUNTIMES.names()) == sorted(RUNTIME_FORMATS)
+
+
+@pytest.mark.parametrize("name", RUNTIMES.names())
+def test_runtime_contract(name, artifacts):
+    cls = RUNTIMES.get(name)
+    if any(importlib.util.find_spec(p) is None for p in cls.packages):
+        with pytest.raises(BackendUnavailableError, match="pip install"):
+            cls.check_available()
+        return
+    fmt = RUNTIME_FORMATS[name]
+    target = ModelSource(tiny_model(), "tiny") if fmt == "eager" else Artifact.from_file(artifacts[fmt])
+    x = tiny_input()
+    reference = tiny_model()(x)
+    session = cls.load(target, RuntimeOptions(threads=1))
+    try:
+        outputs = session.run([x])
+        assert len(outputs) == 1 and outputs[0].shape == reference.shape
+        torch.testing.assert_close(outputs[0].float(), reference, atol=TOLERANCE.get(name, 1e-5), rtol=1e-4)
+        session.set_threads(2)
+        torch.testing.assert_close(session.run([x])[0].float(), reference, atol=TOLERANCE.get(name, 1e-5), rtol=1e-4)
+    finally:
+        session.close()
+
+
+@pytest.mark.parametrize("name", ZOO.names())
+def test_zoo_model_builds_and_runs(name):
+    entry = ZOO.get(name)
+    source = resolve_model(f"zoo:{name}")
+    assert not source.module.training
+    shape = list(entry.input_specs[0].shape)
+    shape[-2:] = [64, 64]
+    with torch.no_grad():
+        out = source.module(torch.randn(shape))
+    assert out.shape[0] == 1 and torch.isfinite(out).all()
+
+
+def test_registry_lookup_suggests():
+    with pytest.raises(ConfigError, match="did you mean: mobilenet_v2"):
+        ZOO.get("mobilenetv2")
+
+
+def test_toy_classifier_widths():
+    model = ZOO.get("toy_classifier").build()
+    convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d) and m.kernel_size == (1, 1)]
+    assert [c.out_channels for c in convs][0] == 18 and convs[-1].out_channels == 1154
+    assert model.classifier.out_features == 1000
+
+
+def test_import_is_cheap():
+    code = "import sys, mobilize; print(sorted(m for m in ('torch', 'onnxruntime', 'executorch') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -71,14 +71,9 @@ def run(args: argparse.Namespace) -> int:
         specs = parse_input_specs(args.input_dims, args.input_type, args.input_memory_format)
     elif args.input_type:
         raise ConfigError("--input_type needs --input_dims")
-    data_inputs = data_label = None
-    if args.data:
-        from mobilize.sources.data import sample_inputs
-
-        data_inputs, data_label = sample_inputs(args.data, reference, specs)
     report = bench(
         reference, runtime=args.runtime, threads=threads, input_specs=specs, no_inputs=args.no_inputs,
-        bundled_input=args.use_bundled_input, data_inputs=data_inputs, data_label=data_label, seed=args.seed,
+        bundled_input=args.use_bundled_input, data=args.data, seed=args.seed,
         config=BenchConfig(warmup=args.warmup, iterations=args.iter, report_pep=args.report_pep),
         trust_pickle=args.trust_pickle,
     )

@@ -14,7 +14,7 @@ from typing import Sequence
 
 from mobilize.errors import MobilizeError
 
-SUBCOMMANDS = ("bench",)
+SUBCOMMANDS = ("bench", "optimize")
 
 
 def build_parser() -> argparse.ArgumentParser:

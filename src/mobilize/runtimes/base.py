@@ -158,6 +158,10 @@ class Session(abc.ABC):
     @abc.abstractmethod
     def set_threads(self, threads: int) -> None: ...
 
+    def details(self) -> dict[str, Any]:
+        """Runtime-specific facts for the report (e.g. ONNX Runtime's nodes per execution provider)."""
+        return {}
+
     def close(self) -> None:
         pass
 

@@ -1,0 +1,75 @@
+"""Config dataclasses: build them from plain dicts (YAML/JSON/CLI), with errors that name the step.
+
+    >>> @dataclasses.dataclass(frozen=True)
+    ... class FuseConfig:
+    ...     inplace: bool = False
+    >>> build_config(FuseConfig, {"inplace": True}, "fuse")
+    FuseConfig(inplace=True)
+    >>> build_config(FuseConfig, {"in_place": True}, "fuse")
+    Traceback (most recent call last):
+    mobilize.errors.ConfigError: step 'fuse' has no option 'in_place' (did you mean: inplace? options: inplace)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import enum
+import typing
+from typing import Any
+
+from mobilize.errors import ConfigError
+
+
+def build_config(cls: type, options: dict[str, Any] | None, step: str) -> Any:
+    options = dict(options or {})
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    for key in options:
+        if key not in fields:
+            close = difflib.get_close_matches(key, list(fields), n=1)
+            hint = (f"did you mean: {close[0]}? " if close else "") + f"options: {', '.join(fields) or 'none'}"
+            raise ConfigError(f"step '{step}' has no option '{key}'", hint=hint)
+    kwargs = {key: _coerce(hints[key], value, step, key) for key, value in options.items()}
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"bad options for step '{step}': {exc}") from exc
+
+
+def _coerce(hint: Any, value: Any, step: str, key: str) -> Any:
+    origin = typing.get_origin(hint)
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if value is None:
+        return None
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)) and len(args) == 1:
+        hint, origin = args[0], typing.get_origin(args[0])
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        try:
+            return hint(value)
+        except ValueError:
+            raise ConfigError(f"step '{step}': bad {key} '{value}'",
+                              hint=f"choose one of: {', '.join(str(m.value) for m in hint)}") from None
+    if hint is bool and not isinstance(value, bool):
+        raise ConfigError(f"step '{step}': {key} must be true or false, got {value!r}")
+    if hint in (int, float) and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise ConfigError(f"step '{step}': {key} must be a number, got {value!r}")
+    if hint is str and not isinstance(value, str):
+        raise ConfigError(f"step '{step}': {key} must be a string, got {value!r}")
+    if origin in (tuple, list) and not isinstance(value, (list, tuple)):
+        raise ConfigError(f"step '{step}': {key} must be a list, got {value!r}")
+    if origin is tuple:
+        return tuple(value)
+    return value
+
+
+def config_to_dict(config: Any) -> dict[str, Any]:
+    """Only the options that differ from the defaults, as plain JSON values."""
+    out = {}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING)
+        if value != default:
+            out[f.name] = value.value if isinstance(value, enum.Enum) else (list(value) if isinstance(value, tuple) else value)
+    return out

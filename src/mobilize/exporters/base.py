@@ -1,0 +1,84 @@
+"""The Exporter base class: capabilities as class attributes, atomic files, a manifest, notes.
+
+An exporter author sets ``name``, ``format``, ``suffix``, ``packages``, ``tolerance`` and
+``Config`` and implements ``write(module, ctx, path)``, which writes the file at ``path`` (a
+temp name that is renamed into place only on success).
+
+    >>> from mobilize.exporters import EXPORTERS
+    >>> art = EXPORTERS.get("onnx")().export(module, ctx, out_dir / "model")
+    >>> art.path.name, art.format
+    ('model.onnx', 'onnx')
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import importlib.util
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+from mobilize.artifact import Artifact, Format, atomic_path
+from mobilize.errors import BackendUnavailableError, ExportError, MobilizeError
+from mobilize.passes.base import Context
+
+
+@dataclasses.dataclass(frozen=True)
+class ExporterConfig:
+    pass
+
+
+class Exporter(abc.ABC):
+    name: ClassVar[str]
+    format: ClassVar[Format]
+    suffix: ClassVar[str]
+    packages: ClassVar[tuple[str, ...]] = ("torch",)
+    tolerance: ClassVar[float] = 1e-4
+    """Max abs difference from the eager module on the same input that still counts as a match."""
+    Config: ClassVar[type] = ExporterConfig
+
+    def __init__(self, config: Any = None):
+        self.config = config if config is not None else self.Config()
+        self.notes: list[str] = []
+
+    def requires(self, ctx: Context) -> None:
+        """Raise ConfigError naming the fix if this exporter cannot run now."""
+        if ctx.state.get("qat_prepared") and not ctx.state.get("quantized"):
+            from mobilize.errors import ConfigError
+
+            raise ConfigError(f"export '{self.name}' comes before quantize's convert",
+                              hint="set convert: true on the quantize step, or add a convert step before exporting")
+
+    def check_available(self) -> None:
+        for pkg in self.packages:
+            if importlib.util.find_spec(pkg) is None:
+                raise BackendUnavailableError(f"exporter '{self.name}' needs the Python package '{pkg}'",
+                                              hint=f"pip install {pkg}")
+
+    @abc.abstractmethod
+    def write(self, module: Any, ctx: Context, path: Path) -> None:
+        """Write the artifact file at ``path``; record anything not done with ``self.note``."""
+
+    def note(self, text: str) -> None:
+        self.notes.append(f"{self.name}: {text}")
+
+    def export(self, module: Any, ctx: Context, stem: str | Path, recipe: dict | None = None) -> Artifact:
+        self.check_available()
+        self.requires(ctx)
+        path = Path(stem).with_suffix(self.suffix) if Path(stem).suffix != self.suffix else Path(stem)
+        start = time.perf_counter()
+        try:
+            with atomic_path(path) as tmp:
+                self.write(module, ctx, tmp)
+        except MobilizeError as exc:
+            exc.stage = exc.stage or "export"
+            raise
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ExportError(f"exporter '{self.name}' failed: {type(exc).__name__}: {first}", stage="export") from exc
+        ctx.timings_ms[f"export:{self.name}"] = (time.perf_counter() - start) * 1e3
+        art = Artifact(path=path, format=self.format, input_specs=list(ctx.input_specs), recipe=recipe,
+                       notes=list(ctx.notes) + self.notes)
+        art.write_manifest()
+        return art

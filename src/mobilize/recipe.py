@@ -1,0 +1,142 @@
+"""Recipes: ordered pass configs plus exporter configs plus runtime options; round-trip YAML/JSON.
+
+A step is a name or a one-key mapping of name to options.  Built-in recipes are the YAML
+files in ``mobilize/builtin_recipes/`` (file name == recipe name).
+
+    >>> r = load_recipe("seed")
+    >>> [s.name for s in r.passes], [s.name for s in r.exports]
+    (['fuse', 'quantize'], ['torchscript', 'lite'])
+    >>> Recipe.from_dict(r.to_dict()) == r
+    True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from mobilize.config import build_config, config_to_dict
+from mobilize.errors import ConfigError, UserError
+from mobilize.runtimes.base import RuntimeOptions
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    name: str
+    config: Any
+
+    def to_dict(self) -> Any:
+        options = config_to_dict(self.config)
+        return {self.name: options} if options else self.name
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    name: str
+    passes: tuple[Step, ...] = ()
+    exports: tuple[Step, ...] = ()
+    runtime: RuntimeOptions = RuntimeOptions()
+    description: str = ""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], name: str = "custom") -> "Recipe":
+        from mobilize.exporters import EXPORTERS
+        from mobilize.passes import PASSES
+
+        if not isinstance(data, dict):
+            raise ConfigError(f"recipe '{name}' must be a mapping with 'passes' and 'exports'")
+        unknown = set(data) - {"name", "description", "passes", "exports", "runtime"}
+        if unknown:
+            raise ConfigError(f"recipe '{name}' has unknown key(s): {', '.join(sorted(unknown))}",
+                              hint="keys: name, description, passes, exports, runtime")
+        passes = tuple(_step(PASSES, s, "pass") for s in data.get("passes") or [])
+        exports = tuple(_step(EXPORTERS, s, "exporter") for s in data.get("exports") or [])
+        if not exports:
+            raise ConfigError(f"recipe '{data.get('name', name)}' has no exports", hint="add e.g. exports: [torchscript]")
+        runtime = build_config(RuntimeOptions, data.get("runtime") or {}, "runtime")
+        return cls(data.get("name", name), passes, exports, runtime, data.get("description", ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "passes": [s.to_dict() for s in self.passes],
+            "exports": [s.to_dict() for s in self.exports],
+            "runtime": config_to_dict(self.runtime),
+        }
+
+    def with_option(self, option: str, value: Any) -> "Recipe":
+        """Set ``option`` on every step whose config has it (e.g. ``engine`` from ``--engine``)."""
+
+        def update(steps: tuple[Step, ...]) -> tuple[Step, ...]:
+            out = []
+            for s in steps:
+                if any(f.name == option for f in dataclasses.fields(s.config)):
+                    options = {**config_to_dict(s.config), option: value}
+                    s = Step(s.name, build_config(type(s.config), options, s.name))
+                out.append(s)
+            return tuple(out)
+
+        changed = dataclasses.replace(self, passes=update(self.passes), exports=update(self.exports))
+        if changed == self and not any(
+            any(f.name == option for f in dataclasses.fields(s.config)) for s in self.passes + self.exports
+        ):
+            raise ConfigError(f"recipe '{self.name}' has no step with option '{option}'")
+        return changed
+
+
+def _step(registry, raw: Any, kind: str) -> Step:
+    if isinstance(raw, str):
+        name, options = raw, {}
+    elif isinstance(raw, dict) and len(raw) == 1:
+        name, options = next(iter(raw.items()))
+        options = options or {}
+        if not isinstance(options, dict):
+            raise ConfigError(f"options of step '{name}' must be a mapping, got {options!r}")
+    else:
+        raise ConfigError(f"bad {kind} step {raw!r}", hint="write a name, or a one-key mapping name: {options}")
+    plugin = registry.get(name)
+    return Step(name, build_config(plugin.Config, options, name))
+
+
+def builtin_recipe_names() -> list[str]:
+    folder = resources.files("mobilize") / "builtin_recipes"
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def load_recipe(name_or_path: str) -> Recipe:
+    """A built-in recipe name, or a ``.yaml`` / ``.yml`` / ``.json`` file."""
+    import yaml
+
+    path = Path(name_or_path)
+    if path.suffix.lower() in (".yaml", ".yml", ".json"):
+        if not path.is_file():
+            raise UserError(f"recipe file not found: {path}")
+        text, name = path.read_text(), path.stem
+    else:
+        names = builtin_recipe_names()
+        if name_or_path not in names:
+            close = difflib.get_close_matches(name_or_path, names, n=2)
+            hint = (f"did you mean: {', '.join(close)}? " if close else "") + f"built-in recipes: {', '.join(names)}"
+            raise ConfigError(f"unknown recipe '{name_or_path}'", hint=hint + "; or give a .yaml/.json file")
+        text = (resources.files("mobilize") / "builtin_recipes" / f"{name_or_path}.yaml").read_text()
+        name = name_or_path
+    try:
+        data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot parse recipe {name_or_path}: {str(exc).splitlines()[0]}") from exc
+    return Recipe.from_dict(data, name)
+
+
+def dump_recipe(recipe: Recipe, path: str | Path) -> None:
+    import yaml
+
+    from mobilize.artifact import atomic_write_text
+
+    data = recipe.to_dict()
+    text = json.dumps(data, indent=2) if str(path).endswith(".json") else yaml.safe_dump(data, sort_keys=False)
+    atomic_write_text(path, text)

@@ -1,0 +1,283 @@
+"""Data sources: real samples for calibration, accuracy and benchmark inputs, from one abstraction.
+
+Reference syntax (``--data``): ``digits`` (scikit-learn's labelled 8x8 digits, upscaled to RGB;
+``digits:train`` / ``digits:test`` for the fixed 70/30 split), ``sample-photos`` (random crops
+of scikit-learn's two photos), a folder of images (one subfolder per label, or unlabelled),
+or an ``.npz`` file (``x`` and optional ``y`` arrays).  Every image goes through the same
+transform: to RGB in [0, 1], resize (shorter side to 256/224 of the target), center-crop to
+the model's input size, ImageNet normalization.
+
+    >>> from mobilize.sources.data import open_data
+    >>> from mobilize.sources.inputs import InputSpec
+    >>> data = open_data("digits:test")
+    >>> x, y = next(iter(data.batches(InputSpec((1, 3, 32, 32)), limit=1)))
+    >>> tuple(x.shape), int(y[0])
+    ((1, 3, 32, 32), 6)
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from mobilize.errors import ConfigError, UserError
+from mobilize.sources.inputs import InputSpec, apply_memory_format
+
+IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
+IMAGENET_STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff"}
+DIGITS_SEED = 0
+DIGITS_TEST_FRACTION = 0.3
+
+
+@dataclasses.dataclass(frozen=True)
+class Transform:
+    """How raw images become model inputs."""
+
+    resize_ratio: float = 256 / 224
+    """Shorter side resized to this times the target size before the center crop (1.0: no crop)."""
+    normalize: bool = True
+    """ImageNet mean/std normalization (else values stay in [0, 1])."""
+
+
+class DataSource(abc.ABC):
+    """Yields (input batch, labels or None) shaped for one model input."""
+
+    name: str
+    labelled: bool = False
+    num_classes: int | None = None
+
+    def __init__(self, reference: str, transform: Transform = Transform()):
+        self.reference = reference
+        self.transform = transform
+
+    @abc.abstractmethod
+    def __len__(self) -> int: ...
+
+    @abc.abstractmethod
+    def _images(self) -> Iterator[tuple[np.ndarray, int | None]]:
+        """HWC float32 RGB images in [0, 1] (or ready CHW arrays) with their labels."""
+
+    def batches(self, spec: InputSpec, limit: int | None = None, batch_size: int | None = None
+                ) -> Iterator[tuple["torch.Tensor", "torch.Tensor | None"]]:
+        """Batches shaped like ``spec`` (its batch dimension unless ``batch_size`` says otherwise)."""
+        import torch
+
+        if len(spec.shape) != 4:
+            raise ConfigError(f"data source '{self.reference}' gives images, but the model input is {spec}",
+                              hint="image data needs an N,C,H,W input")
+        batch = batch_size or spec.shape[0]
+        xs, ys = [], []
+        count = 0
+        for image, label in self._images():
+            if limit is not None and count >= limit:
+                break
+            xs.append(self.to_chw(image, spec))
+            ys.append(label)
+            count += 1
+            if len(xs) == batch:
+                yield self._stack(xs, ys, spec)
+                xs, ys = [], []
+        if xs:
+            yield self._stack(xs, ys, spec)
+        if count == 0:
+            raise UserError(f"data source '{self.reference}' has no samples")
+
+    def _stack(self, xs, ys, spec: InputSpec):
+        import torch
+
+        x = torch.from_numpy(np.stack(xs)).to(spec.torch_dtype)
+        x = apply_memory_format(x, spec)
+        y = torch.tensor(ys) if all(v is not None for v in ys) else None
+        return x, y
+
+    def samples(self, spec: InputSpec, limit: int) -> list:
+        """The first ``limit`` single inputs (batch of one each)."""
+        return [x for x, _ in self.batches(dataclass_replace_batch(spec, 1), limit=limit)]
+
+    def to_chw(self, image: np.ndarray, spec: InputSpec) -> np.ndarray:
+        _, channels, height, width = spec.shape
+        if image.ndim == 3 and image.shape[0] == channels and image.shape[1:] == (height, width):
+            return image.astype(np.float32, copy=False)  # already a model input
+        img = resize_center_crop(image, height, width, self.transform.resize_ratio)
+        if self.transform.normalize:
+            img = (img - IMAGENET_MEAN) / IMAGENET_STD
+        chw = np.ascontiguousarray(img.transpose(2, 0, 1), dtype=np.float32)
+        if channels == 1:
+            chw = chw.mean(axis=0, keepdims=True)
+        elif channels != 3:
+            raise ConfigError(f"data source '{self.reference}' gives RGB images but the model input has "
+                              f"{channels} channels ({spec})")
+        return chw
+
+
+def dataclass_replace_batch(spec: InputSpec, batch: int) -> InputSpec:
+    return dataclasses.replace(spec, shape=(batch, *spec.shape[1:]))
+
+
+def resize_center_crop(image: np.ndarray, height: int, width: int, ratio: float) -> np.ndarray:
+    """HWC float [0,1] → resize shorter side to ``ratio`` × target, center-crop to height × width."""
+    from PIL import Image
+
+    h, w = image.shape[:2]
+    scale = max(height * ratio / h, width * ratio / w)
+    new_h, new_w = max(height, round(h * scale)), max(width, round(w * scale))
+    pil = Image.fromarray(np.clip(image * 255.0 + 0.5, 0, 255).astype(np.uint8))
+    pil = pil.resize((new_w, new_h), Image.BILINEAR)
+    top, left = (new_h - height) // 2, (new_w - width) // 2
+    arr = np.asarray(pil, dtype=np.float32)[top:top + height, left:left + width] / 255.0
+    return arr
+
+
+class DigitsSource(DataSource):
+    """scikit-learn's 1,797 labelled 8x8 digits (0..16 grey levels) as RGB images."""
+
+    name = "digits"
+    labelled = True
+    num_classes = 10
+
+    def __init__(self, reference: str, split: str = "all", transform: Transform = Transform(resize_ratio=1.0)):
+        super().__init__(reference, transform)
+        from sklearn.datasets import load_digits
+
+        digits = load_digits()
+        order = np.random.default_rng(DIGITS_SEED).permutation(len(digits.target))
+        n_test = int(round(len(order) * DIGITS_TEST_FRACTION))
+        if split == "train":
+            order = order[n_test:]
+        elif split == "test":
+            order = order[:n_test]
+        elif split != "all":
+            raise ConfigError(f"unknown digits split '{split}'", hint="use digits, digits:train or digits:test")
+        self.images = digits.images[order].astype(np.float32) / 16.0
+        self.targets = digits.target[order]
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def _images(self):
+        for img, label in zip(self.images, self.targets):
+            yield np.repeat(img[:, :, None], 3, axis=2), int(label)
+
+
+class SamplePhotosSource(DataSource):
+    """Seeded random crops (40-100% of the shorter side) of scikit-learn's two sample photos."""
+
+    name = "sample-photos"
+
+    def __init__(self, reference: str, count: int = 64, seed: int = 0, transform: Transform = Transform()):
+        super().__init__(reference, transform)
+        from sklearn.datasets import load_sample_images
+
+        self.photos = [img.astype(np.float32) / 255.0 for img in load_sample_images().images]
+        self.count, self.seed = count, seed
+
+    def __len__(self) -> int:
+        return self.count
+
+    def _images(self):
+        rng = np.random.default_rng(self.seed)
+        for i in range(self.count):
+            photo = self.photos[i % len(self.photos)]
+            h, w = photo.shape[:2]
+            side = int(min(h, w) * rng.uniform(0.4, 1.0))
+            top, left = rng.integers(0, h - side + 1), rng.integers(0, w - side + 1)
+            yield photo[top:top + side, left:left + side], None
+
+
+class FolderSource(DataSource):
+    """Images in a folder; one subfolder per label (sorted names = class indices), or unlabelled."""
+
+    name = "folder"
+
+    def __init__(self, reference: str, transform: Transform = Transform()):
+        super().__init__(reference, transform)
+        root = Path(reference)
+        files = sorted(p for p in root.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+        if not files:
+            raise UserError(f"data folder {root} has no images",
+                            hint=f"expected files ending in {', '.join(sorted(IMAGE_SUFFIXES))}")
+        classes = sorted({p.parent.name for p in files if p.parent != root})
+        self.labelled = all(p.parent != root for p in files) and len(classes) > 1
+        self.class_names = classes if self.labelled else []
+        self.num_classes = len(classes) if self.labelled else None
+        self.files = files
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def _images(self):
+        from PIL import Image
+
+        for path in self.files:
+            try:
+                with Image.open(path) as im:
+                    arr = np.asarray(im.convert("RGB"), dtype=np.float32) / 255.0
+            except OSError as exc:
+                raise UserError(f"cannot read image {path}: {exc}") from exc
+            yield arr, (self.class_names.index(path.parent.name) if self.labelled else None)
+
+
+class NpzSource(DataSource):
+    """An ``.npz`` with ``x`` (N,C,H,W model inputs, or N,H,W,C / N,H,W images) and optional ``y``."""
+
+    name = "npz"
+
+    def __init__(self, reference: str, transform: Transform = Transform()):
+        super().__init__(reference, transform)
+        try:
+            with np.load(reference, allow_pickle=False) as data:
+                arrays = dict(data)
+        except (OSError, ValueError) as exc:
+            raise UserError(f"cannot read {reference} as .npz: {exc}") from exc
+        key = next((k for k in ("x", "inputs", "images", "data") if k in arrays), None)
+        if key is None:
+            raise UserError(f"{reference} has no input array", hint=f"name it 'x'; it has: {', '.join(arrays)}")
+        self.x = arrays[key]
+        self.y = next((arrays[k] for k in ("y", "labels", "targets") if k in arrays), None)
+        self.labelled = self.y is not None
+        self.num_classes = int(self.y.max()) + 1 if self.labelled else None
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def _images(self):
+        for i, item in enumerate(self.x):
+            arr = np.asarray(item)
+            if arr.dtype == np.uint8:
+                arr = arr.astype(np.float32) / 255.0
+            if arr.ndim == 2:
+                arr = np.repeat(arr[:, :, None].astype(np.float32), 3, axis=2)
+            yield arr.astype(np.float32, copy=False), (int(self.y[i]) if self.labelled else None)
+
+    def to_chw(self, image: np.ndarray, spec: InputSpec) -> np.ndarray:
+        if image.ndim == 3 and image.shape == tuple(spec.shape[1:]):
+            return image  # stored as model inputs: use as they are
+        if image.ndim == 3 and image.shape[0] in (1, 3) and image.shape[-1] not in (1, 3):
+            image = image.transpose(1, 2, 0)
+        return super().to_chw(image, spec)
+
+
+def open_data(reference: str, *, count: int | None = None) -> DataSource:
+    """Resolve a ``--data`` reference."""
+    reference = reference.strip()
+    head, _, arg = reference.partition(":")
+    if head == "digits":
+        return DigitsSource(reference, split=arg or "all")
+    if head in ("sample-photos", "photos"):
+        return SamplePhotosSource(reference, count=int(arg) if arg else (count or 64))
+    path = Path(reference)
+    if path.suffix.lower() == ".npz":
+        if not path.is_file():
+            raise UserError(f"data file not found: {path}")
+        return NpzSource(reference)
+    if path.is_dir():
+        return FolderSource(reference)
+    if path.exists():
+        raise ConfigError(f"cannot use {path} as a data source", hint="give a folder of images or an .npz file")
+    raise ConfigError(f"unknown data source '{reference}'",
+                      hint="use digits, digits:train, digits:test, sample-photos, a folder of images or an .npz file")

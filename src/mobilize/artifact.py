@@ -62,11 +62,18 @@ def sha256_of(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
+def _umask_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write to a temp file in the same folder, then rename: no half-written file survives."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.chmod(tmp, _umask_mode())
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -92,6 +99,7 @@ class atomic_path:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{self.path.stem}.", suffix=self.path.suffix, dir=self.path.parent)
         os.close(fd)
+        os.chmod(tmp, _umask_mode())
         self.tmp = Path(tmp)
         return self.tmp
 

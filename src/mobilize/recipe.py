@@ -99,8 +99,21 @@ def _step(registry, raw: Any, kind: str) -> Step:
             raise ConfigError(f"options of step '{name}' must be a mapping, got {options!r}")
     else:
         raise ConfigError(f"bad {kind} step {raw!r}", hint="write a name, or a one-key mapping name: {options}")
+    _check_section(name, kind)
     plugin = registry.get(name)
     return Step(name, build_config(plugin.Config, options, name))
+
+
+def _check_section(name: str, kind: str) -> None:
+    from mobilize.exporters import EXPORTERS
+    from mobilize.passes import PASSES
+
+    if kind == "pass" and name not in PASSES.names() and name in EXPORTERS.names():
+        raise ConfigError(f"step '{name}' is an exporter but is listed under passes",
+                          hint="move it to exports: exporters run after every pass, so after quantize's convert")
+    if kind == "exporter" and name not in EXPORTERS.names() and name in PASSES.names():
+        raise ConfigError(f"step '{name}' is a pass but is listed under exports",
+                          hint="move it to passes: passes run before any export")
 
 
 def builtin_recipe_names() -> list[str]:

@@ -24,6 +24,13 @@ def _widths(blocks: int, first: int, last: int) -> list[int]:
     return [round(first * ratio**i) for i in range(blocks)]
 
 
+class GlobalMaxPool(nn.Module):
+    """Max over the whole feature map (max_pool2d has int8 kernels; adaptive_max_pool2d does not)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.max_pool2d(x, kernel_size=x.shape[-2:])
+
+
 class ToyClassifier(nn.Module):
     def __init__(self, blocks: int = 8, first: int = 18, last: int = 1154, num_classes: int = 1000,
                  in_channels: int = 3):
@@ -43,7 +50,7 @@ class ToyClassifier(nn.Module):
             ]
             cin = cout
         self.features = nn.Sequential(*layers)
-        self.pool = nn.AdaptiveMaxPool2d(1)
+        self.pool = GlobalMaxPool()
         self.classifier = nn.Linear(cin, num_classes)
         self.dequant = torch.ao.quantization.DeQuantStub()
 

@@ -233,3 +233,103 @@ def verify_artifact(art, module, ctx, exporter) -> dict[str, Any]:
                   for g, e in zip(got, expected))
     tolerance = exporter.verify_tolerance(ctx) if hasattr(exporter, "verify_tolerance") else exporter.tolerance
     return {"max_abs": max_abs, "tolerance": tolerance, "ok": max_abs <= tolerance}
+
+
+def default_data(reference: str, specs: Sequence[InputSpec]) -> str | None:
+    """Labelled digits for the digits model, the sample photos for other image models, else None."""
+    if "digits" in reference:
+        return "digits:test"
+    if specs and len(specs[0].shape) == 4 and specs[0].shape[1] in (1, 3):
+        return "sample-photos"
+    return None
+
+
+def calibration_for(data: str | None) -> tuple[str | None, str | None]:
+    """Calibration source for an accuracy source, and a note when they overlap."""
+    if data is None:
+        return None, None
+    if data.startswith("digits"):
+        return "digits:train", None
+    return data, f"calibration and accuracy both use {data}: give held-out data for an unbiased accuracy figure"
+
+
+def compare(
+    reference: str | None = None,
+    *,
+    plan: Any = "default",
+    data: str | None = None,
+    out_dir: Any = "out/compare",
+    threads: int | None = None,
+    iterations: int = 50,
+    rounds: int = 5,
+    variants: Sequence[str] = (),
+    input_specs: Sequence[InputSpec] | None = None,
+    accuracy_samples: int = 1000,
+    timeout_s: float = 600.0,
+    trust_pickle: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Run every variant of a plan on real data; write report.json and report.html as it goes."""
+    import datetime
+
+    import mobilize
+    from mobilize.compare.runner import CompareConfig, run_plan
+    from mobilize.plan import Plan, load_plan
+    from mobilize.report.json_report import SCHEMA_VERSION, write_reports
+    from mobilize.zoo import DEFAULT_MODEL
+
+    reference = reference or f"zoo:{DEFAULT_MODEL}"
+    plan = plan if isinstance(plan, Plan) else load_plan(plan)
+    if variants:
+        plan = plan.select(list(variants))
+    if iterations < 1 or rounds < 1:
+        raise ConfigError("--iter and --rounds must be at least 1")
+    out = check_output_dir(out_dir)
+    target = resolve_model(reference, trust_pickle=trust_pickle)
+    if not hasattr(target, "module"):
+        raise ConfigError(f"compare needs a PyTorch model to derive variants from; {reference} is a {target.format} file",
+                          hint="use mobilize bench for a single artifact")
+    specs = list(input_specs or target.input_specs)
+    if not specs:
+        raise ConfigError("the model's input shape is unknown", hint='give --input_dims, e.g. "1,3,224,224"')
+    data = data or default_data(reference, specs)
+    _check_data_fits(target, specs, data)
+    calibration, note = calibration_for(data)
+    cfg = CompareConfig(model=reference, data=data, calibration=calibration, input_specs=tuple(specs),
+                        out_dir=str(out), threads=threads or default_threads(), iterations=iterations, rounds=rounds,
+                        accuracy_samples=accuracy_samples, timeout_s=timeout_s, trust_pickle=trust_pickle)
+    meta = {"schema_version": SCHEMA_VERSION, "mobilize_version": mobilize.__version__,
+            "created": datetime.datetime.now().isoformat(timespec="seconds"),
+            "input_specs": [s.to_json() for s in specs], "notes": [note] if note else []}
+
+    def save(report: dict[str, Any]) -> None:
+        for key, value in meta.items():
+            report.setdefault(key, value)
+        write_reports(report, out)
+
+    report = run_plan(cfg, plan, progress=progress, on_update=save)
+    save(report)
+    return report
+
+
+def _check_data_fits(target, specs: Sequence[InputSpec], data: str | None) -> None:
+    """Before any work: the data source gives inputs the model accepts."""
+    import torch
+
+    from mobilize.sources.data import open_data
+
+    if data is None:
+        return
+    if len(specs) != 1:
+        raise ConfigError("--data feeds models with one input only")
+    source = open_data(data)
+    one = type(specs[0])((1, *specs[0].shape[1:]), specs[0].dtype, specs[0].memory_format)
+    x, _ = next(iter(source.batches(one, limit=1)))
+    try:
+        with torch.inference_mode():
+            target.module(x)
+    except Exception as exc:
+        from mobilize.runtimes.base import first_error_line
+
+        raise ConfigError(f"data source '{data}' does not fit the model: {first_error_line(exc)}",
+                          hint="check --data and --input_dims") from exc

@@ -43,7 +43,7 @@ class Recipe:
     description: str = ""
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], name: str = "custom") -> "Recipe":
+    def from_dict(cls, data: dict[str, Any], name: str = "custom", allow_no_export: bool = False) -> "Recipe":
         from mobilize.exporters import EXPORTERS
         from mobilize.passes import PASSES
 
@@ -55,7 +55,7 @@ class Recipe:
                               hint="keys: name, description, passes, exports, runtime")
         passes = tuple(_step(PASSES, s, "pass") for s in data.get("passes") or [])
         exports = tuple(_step(EXPORTERS, s, "exporter") for s in data.get("exports") or [])
-        if not exports:
+        if not exports and not allow_no_export:
             raise ConfigError(f"recipe '{data.get('name', name)}' has no exports", hint="add e.g. exports: [torchscript]")
         runtime = build_config(RuntimeOptions, data.get("runtime") or {}, "runtime")
         return cls(data.get("name", name), passes, exports, runtime, data.get("description", ""))

@@ -53,12 +53,25 @@ class Registry(Generic[T]):
         return sorted(found | set(self._entries))
 
     def get(self, name: str) -> T:
+        if ":" in name:
+            return self._external(name)
         if name not in self._entries:
             if name in self.names():
                 importlib.import_module(f"{self.package}.{name}")
             if name not in self._entries:
                 raise ConfigError(f"unknown {self.kind} '{name}'", hint=self._suggest(name))
         return self._entries[name]
+
+    def _external(self, reference: str) -> T:
+        """A plugin outside the package, named ``package.module:Name`` (user or test plugins)."""
+        module_name, _, attr = reference.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise ConfigError(f"cannot import {self.kind} '{reference}': {exc}") from exc
+        if not hasattr(module, attr):
+            raise ConfigError(f"module '{module_name}' has no {self.kind} '{attr}'")
+        return getattr(module, attr)
 
     def _suggest(self, name: str) -> str:
         names = self.names()

@@ -14,7 +14,7 @@ from typing import Sequence
 
 from mobilize.errors import MobilizeError
 
-SUBCOMMANDS = ("bench", "optimize")
+SUBCOMMANDS = ("bench", "optimize", "compare")
 
 
 def build_parser() -> argparse.ArgumentParser:

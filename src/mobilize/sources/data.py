@@ -67,7 +67,7 @@ class DataSource(abc.ABC):
         """Batches shaped like ``spec`` (its batch dimension unless ``batch_size`` says otherwise)."""
         import torch
 
-        if len(spec.shape) != 4:
+        if len(spec.shape) != 4 and not isinstance(self, NpzSource):
             raise ConfigError(f"data source '{self.reference}' gives images, but the model input is {spec}",
                               hint="image data needs an N,C,H,W input")
         batch = batch_size or spec.shape[0]
@@ -250,13 +250,16 @@ class NpzSource(DataSource):
             arr = np.asarray(item)
             if arr.dtype == np.uint8:
                 arr = arr.astype(np.float32) / 255.0
-            if arr.ndim == 2:
+            if arr.ndim == 2 and min(arr.shape) > 3:
                 arr = np.repeat(arr[:, :, None].astype(np.float32), 3, axis=2)
             yield arr.astype(np.float32, copy=False), (int(self.y[i]) if self.labelled else None)
 
     def to_chw(self, image: np.ndarray, spec: InputSpec) -> np.ndarray:
-        if image.ndim == 3 and image.shape == tuple(spec.shape[1:]):
+        if image.shape == tuple(spec.shape[1:]):
             return image  # stored as model inputs: use as they are
+        if image.ndim != 3 or len(spec.shape) != 4:
+            raise ConfigError(f"{self.reference}: samples of shape {image.shape} do not match the model input {spec}",
+                              hint="store model inputs (N,C,H,W / N,features) or images (N,H,W[,C]) in 'x'")
         if image.ndim == 3 and image.shape[0] in (1, 3) and image.shape[-1] not in (1, 3):
             image = image.transpose(1, 2, 0)
         return super().to_chw(image, spec)

@@ -4,4 +4,4 @@ from mobilize.registry import Registry
 
 ZOO: Registry = Registry("zoo model", "mobilize.zoo")
 
-DEFAULT_MODEL = "mobilenet_v2"
+DEFAULT_MODEL = "digits_mobilenet_v2"

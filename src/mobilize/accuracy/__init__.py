@@ -1,0 +1,1 @@
+"""Accuracy: outputs against the float reference, and predictions against labels."""

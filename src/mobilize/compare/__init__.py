@@ -1,0 +1,1 @@
+"""`mobilize compare`: every variant of a plan, isolated in its own process, measured side by side."""

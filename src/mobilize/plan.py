@@ -1,0 +1,124 @@
+"""Plans: a named list of variants; a variant is a recipe with at most one export, plus a runtime.
+
+Built-in plans are the YAML files in ``mobilize/builtin_plans/`` (file name == plan name).
+A variant names a built-in recipe (``recipe: onnx-int8``) or lists its own ``passes`` /
+``exports``; with no export it runs in the eager runtime after its passes.
+
+    >>> plan = load_plan("default")
+    >>> [v.name for v in plan.variants][:3]
+    ['eager-fp32', 'fused', 'channels-last']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from mobilize.errors import ConfigError, UserError
+from mobilize.recipe import Recipe, load_recipe
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    name: str
+    recipe: Recipe
+    runtime: str | None = None
+    """Runtime name (default: the one for the exported format, eager without export)."""
+
+    @property
+    def export(self):
+        return self.recipe.exports[0] if self.recipe.exports else None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {"name": self.name, **{k: v for k, v in self.recipe.to_dict().items() if k in ("passes", "exports")}}
+        if self.recipe.to_dict().get("runtime"):
+            data["runtime_options"] = self.recipe.to_dict()["runtime"]
+        if self.runtime:
+            data["runtime"] = self.runtime
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Variant":
+        if isinstance(data, str):
+            data = {"name": data, "recipe": data}
+        if not isinstance(data, dict) or "name" not in data:
+            raise ConfigError(f"bad variant {data!r}", hint="a variant is a mapping with at least 'name'")
+        name = str(data["name"])
+        unknown = set(data) - {"name", "recipe", "passes", "exports", "runtime", "runtime_options"}
+        if unknown:
+            raise ConfigError(f"variant '{name}' has unknown key(s): {', '.join(sorted(unknown))}",
+                              hint="keys: name, recipe, passes, exports, runtime, runtime_options")
+        if "recipe" in data and ("passes" in data or "exports" in data):
+            raise ConfigError(f"variant '{name}' gives both a recipe and its own passes/exports; keep one")
+        if "recipe" in data:
+            recipe = load_recipe(str(data["recipe"]))
+        else:
+            recipe = Recipe.from_dict({"passes": data.get("passes") or [], "exports": data.get("exports") or [],
+                                       "runtime": data.get("runtime_options") or {}}, name, allow_no_export=True)
+        if len(recipe.exports) > 1:
+            raise ConfigError(f"variant '{name}' exports {len(recipe.exports)} artifacts; a variant has at most one",
+                              hint="split it into one variant per export")
+        return cls(name, recipe, data.get("runtime"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    name: str
+    variants: tuple[Variant, ...]
+    description: str = ""
+
+    @classmethod
+    def from_dict(cls, data: Any, name: str = "custom") -> "Plan":
+        if not isinstance(data, dict) or not data.get("variants"):
+            raise ConfigError(f"plan '{name}' must be a mapping with a non-empty 'variants' list")
+        variants = tuple(Variant.from_dict(v) for v in data["variants"])
+        names = [v.name for v in variants]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ConfigError(f"plan '{name}' has duplicate variant names: {', '.join(dupes)}")
+        return cls(data.get("name", name), variants, data.get("description", ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "variants": [v.to_dict() for v in self.variants]}
+
+    def select(self, names: list[str]) -> "Plan":
+        """Only the named variants (``--variant``), in plan order."""
+        known = [v.name for v in self.variants]
+        for n in names:
+            if n not in known:
+                close = difflib.get_close_matches(n, known, n=2)
+                hint = (f"did you mean: {', '.join(close)}? " if close else "") + f"variants: {', '.join(known)}"
+                raise ConfigError(f"unknown variant '{n}' in plan '{self.name}'", hint=hint)
+        return dataclasses.replace(self, variants=tuple(v for v in self.variants if v.name in names))
+
+
+def builtin_plan_names() -> list[str]:
+    folder = resources.files("mobilize") / "builtin_plans"
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def load_plan(name_or_path: str) -> Plan:
+    import yaml
+
+    path = Path(name_or_path)
+    if path.suffix.lower() in (".yaml", ".yml", ".json"):
+        if not path.is_file():
+            raise UserError(f"plan file not found: {path}")
+        text, name = path.read_text(), path.stem
+    else:
+        names = builtin_plan_names()
+        if name_or_path not in names:
+            close = difflib.get_close_matches(name_or_path, names, n=2)
+            hint = (f"did you mean: {', '.join(close)}? " if close else "") + f"built-in plans: {', '.join(names)}"
+            raise ConfigError(f"unknown plan '{name_or_path}'", hint=hint + "; or give a .yaml/.json file")
+        text = (resources.files("mobilize") / "builtin_plans" / f"{name_or_path}.yaml").read_text()
+        name = name_or_path
+    try:
+        data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot parse plan {name_or_path}: {str(exc).splitlines()[0]}") from exc
+    return Plan.from_dict(data, name)

@@ -1,0 +1,1 @@
+"""Reports: the terminal table, report.json (with a JSON Schema) and a self-contained report.html."""

@@ -1,0 +1,167 @@
+"""report.html: one self-contained file (inline SVG and CSS, no scripts or network) with the
+latency chart (p10–p90 whiskers), latency vs accuracy with the Pareto front, sizes and notes.
+
+    >>> Path("report.html").write_text(render_html(report))
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+CSS = """
+body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1100px}
+h1{font-size:20px}h2{font-size:16px;margin-top:28px}
+table{border-collapse:collapse;font-size:13px}td,th{border-bottom:1px solid #ddd;padding:3px 8px;text-align:right}
+td:first-child,th:first-child,td.l{text-align:left}.bad{color:#b00020;font-weight:600}.ok{color:#1b5e20}
+svg text{font:11px system-ui,sans-serif}.muted{color:#666}
+"""
+
+
+def esc(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def pareto_front(points: list[tuple[str, float, float]]) -> list[str]:
+    """Names of the points no other point beats on both lower latency and higher accuracy."""
+    front, best = [], -math.inf
+    for name, latency, accuracy in sorted(points, key=lambda p: (p[1], -p[2])):
+        if accuracy > best:
+            front.append(name)
+            best = accuracy
+    return front
+
+
+def latency_chart(variants: list[dict]) -> str:
+    rows = [v for v in variants if v.get("latency_ms_p50")]
+    if not rows:
+        return "<p>No variant was timed.</p>"
+    rows.sort(key=lambda v: v["latency_ms_p50"])
+    width, left, bar_h = 760, 170, 22
+    top = max(v.get("latency_ms_p90") or v["latency_ms_p50"] for v in rows) * 1.1
+    scale = (width - left - 70) / top
+    h = len(rows) * bar_h + 30
+    parts = [f'<svg id="latency-chart" width="{width}" height="{h}" role="img" aria-label="latency p50 with p10-p90">']
+    for i, v in enumerate(rows):
+        y = 10 + i * bar_h
+        p10, p50, p90 = (v.get("latency_ms_p10") or v["latency_ms_p50"]), v["latency_ms_p50"], (v.get("latency_ms_p90") or v["latency_ms_p50"])
+        color = "#1565c0" if v["outcome"] == "OK" else "#b00020"
+        parts.append(f'<text x="{left - 6}" y="{y + 14}" text-anchor="end">{esc(v["name"])}</text>')
+        parts.append(f'<rect x="{left}" y="{y + 4}" width="{p50 * scale:.1f}" height="{bar_h - 8}" fill="{color}" opacity="0.75"/>')
+        parts.append(f'<line x1="{left + p10 * scale:.1f}" x2="{left + p90 * scale:.1f}" y1="{y + 11}" y2="{y + 11}" stroke="#000"/>')
+        for xv in (p10, p90):
+            parts.append(f'<line x1="{left + xv * scale:.1f}" x2="{left + xv * scale:.1f}" y1="{y + 6}" y2="{y + 16}" stroke="#000"/>')
+        parts.append(f'<text x="{left + p90 * scale + 6:.1f}" y="{y + 14}">{p50:.2f} ms</text>')
+    parts.append(f'<text x="{left}" y="{h - 4}" class="muted">bars: p50; whiskers: p10–p90 (ms)</text></svg>')
+    return "".join(parts)
+
+
+def accuracy_chart(variants: list[dict], metric: str) -> str:
+    timed = [v for v in variants if v.get("latency_ms_p50") and v.get("accuracy")]
+    finite = [v["accuracy"][metric] for v in timed if v["accuracy"].get(metric) is not None]
+    exact = (max(finite) + 10 if finite else 100.0) if metric == "sqnr_db" else None
+    # SQNR is infinite (stored as null) for outputs identical to the reference: plot them on top.
+    pts = [(v["name"], v["latency_ms_p50"], v["accuracy"].get(metric, None) if v["accuracy"].get(metric) is not None
+            else exact) for v in timed]
+    pts = [p for p in pts if p[2] is not None and math.isfinite(p[2])]
+    if not pts:
+        return "<p>No accuracy figures to plot.</p>"
+    front = pareto_front(pts)
+    width, height, pad = 760, 360, 60
+    xs = [math.log10(p[1]) for p in pts]
+    ys = [p[2] for p in pts]
+    x0, x1 = min(xs) - 0.1, max(xs) + 0.1
+    y0, y1 = min(ys), max(ys)
+    y0, y1 = (y0 - 1, y1 + 1) if y1 - y0 < 1e-9 else (y0 - 0.08 * (y1 - y0), y1 + 0.08 * (y1 - y0))
+    px = lambda x: pad + (math.log10(x) - x0) / (x1 - x0) * (width - 2 * pad)  # noqa: E731
+    py = lambda y: height - pad - (y - y0) / (y1 - y0) * (height - 2 * pad)  # noqa: E731
+    parts = [f'<svg id="pareto-chart" width="{width}" height="{height}" role="img" aria-label="latency vs accuracy">',
+             f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="#888"/>',
+             f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="#888"/>',
+             f'<text x="{width / 2}" y="{height - 15}" text-anchor="middle">p50 latency (ms, log scale)</text>',
+             f'<text x="15" y="{height / 2}" transform="rotate(-90 15 {height / 2})" text-anchor="middle">{esc(metric)}</text>',
+             f'<text x="{pad - 4}" y="{height - pad + 4}" text-anchor="end">{y0:.3g}</text>',
+             f'<text x="{pad - 4}" y="{pad + 4}" text-anchor="end">{y1:.3g}</text>']
+    for tick in _log_ticks(10 ** x0, 10 ** x1):
+        parts.append(f'<text x="{px(tick):.1f}" y="{height - pad + 16}" text-anchor="middle">{tick:g}</text>')
+    front_pts = sorted((p for p in pts if p[0] in front), key=lambda p: p[1])
+    path = " ".join(f"{px(p[1]):.1f},{py(p[2]):.1f}" for p in front_pts)
+    parts.append(f'<polyline class="pareto-front" points="{path}" fill="none" stroke="#2e7d32" stroke-width="2" stroke-dasharray="5,3"/>')
+    for name, lat, acc in pts:
+        on = name in front
+        parts.append(f'<circle cx="{px(lat):.1f}" cy="{py(acc):.1f}" r="{6 if on else 4}" fill="{"#2e7d32" if on else "#1565c0"}"/>')
+        label = " (exact)" if exact is not None and acc == exact else ""
+        parts.append(f'<text x="{px(lat) + 8:.1f}" y="{py(acc) - 6:.1f}">{esc(name)}{label}{" ★" if on else ""}</text>')
+    parts.append("</svg>")
+    return "".join(parts) + f'<p class="muted">★ Pareto front: no other variant is both faster and more accurate ({esc(", ".join(front))}).</p>'
+
+
+def _log_ticks(lo: float, hi: float) -> list[float]:
+    ticks = []
+    for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1):
+        for m in (1, 2, 5):
+            t = m * 10**e
+            if lo <= t <= hi:
+                ticks.append(t)
+    return ticks
+
+
+def size_chart(variants: list[dict]) -> str:
+    rows = [v for v in variants if v.get("size_bytes")]
+    if not rows:
+        return "<p>No sizes.</p>"
+    width, left, bar_h = 760, 170, 20
+    top = max(v["size_bytes"] for v in rows)
+    scale = (width - left - 80) / top
+    parts = [f'<svg id="size-chart" width="{width}" height="{len(rows) * bar_h + 10}" role="img" aria-label="sizes">']
+    for i, v in enumerate(sorted(rows, key=lambda v: v["size_bytes"])):
+        y = 5 + i * bar_h
+        parts.append(f'<text x="{left - 6}" y="{y + 13}" text-anchor="end">{esc(v["name"])}</text>')
+        parts.append(f'<rect x="{left}" y="{y + 3}" width="{v["size_bytes"] * scale:.1f}" height="{bar_h - 6}" fill="#6a1b9a" opacity="0.7"/>')
+        parts.append(f'<text x="{left + v["size_bytes"] * scale + 6:.1f}" y="{y + 13}">{v["size_bytes"] / 1e6:.2f} MB</text>')
+    return "".join(parts) + "</svg>"
+
+
+def render_html(report: dict[str, Any]) -> str:
+    from mobilize.report.terminal import summary_line
+
+    variants = report["variants"]
+    metric = "top1" if report.get("labelled") else "sqnr_db"
+    rows = []
+    for v in sorted(variants, key=lambda v: v.get("latency_ms_p50") or math.inf):
+        acc = v.get("accuracy") or {}
+        cls = "ok" if v["outcome"] == "OK" else "bad"
+        cells = [v.get("format"), v.get("runtime"), _num(v.get("latency_ms_p50")), _num(v.get("latency_ms_p90")),
+                 _num(v.get("speedup_vs_eager_fp32"), "x"), _num(v["size_bytes"] / 1e6 if v.get("size_bytes") else None),
+                 _num(acc.get("top1")), _num(acc.get("top1_drop")), _num(acc.get("cosine"), digits=5),
+                 _num(acc.get("sqnr_db")), _num(acc.get("max_abs"), digits=3)]
+        rows.append(f'<tr><td>{esc(v["name"])}</td><td class="l {cls}">{esc(v["outcome"])}'
+                    f'{" (" + esc(v["stage"]) + ")" if v.get("stage") else ""}</td>'
+                    + "".join(f"<td>{esc(c) if c is not None else '-'}</td>" for c in cells) + "</tr>")
+    notes = "".join(f'<h3>{esc(v["name"])}</h3><ul>' + "".join(f"<li>{esc(n)}</li>" for n in v.get("notes") or [])
+                    + "</ul>" for v in variants if v.get("notes"))
+    status = "" if report.get("complete") else '<p class="bad">Partial report: the run was interrupted or is still going.</p>'
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>mobilize compare: {esc(report['model'])}</title>
+<style>{CSS}</style></head><body>
+<h1>mobilize compare — {esc(report['model'])}</h1>
+<p>Plan <b>{esc(report['plan'])}</b>, data <b>{esc(report.get('data'))}</b> ({esc(report.get('accuracy_samples', '?'))} samples),
+{esc(report['threads'])} thread(s), {esc(report['rounds'])} interleaved rounds, {esc(report['iterations'])} timed iterations per variant.
+Generated {esc(report.get('created', ''))} by mobilize {esc(report.get('mobilize_version', ''))}.</p>
+{status}<p><b>{esc(summary_line(report))}</b></p>
+<h2>Latency</h2>{latency_chart(variants)}
+<h2>Latency vs accuracy ({esc(metric)})</h2>{accuracy_chart(variants, metric)}
+<h2>Results</h2><table><tr><th>variant</th><th>outcome</th><th>format</th><th>runtime</th><th>p50 ms</th><th>p90 ms</th>
+<th>speedup</th><th>size MB</th><th>top-1 %</th><th>drop</th><th>cosine</th><th>SQNR dB</th><th>max abs</th></tr>
+{''.join(rows)}</table>
+<h2>Sizes</h2>{size_chart(variants)}
+<h2>Notes</h2>{notes or '<p>None.</p>'}
+</body></html>
+"""
+
+
+def _num(value: Any, suffix: str = "", digits: int = 2) -> str | None:
+    if value is None:
+        return None
+    return f"{value:.{digits}f}{suffix}" if isinstance(value, float) else f"{value}{suffix}"

@@ -1,0 +1,37 @@
+"""report.json: the compare results with ``schema_version``; validated against ``schema.json``.
+
+    >>> write_reports(report, Path("out"))          # report.json + report.html, atomically
+    >>> validate(json.loads(Path("out/report.json").read_text()))
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from mobilize.artifact import atomic_write_text
+
+SCHEMA_VERSION = 1
+
+
+def schema() -> dict[str, Any]:
+    return json.loads((resources.files("mobilize") / "report" / "schema.json").read_text())
+
+
+def validate(report: dict[str, Any]) -> None:
+    """Raise jsonschema.ValidationError if the report does not match the schema."""
+    import jsonschema
+
+    jsonschema.validate(report, schema())
+
+
+def write_reports(report: dict[str, Any], out_dir: Path) -> tuple[Path, Path]:
+    from mobilize.report.html import render_html
+
+    report.setdefault("schema_version", SCHEMA_VERSION)
+    json_path, html_path = out_dir / "report.json", out_dir / "report.html"
+    atomic_write_text(json_path, json.dumps(report, indent=2, default=str) + "\n")
+    atomic_write_text(html_path, render_html(report))
+    return json_path, html_path

@@ -1,0 +1,58 @@
+"""Plugins that misbehave on purpose, to prove `mobilize compare` records each failure and goes on.
+
+Referenced from plans as ``tests.compare_plugins:Name`` (importable in the spawned workers)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import torch
+
+from mobilize.artifact import Format
+from mobilize.exporters.base import Exporter
+from mobilize.passes.base import Pass
+
+
+class _Aborting(torch.nn.Module):
+    def forward(self, x):
+        os.abort()
+
+
+class AbortOnRun(Pass):
+    """The model it returns kills the process (SIGABRT) when run, like a crashing native runtime."""
+
+    name = "abort_on_run"
+
+    def run(self, module, ctx):
+        return _Aborting()
+
+
+class Hang(Pass):
+    name = "hang"
+
+    def run(self, module, ctx):
+        time.sleep(3600)
+
+
+class Perturb(Pass):
+    """Adds large noise to every weight: runs fine, gives wrong answers."""
+
+    name = "perturb"
+
+    def run(self, module, ctx):
+        with torch.no_grad():
+            for p in module.parameters():
+                p.add_(torch.randn_like(p) * p.abs().mean())
+        return module
+
+
+class BrokenExporter(Exporter):
+    name = "broken"
+    format = Format.ONNX
+    suffix = ".onnx"
+
+    def write(self, module, ctx, path: Path) -> None:
+        path.write_bytes(b"half a file")
+        raise RuntimeError("unsupported operator 'aten::frobnicate'")

@@ -1,0 +1,111 @@
+"""`mobilize compare`: isolation of crashing, hanging, raising and wrong variants; the reports."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import jsonschema
+import pytest
+
+from mobilize.report.html import pareto_front
+from mobilize.report.json_report import schema
+from tests.test_bad_input import assert_one_line_error
+
+PLAN = """
+name: misbehaving
+variants:
+  - {name: eager-fp32}
+  - {name: crash, passes: ["tests.compare_plugins:AbortOnRun"]}
+  - {name: hang, passes: ["tests.compare_plugins:Hang"]}
+  - {name: raise, exports: ["tests.compare_plugins:BrokenExporter"]}
+  - {name: wrong, passes: ["tests.compare_plugins:Perturb"]}
+  - {name: fused, passes: [fuse]}
+"""
+
+
+@pytest.fixture(scope="module")
+def misbehaving_run(tmp_path_factory):
+    from mobilize.cli.main import main
+
+    tmp = tmp_path_factory.mktemp("compare")
+    (tmp / "plan.yaml").write_text(PLAN)
+    code = main(["compare", "zoo:toy_classifier", "--plan", str(tmp / "plan.yaml"), "--input_dims", "1,3,32,32",
+                 "--data", "sample-photos:6", "--accuracy-samples", "4", "--iter", "6", "--rounds", "2",
+                 "--threads", "1", "--timeout", "30", "-o", str(tmp / "out")])
+    return code, tmp / "out"
+
+
+def test_each_failure_is_recorded_and_the_rest_completes(misbehaving_run, capsys):
+    code, out = misbehaving_run
+    assert code == 0
+    report = json.loads((out / "report.json").read_text())
+    got = {v["name"]: (v["outcome"], v["stage"]) for v in report["variants"]}
+    assert got == {
+        "eager-fp32": ("OK", None),
+        "crash": ("RUN_FAIL", "run"),
+        "hang": ("TIMEOUT", "passes"),
+        "raise": ("EXPORT_FAIL", "export"),
+        "wrong": ("MISMATCH", "accuracy"),
+        "fused": ("OK", None),
+    }
+    notes = {v["name"]: " ".join(v["notes"]) for v in report["variants"]}
+    assert "killed by SIGABRT" in notes["crash"]
+    assert "no answer within 30 s" in notes["hang"]
+    assert "aten::frobnicate" in notes["raise"]
+    assert not list(out.glob("artifacts/raise*")), "a failed export leaves no file"
+    for name in ("eager-fp32", "fused", "wrong"):
+        v = next(v for v in report["variants"] if v["name"] == name)
+        assert v["latency_ms_p50"] > 0 and v["iterations"] == 6
+    fused = next(v for v in report["variants"] if v["name"] == "fused")
+    assert fused["accuracy"]["max_abs"] < 1e-3 and fused["speedup_vs_eager_fp32"] > 0
+
+
+def test_json_validates_against_schema(misbehaving_run):
+    _, out = misbehaving_run
+    report = json.loads((out / "report.json").read_text())
+    assert report["schema_version"] == 1 and report["complete"] is True
+    jsonschema.validate(report, schema())
+    broken = dict(report, variants=[dict(report["variants"][0], outcome="FINE")])
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, schema())
+
+
+def test_html_is_self_contained_with_charts(misbehaving_run):
+    _, out = misbehaving_run
+    page = (out / "report.html").read_text()
+    for chart in ('id="latency-chart"', 'id="pareto-chart"', 'id="size-chart"', 'class="pareto-front"'):
+        assert chart in page
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page), "no network references"
+    assert "<script" not in page
+    assert "TIMEOUT" in page and "killed by SIGABRT" in page
+
+
+def test_pareto_front():
+    pts = [("a", 1.0, 90.0), ("b", 2.0, 95.0), ("c", 3.0, 94.0), ("d", 0.5, 80.0), ("e", 2.5, 96.0)]
+    assert pareto_front(pts) == ["d", "a", "b", "e"]
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--plan", "fastest"], "unknown plan 'fastest'"),
+    (["--plan", "default", "--variant", "onnx-int9"], "unknown variant 'onnx-int9'"),
+    (["--data", "nowhere/"], "unknown data source 'nowhere/'"),
+])
+def test_bad_arguments_fail_before_work(run_cli, tmp_path, args, fragment):
+    code, _, err = run_cli("compare", "zoo:toy_classifier", *args, "-o", tmp_path / "out")
+    assert_one_line_error(code, err, fragment)
+    assert not (tmp_path / "out" / "report.json").exists()
+
+
+def test_data_that_does_not_fit_the_model(run_cli, tmp_path):
+    import numpy as np
+
+    np.savez(tmp_path / "vectors.npz", x=np.zeros((4, 7), dtype=np.float32))
+    code, _, err = run_cli("compare", "zoo:toy_classifier", "--data", tmp_path / "vectors.npz", "-o", tmp_path / "o2")
+    assert_one_line_error(code, err, "samples of shape (7,) do not match the model input 1,3,224,224")
+    assert not (tmp_path / "o2" / "report.json").exists()
+
+
+def test_output_folder_not_usable(run_cli, tmp_path):
+    (tmp_path / "file").write_text("x")
+    assert_one_line_error(*run_cli("compare", "--plan", "quick", "-o", tmp_path / "file")[::2], "is a file")

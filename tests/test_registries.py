@@ -77,3 +77,39 @@ def test_import_is_cheap():
     code = "import sys, mobilize; print(sorted(m for m in ('torch', 'onnxruntime', 'executorch') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# Every exporter: export the tiny model, load it with the format's default runtime, match eager.
+EXPORTER_OPTIONS: dict[str, dict] = {}  # per-exporter options for the contract case (none needed so far)
+
+
+def test_every_recipe_and_plan_parses():
+    from mobilize.plan import builtin_plan_names, load_plan
+    from mobilize.recipe import builtin_recipe_names, load_recipe
+
+    assert "seed" in builtin_recipe_names() and "default" in builtin_plan_names()
+    for name in builtin_recipe_names():
+        load_recipe(name)
+    for name in builtin_plan_names():
+        load_plan(name)
+
+
+@pytest.mark.parametrize("name", __import__("mobilize.exporters", fromlist=["EXPORTERS"]).EXPORTERS.names())
+def test_exporter_contract(name, tmp_path):
+    from mobilize.exporters import EXPORTERS
+    from mobilize.passes.base import Context
+    from mobilize.runtimes.base import open_session
+    from mobilize.sources.inputs import InputSpec
+    from tests.conftest import INPUT_SHAPE
+
+    cls = EXPORTERS.get(name)
+    assert cls.name == name and cls.suffix.startswith(".") and cls.tolerance > 0
+    exporter = cls(cls.Config(**EXPORTER_OPTIONS.get(name, {})))
+    ctx = Context(input_specs=[InputSpec(INPUT_SHAPE)])
+    art = exporter.export(tiny_model(), ctx, tmp_path / "tiny")
+    assert art.path.exists() and art.path.suffix == cls.suffix and art.manifest_path.exists()
+    assert [f for f in tmp_path.iterdir() if f.name.startswith(".")] == [], "no temp files left behind"
+    x = tiny_input()
+    with open_session(art, threads=1) as session:
+        got = session.run([x])[0]
+    torch.testing.assert_close(got.float(), tiny_model()(x), atol=max(cls.tolerance, 1e-4), rtol=1e-4)

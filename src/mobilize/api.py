@@ -44,16 +44,19 @@ def bench(
     seed: int = 0,
     config: BenchConfig = BenchConfig(),
     trust_pickle: bool = False,
+    io_binding: bool = False,
     echo: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Benchmark one model reference or artifact; returns the report dict (units in names)."""
+    from mobilize.runtimes.base import RuntimeOptions
+
     threads = threads or default_threads()
     target = resolve_model(reference, trust_pickle=trust_pickle)
     cls = session_class(target, runtime)
     cls.check_available()
     cls.import_backend()
     t0 = time.perf_counter_ns()
-    session = open_session(target, runtime, threads)
+    session = open_session(target, runtime, threads, RuntimeOptions(io_binding=io_binding))
     load_ms = (time.perf_counter_ns() - t0) / 1e6
     try:
         inputs, source, specs = _choose_inputs(session, target, input_specs, no_inputs, bundled_input, data, seed)
@@ -214,7 +217,11 @@ def verify_artifact(art, module, ctx, exporter) -> dict[str, Any]:
 
     from mobilize.runtimes.base import open_session
 
-    inputs = ctx.calibration_inputs(1)[0] if ctx.data is not None else ctx.example_inputs(seed=123)
+    if ctx.data is not None and len(ctx.input_specs) == 1:
+        spec = ctx.input_specs[0]
+        inputs = [next(iter(ctx.data.batches(spec, limit=spec.shape[0])))[0]]
+    else:
+        inputs = ctx.example_inputs(seed=123)
     session = open_session(art)
     try:
         got = session.run(inputs)

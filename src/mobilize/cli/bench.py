@@ -41,6 +41,8 @@ def add_parser(sub) -> None:
     _flag(p, "pthreadpool_size", type=int, metavar="N", help="thread pool size (same as --threads)")
     p.add_argument("--threads", type=int, metavar="N", help="intra-op threads (default: all cores)")
     p.add_argument("--runtime", help="runtime to use (default: the one for the file's format)")
+    p.add_argument("--io-binding", action="store_true",
+                   help="ONNX Runtime: bind inputs once and write outputs into preallocated buffers")
     p.add_argument("--data", metavar="SRC", help="take the input from a data source (digits, sample-photos, DIR, FILE.npz)")
     p.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON")
@@ -75,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         reference, runtime=args.runtime, threads=threads, input_specs=specs, no_inputs=args.no_inputs,
         bundled_input=args.use_bundled_input, data=args.data, seed=args.seed,
         config=BenchConfig(warmup=args.warmup, iterations=args.iter, report_pep=args.report_pep),
-        trust_pickle=args.trust_pickle,
+        trust_pickle=args.trust_pickle, io_binding=args.io_binding,
     )
     outputs = report.pop("_outputs")
     if args.print_output:

@@ -66,7 +66,8 @@ class Exporter(abc.ABC):
     def export(self, module: Any, ctx: Context, stem: str | Path, recipe: dict | None = None) -> Artifact:
         self.check_available()
         self.requires(ctx)
-        path = Path(stem).with_suffix(self.suffix) if Path(stem).suffix != self.suffix else Path(stem)
+        stem = Path(stem)
+        path = stem if stem.name.endswith(self.suffix) else stem.with_name(stem.name + self.suffix)
         start = time.perf_counter()
         try:
             with atomic_path(path) as tmp:

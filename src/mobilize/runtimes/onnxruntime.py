@@ -1,18 +1,31 @@
-"""ONNX Runtime: intra-op threads, graph optimization level, optionally saving the optimized graph.
+"""ONNX Runtime: intra-op threads, graph optimization level, saving the optimized graph, IO binding.
+
+``details()`` reports how many nodes each execution provider was assigned (ONNX Runtime's own
+graph-assignment record), and it lands in the bench JSON.  With IO binding on, inputs are
+bound once and outputs go to preallocated buffers reused on every run (no allocation per run).
+Load failures become one-line user errors: a file that fails the ONNX checker names the node,
+an opset newer than this onnxruntime says which opsets it supports.
 
     >>> s = RUNTIMES.get("onnxruntime").load(Artifact.from_file("model.onnx"), RuntimeOptions(threads=2))
     >>> s.run(s.example_inputs())[0].shape
+    torch.Size([1, 1000])
+    >>> s.details()["providers"]
+    {'CPUExecutionProvider': 65}
+    >>> s.use_io_binding(); s.run(s.example_inputs())[0].shape      # same outputs, reused buffers
     torch.Size([1, 1000])
 """
 
 from __future__ import annotations
 
+import collections
+import re
+from pathlib import Path
 from typing import Any, Sequence
 
 from mobilize.artifact import Format
 from mobilize.errors import ConfigError, UnsupportedModelError
 from mobilize.runtimes import RUNTIMES
-from mobilize.runtimes.base import Session
+from mobilize.runtimes.base import Session, flatten_outputs
 from mobilize.sources.inputs import InputSpec
 
 _ORT_TYPES = {
@@ -20,8 +33,12 @@ _ORT_TYPES = {
     "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(uint8)": "uint8",
     "tensor(int8)": "int8", "tensor(bool)": "bool",
 }
+_NUMPY_TYPES = {"float": "float32"}
 _LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED",
            "layout": "ORT_ENABLE_LAYOUT", "all": "ORT_ENABLE_ALL"}
+_OPSET_TOO_NEW = re.compile(r"Opset (\d+) is under development.*?support for domain (\S+) is till opset (\d+)", re.S)
+_ORT_PREFIX = re.compile(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ")
+_CPP_LOCATION = re.compile(r"^\S+\.(?:cc|h|cpp):\d+ .*?\)\s+")
 
 
 @RUNTIMES.register("onnxruntime")
@@ -32,9 +49,25 @@ class OnnxRuntimeSession(Session):
     packages = ("onnxruntime",)
 
     def _load(self) -> None:
+        self.io_binding = bool(getattr(self.options, "io_binding", False))
+        self._last_feed: dict | None = None
         self._make_session(self.options.threads)
 
     def _make_session(self, threads: int | None) -> None:
+        import onnxruntime as ort
+
+        opts = self._session_options(threads)
+        if self.options.optimized_model_path:
+            opts.optimized_model_filepath = str(self.options.optimized_model_path)
+        opts.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+        try:
+            self.session = ort.InferenceSession(str(self.target.path), opts, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises Fail, InvalidGraph, InvalidProtobuf, NotImplemented ...
+            raise UnsupportedModelError(describe_load_error(Path(self.target.path), exc)) from exc
+        self.threads = threads
+        self._names = [i.name for i in self.session.get_inputs()]
+
+    def _session_options(self, threads: int | None) -> Any:
         import onnxruntime as ort
 
         opts = ort.SessionOptions()
@@ -45,17 +78,10 @@ class OnnxRuntimeSession(Session):
         if threads:
             opts.intra_op_num_threads = threads
             opts.inter_op_num_threads = 1
-        if self.options.optimized_model_path:
-            opts.optimized_model_filepath = self.options.optimized_model_path
         opts.log_severity_level = 3
-        try:
-            self.session = ort.InferenceSession(str(self.target.path), opts, providers=["CPUExecutionProvider"])
-        except Exception as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise UnsupportedModelError(f"ONNX Runtime could not load {self.target.path}: {first}") from exc
-        self.threads = threads
-        self._names = [i.name for i in self.session.get_inputs()]
+        return opts
 
+    # -- inputs ---------------------------------------------------------------------------
     def declared_input_specs(self) -> list[InputSpec]:
         specs = []
         for inp in self.session.get_inputs():
@@ -73,21 +99,138 @@ class OnnxRuntimeSession(Session):
             )
         return super().example_inputs(seed)
 
-    def prepare(self, inputs: Sequence[Any]) -> dict:
+    # -- running --------------------------------------------------------------------------
+    def use_io_binding(self, enabled: bool = True) -> None:
+        """Bind inputs once and write outputs into buffers allocated once (applies to the next prepare)."""
+        self.io_binding = enabled
+
+    def prepare(self, inputs: Sequence[Any]) -> Any:
         import numpy as np
 
         feed = {}
         for name, t in zip(self._names, inputs):
             arr = t.detach().contiguous().numpy() if hasattr(t, "detach") else np.asarray(t)
             feed[name] = np.ascontiguousarray(arr)
-        return feed
+        self._last_feed = feed
+        return self._bind(feed) if self.io_binding else feed
 
-    def run_prepared(self, native: dict) -> Any:
+    def run_prepared(self, native: Any) -> Any:
+        if type(native) is _Bound:
+            self.session.run_with_iobinding(native.binding)
+            return native.outputs
         return self.session.run(None, native)
+
+    def outputs_to_torch(self, raw: Any) -> list:
+        if self.io_binding:  # the buffers are reused by the next run: hand out copies
+            raw = [a.copy() for a in raw]
+        return flatten_outputs(raw)
+
+    def _bind(self, feed: dict) -> "_Bound":
+        import numpy as np
+
+        metas = self.session.get_outputs()
+        if all(all(isinstance(d, int) and d > 0 for d in m.shape) for m in metas):
+            outputs = [np.empty(m.shape, dtype=_numpy_dtype(m.type)) for m in metas]
+        else:  # dynamic output shapes: learn them from one run on these inputs
+            outputs = [np.empty_like(a) for a in self.session.run(None, feed)]
+        binding = self.session.io_binding()
+        for name, arr in feed.items():
+            binding.bind_cpu_input(name, arr)
+        for meta, buf in zip(metas, outputs):
+            binding.bind_output(meta.name, "cpu", 0, buf.dtype, list(buf.shape), buf.ctypes.data)
+        return _Bound(binding, feed, outputs)
 
     def set_threads(self, threads: int) -> None:
         if threads != self.threads:
             self._make_session(threads)
 
+    # -- report ---------------------------------------------------------------------------
+    def details(self) -> dict[str, Any]:
+        """Nodes per execution provider, as ONNX Runtime recorded the graph assignment (ORT-format files
+        carry no record: there, from a profiled run on the last inputs)."""
+        import onnxruntime as ort
+
+        providers: collections.Counter = collections.Counter()
+        for subgraph in self.session.get_provider_graph_assignment_info():
+            providers[subgraph.ep_name] += len(subgraph.get_nodes())
+        source = "graph assignment"
+        if not providers:
+            source = "profiled run" if self._last_feed is not None else "not recorded (ORT-format file, not run yet)"
+            providers = self._profiled_providers(self._last_feed) if self._last_feed is not None else providers
+        return {"providers": dict(providers), "providers_from": source, "onnxruntime_version": ort.__version__,
+                "graph_optimization_level": self.options.graph_optimization_level, "io_binding": self.io_binding}
+
+    def _profiled_providers(self, feed: dict) -> collections.Counter:
+        import json
+        import tempfile
+
+        import onnxruntime as ort
+
+        opts = self._session_options(self.threads)
+        opts.enable_profiling = True
+        with tempfile.TemporaryDirectory(prefix="mobilize-ort-profile-") as tmp:
+            opts.profile_file_prefix = str(Path(tmp) / "profile")
+            session = ort.InferenceSession(str(self.target.path), opts, providers=["CPUExecutionProvider"])
+            session.run(None, feed)
+            events = json.loads(Path(session.end_profiling()).read_text())
+        nodes = {(e["name"], e["args"].get("provider")) for e in events
+                 if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time")}
+        return collections.Counter(provider for _, provider in nodes if provider)
+
     def close(self) -> None:
         self.session = None
+
+
+class _Bound:
+    """An IOBinding with its input arrays and preallocated output buffers (kept alive together)."""
+
+    __slots__ = ("binding", "inputs", "outputs")
+
+    def __init__(self, binding: Any, inputs: dict, outputs: list):
+        self.binding, self.inputs, self.outputs = binding, inputs, outputs
+
+
+def _numpy_dtype(ort_type: str) -> str:
+    name = _ORT_TYPES.get(ort_type)
+    if name is None:
+        raise UnsupportedModelError(f"IO binding: output type {ort_type} is not supported",
+                                    hint="run without IO binding")
+    return _NUMPY_TYPES.get(name, name)
+
+
+def describe_load_error(path: Path, exc: BaseException) -> str:
+    """One line saying why ONNX Runtime could not load ``path``: opset, checker failure, or its own words."""
+    import onnxruntime as ort
+
+    text = str(exc)
+    head = f"ONNX Runtime could not load {path}"
+    match = _OPSET_TOO_NEW.search(text)
+    if match:
+        used, domain, top = match.groups()
+        return (f"{head}: it uses {domain} opset {used}, newer than onnxruntime {ort.__version__} supports "
+                f"(up to opset {top}); re-export with opset <= {top} or upgrade onnxruntime")
+    checker = _checker_failure(path)
+    if checker:
+        return f"{head}: it fails the ONNX checker: {checker}"
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    first = _CPP_LOCATION.sub("", _ORT_PREFIX.sub("", lines[0])) if lines else type(exc).__name__
+    return f"{head}: {first}"
+
+
+def _checker_failure(path: Path) -> str | None:
+    """The checker's complaint about a file that parses as ONNX, else None."""
+    if path.suffix.lower() == ".ort":
+        return None
+    try:
+        import onnx
+    except ImportError:
+        return None
+    try:
+        proto = onnx.load(str(path), load_external_data=False)
+    except Exception:  # not an ONNX protobuf (or ORT format): nothing the checker can add
+        return None
+    try:
+        onnx.checker.check_model(proto)
+    except (onnx.checker.ValidationError, ValueError) as exc:
+        return " ".join(ln.strip() for ln in str(exc).splitlines() if ln.strip())[:300]
+    return None

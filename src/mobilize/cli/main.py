@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _quiet_library_loggers() -> None:
     """torch and torchao configure their own loggers and warn about internals users cannot act on."""
-    for name in ("torch", "torchao", "executorch", "onnxscript"):
+    for name in ("torch", "torchao", "executorch", "onnxscript", "torch.utils._pytree"):
         logging.getLogger(name).setLevel(logging.ERROR)
 
 

@@ -94,6 +94,11 @@ class Worker:
             self.process.kill()
         self.process.join(5)
 
+    def finish(self, timeout_s: float = 30.0) -> None:
+        """Let a worker that has sent its result exit by itself (so it cleans up), then make sure."""
+        self.process.join(timeout_s)
+        self.kill()
+
     def stop(self) -> None:
         self.send("stop")
         self.process.join(10)
@@ -142,7 +147,7 @@ def run_plan(cfg: CompareConfig, plan, progress: Callable[[str], None] | None = 
         except StageFailure as exc:
             raise UserError(f"the float reference failed: {exc.message}") from None
         finally:
-            ref.kill()
+            ref.finish()
         report["accuracy_samples"] = info["samples"]
         report["labelled"] = info["labelled"]
         tick("float reference outputs")
@@ -156,7 +161,7 @@ def run_plan(cfg: CompareConfig, plan, progress: Callable[[str], None] | None = 
                     try:
                         built = builder.expect(("built",), cfg.timeout_s)[1]
                     finally:
-                        builder.kill()
+                        builder.finish()
                     artifact = built["artifact"]
                     r.update(artifact=artifact, format=built["format"], size_bytes=built["size_bytes"])
                     r["notes"] += built["notes"]

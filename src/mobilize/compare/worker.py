@@ -46,9 +46,6 @@ def main(conn, job: Job) -> None:
         warnings.simplefilter("ignore")
         import torch
 
-        # Before any intra-op thread exists, so every pool thread inherits flush-to-zero (see
-        # TorchSession.flush_denormals: denormals made x86 inference ~50x slower here).
-        torch.set_flush_denormal(True)
         torch.set_num_threads(job.threads)
         if job.kind == "reference":
             enter("reference")

@@ -35,8 +35,6 @@ class RuntimeOptions:
     """ONNX Runtime only: where to save the optimized graph."""
     io_binding: bool = False
     """ONNX Runtime only: bind inputs once and write outputs into preallocated buffers."""
-    flush_denormal: bool = True
-    """torch runtimes: flush denormal floats to zero (they can make x86 inference ~50x slower)."""
 
 
 class Session(abc.ABC):

@@ -1,10 +1,18 @@
 """ExecuTorch ``.pte`` (and bundled ``.bpte``) through the pybindings runtime, with threads.
 
-Thread count is set with the pybindings threadpool reset (XNNPACK's pthreadpool).
+Thread count is set with the pybindings threadpool reset (XNNPACK's pthreadpool).  XNNPACK binds
+a program to the pool that exists when the program is loaded, and the reset destroys that pool,
+so the pool is sized before loading, and a later change reloads every open program (running one
+loaded before a reset is a use-after-free: it crashed a benchmark here).  Inputs are
+converted to the dim order the program was exported with (ExecuTorch itself does not check:
+an NCHW tensor fed to a channels-last program gives wrong numbers silently).  A ``.bpte``
+also verifies itself against its bundled expected outputs.
 
     >>> s = RUNTIMES.get("executorch").load(Artifact.from_file("model.pte"), RuntimeOptions(threads=2))
     >>> s.run(s.example_inputs())[0].shape
     torch.Size([1, 1000])
+    >>> s.details()["delegation"]["delegated_percent"]
+    100.0
 """
 
 from __future__ import annotations
@@ -14,13 +22,14 @@ import os
 import sys
 import tempfile
 import warnings
+import weakref
 from typing import Any, Sequence
 
 from mobilize.artifact import Format
-from mobilize.errors import UnsupportedModelError
+from mobilize.errors import ConfigError, UnsupportedModelError
 from mobilize.runtimes import RUNTIMES
 from mobilize.runtimes.base import Session
-from mobilize.sources.inputs import InputSpec
+from mobilize.sources.inputs import InputSpec, MemoryFormat
 
 # ExecuTorch ScalarType codes -> --input_type spelling.
 _SCALAR_TYPES = {0: "uint8", 1: "int8", 3: "int32", 4: "int64", 5: "float16", 6: "float", 7: "float64", 11: "bool"}
@@ -58,14 +67,20 @@ def portable_lib() -> Any:
     return lib
 
 
-def check_pte_header(path, identifiers: tuple[bytes, ...] = (b"ET",)) -> None:
-    """A flatbuffer's file identifier sits at bytes 4..8 ('ET12' for programs, 'BP..' for bundled).
+PROGRAM_ID = b"ET"
+"""File identifier of a program flatbuffer at bytes 4..8 ('ET12' in executorch 1.5)."""
+BUNDLE_ID = b"BP"
+"""File identifier of a bundled program ('BP08' in executorch 1.5, from bundled_program_schema.fbs)."""
 
-    The runtime aborts the whole process on a corrupt file, so check before handing it over."""
+
+def check_pte_header(path, identifiers: tuple[bytes, ...] = (PROGRAM_ID, BUNDLE_ID)) -> bytes:
+    """A flatbuffer's file identifier sits at bytes 4..8 ('ET12' for programs, 'BP08' for bundled ones);
+    returns it.  The runtime aborts the whole process on a corrupt file, so check before handing it over."""
     with open(path, "rb") as fh:
         head = fh.read(8)
     if len(head) < 8 or not any(head[4:8].startswith(i) for i in identifiers):
         raise UnsupportedModelError(f"{path} is not an ExecuTorch program (no ExecuTorch flatbuffer header)")
+    return head[4:8]
 
 
 @RUNTIMES.register("executorch")
@@ -80,13 +95,20 @@ class ExecuTorchSession(Session):
         portable_lib()
 
     def _load(self) -> None:
-        lib = portable_lib()
         path = str(self.target.path)
-        self.bundled = path.endswith(".bpte")
-        check_pte_header(path, (b"BP",) if self.bundled else (b"ET",))
+        # The header, not the suffix, says which loader: a renamed .bpte still loads.
+        self.bundled = check_pte_header(path).startswith(BUNDLE_ID)
+        if self.options.threads is not None:
+            _size_pool(self.options.threads)  # before loading: the program binds to the pool it finds
+        self._reload()
+        _OPEN.add(self)
+        self._read_program(path)
+
+    def _reload(self) -> None:
+        path = str(self.target.path)
         try:
             with quiet_native_stderr():
-                self._open(lib, path)
+                self._open(portable_lib(), path)
             self._meta = self.module.method_meta("forward")
         except Exception as exc:
             raise UnsupportedModelError(f"ExecuTorch could not load {path}: {str(exc).strip()}") from exc
@@ -99,17 +121,39 @@ class ExecuTorchSession(Session):
         else:
             self.module = lib._load_for_executorch(path)
 
+    def _read_program(self, path: str) -> None:
+        from mobilize.exporters._executorch_pte import is_channels_last, program_bytes, read_program
+        from mobilize.exporters._executorch_report import delegation_report
+
+        try:
+            orders = read_program(program_bytes(path)).input_dim_orders
+            self.delegation = delegation_report(path)
+        except Exception as exc:  # the runtime loaded it; only our reading of its metadata failed
+            self._channels_last, self.delegation = [], None
+            self.notes.append(f"executorch: could not read the program's metadata ({type(exc).__name__}: {exc}); "
+                              f"inputs are passed as contiguous NCHW")
+            return
+        self._channels_last = [is_channels_last(o) for o in orders]
+        warning = self.delegation.warning()
+        if warning and not any(warning in n for n in getattr(self.target, "notes", [])):
+            self.notes.append(f"executorch: {warning}")
+
     def declared_input_specs(self) -> list[InputSpec]:
         specs = []
         for i in range(self._meta.num_inputs()):
             info = self._meta.input_tensor_meta(i)
-            specs.append(InputSpec(tuple(info.sizes()), _SCALAR_TYPES.get(info.dtype(), "float")))
+            fmt = MemoryFormat.CHANNELS_LAST if self._is_channels_last(i) else MemoryFormat.CONTIGUOUS
+            specs.append(InputSpec(tuple(info.sizes()), _SCALAR_TYPES.get(info.dtype(), "float"), fmt))
         return specs
+
+    def _is_channels_last(self, i: int) -> bool:
+        return i < len(self._channels_last) and self._channels_last[i]
 
     def prepare(self, inputs: Sequence[Any]) -> tuple:
         import torch
 
-        return tuple(torch.as_tensor(t).contiguous() for t in inputs)
+        return tuple(torch.as_tensor(t).contiguous(memory_format=torch.channels_last) if self._is_channels_last(i)
+                     else torch.as_tensor(t).contiguous() for i, t in enumerate(inputs))
 
     def run_prepared(self, native: tuple) -> Any:
         return self.module.forward(native)
@@ -121,11 +165,49 @@ class ExecuTorchSession(Session):
 
         return bundled_inputs(self.target.path)
 
+    def verify_bundled(self, atol: float, rtol: float) -> list[dict[str, Any]]:
+        """Run each bundled test case through ExecuTorch's own check; report the max abs error of each."""
+        from mobilize.exporters._bundled_program import read_test_cases
+
+        if not self.bundled:
+            raise ConfigError(f"{self.target.path} is not a bundled program", hint="export with bundle: true (.bpte)")
+        results = []
+        for i, case in enumerate(read_test_cases(self.target.path)):
+            try:
+                with quiet_native_stderr():
+                    self._bundle.verify_result_with_bundled_expected_output("forward", i, rtol=rtol, atol=atol)
+                ok = True
+            except RuntimeError:  # "Result verification failed with status 32": the numbers follow below
+                ok = False
+            got = self.run(case.inputs)
+            errors = [float((g.float() - e.float()).abs().max()) for g, e in zip(got, case.expected_outputs)
+                      if hasattr(e, "float")]
+            results.append({"case": i, "ok": ok, "max_abs_error": max(errors, default=0.0)})
+        return results
+
+    def details(self) -> dict[str, Any]:
+        return {"delegation": self.delegation.to_json()} if self.delegation is not None else {}
+
     def set_threads(self, threads: int) -> None:
-        lib = portable_lib()
-        with quiet_native_stderr():
-            lib._unsafe_reset_threadpool(threads)
+        _size_pool(threads)
         self.threads = threads
 
     def close(self) -> None:
-        self.module = None
+        _OPEN.discard(self)
+        self.module = self._bundle = None
+
+
+_OPEN: "weakref.WeakSet[ExecuTorchSession]" = weakref.WeakSet()
+"""Sessions with a program loaded in this process: all bound to the one shared threadpool."""
+
+
+def _size_pool(threads: int) -> None:
+    """Resize ExecuTorch's process-wide threadpool; reload every open program onto the new pool."""
+    lib = portable_lib()
+    with quiet_native_stderr():  # the first threadpool access probes cpuinfo, noisily
+        if lib._threadpool_get_thread_count() == threads:
+            return
+        lib._unsafe_reset_threadpool(threads)
+    for session in list(_OPEN):
+        if session.module is not None:
+            session._reload()

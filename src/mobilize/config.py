@@ -73,3 +73,39 @@ def config_to_dict(config: Any) -> dict[str, Any]:
         if value != default:
             out[f.name] = value.value if isinstance(value, enum.Enum) else (list(value) if isinstance(value, tuple) else value)
     return out
+
+
+def builtin_names(folder: str) -> list[str]:
+    """Names of the YAML documents in a package folder (``builtin_recipes``, ``builtin_plans``)."""
+    from importlib import resources
+
+    return sorted(p.name[:-5] for p in (resources.files("mobilize") / folder).iterdir() if p.name.endswith(".yaml"))
+
+
+def load_document(name_or_path: str, folder: str, kind: str) -> tuple[Any, str]:
+    """A built-in YAML document by name, or a user's .yaml/.yml/.json file: (parsed data, name)."""
+    import json
+    from importlib import resources
+    from pathlib import Path
+
+    import yaml
+
+    from mobilize.errors import UserError
+
+    path = Path(name_or_path)
+    if path.suffix.lower() in (".yaml", ".yml", ".json"):
+        if not path.is_file():
+            raise UserError(f"{kind} file not found: {path}")
+        text, name = path.read_text(), path.stem
+    else:
+        names = builtin_names(folder)
+        if name_or_path not in names:
+            close = difflib.get_close_matches(name_or_path, names, n=2)
+            hint = (f"did you mean: {', '.join(close)}? " if close else "") + f"built-in {kind}s: {', '.join(names)}"
+            raise ConfigError(f"unknown {kind} '{name_or_path}'", hint=hint + "; or give a .yaml/.json file")
+        text, name = (resources.files("mobilize") / folder / f"{name_or_path}.yaml").read_text(), name_or_path
+    try:
+        data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot parse {kind} {name_or_path}: {str(exc).splitlines()[0]}") from exc
+    return data, name

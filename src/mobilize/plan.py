@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import json
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
-from mobilize.errors import ConfigError, UserError
+from mobilize.config import builtin_names, load_document
+from mobilize.errors import ConfigError
 from mobilize.recipe import Recipe, load_recipe
 
 
@@ -97,28 +95,10 @@ class Plan:
 
 
 def builtin_plan_names() -> list[str]:
-    folder = resources.files("mobilize") / "builtin_plans"
-    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+    return builtin_names("builtin_plans")
 
 
 def load_plan(name_or_path: str) -> Plan:
-    import yaml
-
-    path = Path(name_or_path)
-    if path.suffix.lower() in (".yaml", ".yml", ".json"):
-        if not path.is_file():
-            raise UserError(f"plan file not found: {path}")
-        text, name = path.read_text(), path.stem
-    else:
-        names = builtin_plan_names()
-        if name_or_path not in names:
-            close = difflib.get_close_matches(name_or_path, names, n=2)
-            hint = (f"did you mean: {', '.join(close)}? " if close else "") + f"built-in plans: {', '.join(names)}"
-            raise ConfigError(f"unknown plan '{name_or_path}'", hint=hint + "; or give a .yaml/.json file")
-        text = (resources.files("mobilize") / "builtin_plans" / f"{name_or_path}.yaml").read_text()
-        name = name_or_path
-    try:
-        data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot parse plan {name_or_path}: {str(exc).splitlines()[0]}") from exc
+    """A built-in plan name, or a ``.yaml`` / ``.yml`` / ``.json`` file."""
+    data, name = load_document(name_or_path, "builtin_plans", "plan")
     return Plan.from_dict(data, name)

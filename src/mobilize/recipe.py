@@ -13,14 +13,12 @@ files in ``mobilize/builtin_recipes/`` (file name == recipe name).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from mobilize.config import build_config, config_to_dict
-from mobilize.errors import ConfigError, UserError
+from mobilize.config import build_config, builtin_names, config_to_dict, load_document
+from mobilize.errors import ConfigError
 from mobilize.runtimes.base import RuntimeOptions
 
 
@@ -117,31 +115,12 @@ def _check_section(name: str, kind: str) -> None:
 
 
 def builtin_recipe_names() -> list[str]:
-    folder = resources.files("mobilize") / "builtin_recipes"
-    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+    return builtin_names("builtin_recipes")
 
 
 def load_recipe(name_or_path: str) -> Recipe:
     """A built-in recipe name, or a ``.yaml`` / ``.yml`` / ``.json`` file."""
-    import yaml
-
-    path = Path(name_or_path)
-    if path.suffix.lower() in (".yaml", ".yml", ".json"):
-        if not path.is_file():
-            raise UserError(f"recipe file not found: {path}")
-        text, name = path.read_text(), path.stem
-    else:
-        names = builtin_recipe_names()
-        if name_or_path not in names:
-            close = difflib.get_close_matches(name_or_path, names, n=2)
-            hint = (f"did you mean: {', '.join(close)}? " if close else "") + f"built-in recipes: {', '.join(names)}"
-            raise ConfigError(f"unknown recipe '{name_or_path}'", hint=hint + "; or give a .yaml/.json file")
-        text = (resources.files("mobilize") / "builtin_recipes" / f"{name_or_path}.yaml").read_text()
-        name = name_or_path
-    try:
-        data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot parse recipe {name_or_path}: {str(exc).splitlines()[0]}") from exc
+    data, name = load_document(name_or_path, "builtin_recipes", "recipe")
     return Recipe.from_dict(data, name)
 
 

@@ -35,6 +35,9 @@ class RuntimeOptions:
     """ONNX Runtime only: where to save the optimized graph."""
     io_binding: bool = False
     """ONNX Runtime only: bind inputs once and write outputs into preallocated buffers."""
+    reuse_outputs: bool = False
+    """ExecuTorch only: run without copying outputs out of the program's memory-planned buffers
+    (``run`` still hands out copies, since the next run overwrites those buffers)."""
 
 
 class Session(abc.ABC):

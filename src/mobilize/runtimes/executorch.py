@@ -156,7 +156,11 @@ class ExecuTorchSession(Session):
                      else torch.as_tensor(t).contiguous() for i, t in enumerate(inputs))
 
     def run_prepared(self, native: tuple) -> Any:
-        return self.module.forward(native)
+        return self.module.forward(native, clone_outputs=not self.options.reuse_outputs)
+
+    def outputs_to_torch(self, raw: Any) -> list:
+        outputs = super().outputs_to_torch(raw)
+        return [t.clone() for t in outputs] if self.options.reuse_outputs else outputs
 
     def bundled_inputs(self) -> list[list]:
         if not self.bundled:

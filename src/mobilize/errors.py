@@ -55,3 +55,9 @@ class AccuracyError(UserError):
 
 class InternalError(MobilizeError):
     """A bug in mobilize itself."""
+
+
+def headline(exc: BaseException) -> str:
+    """The first line of an exception's message (its type name when the message is empty)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

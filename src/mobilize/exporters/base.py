@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from mobilize.artifact import Artifact, Format, atomic_path
-from mobilize.errors import BackendUnavailableError, ExportError, MobilizeError
+from mobilize.errors import BackendUnavailableError, ExportError, MobilizeError, headline
 from mobilize.passes.base import Context
 
 
@@ -76,7 +76,7 @@ class Exporter(abc.ABC):
             exc.stage = exc.stage or "export"
             raise
         except Exception as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            first = headline(exc)
             raise ExportError(f"exporter '{self.name}' failed: {type(exc).__name__}: {first}", stage="export") from exc
         ctx.timings_ms[f"export:{self.name}"] = (time.perf_counter() - start) * 1e3
         art = Artifact(path=path, format=self.format, input_specs=list(ctx.input_specs), recipe=recipe,

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from mobilize.artifact import Format
-from mobilize.errors import ConfigError, UnsupportedModelError
+from mobilize.errors import ConfigError, UnsupportedModelError, headline
 from mobilize.exporters import EXPORTERS
 from mobilize.exporters.base import Exporter
 from mobilize.passes.base import Context
@@ -104,7 +104,7 @@ class TorchScriptExporter(Exporter):
             try:
                 return torch.jit.script(module)
             except Exception as exc:
-                reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                reason = headline(exc)
                 if method == Method.SCRIPT:
                     raise UnsupportedModelError(f"torch.jit.script failed: {reason}",
                                                 hint="use method: trace, or the executorch/onnx targets") from exc
@@ -114,7 +114,7 @@ class TorchScriptExporter(Exporter):
             with torch.no_grad():
                 return torch.jit.trace(module, tuple(self._example(ctx)))
         except Exception as exc:
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            reason = headline(exc)
             raise UnsupportedModelError(f"the model can be neither scripted nor traced: {reason}",
                                         hint="try the executorch or onnx exporters") from exc
 

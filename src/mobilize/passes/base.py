@@ -18,7 +18,7 @@ import dataclasses
 import time
 from typing import Any, ClassVar
 
-from mobilize.errors import ConfigError, MobilizeError, UnsupportedModelError
+from mobilize.errors import ConfigError, MobilizeError, UnsupportedModelError, headline
 from mobilize.sources.inputs import InputSpec, make_random_inputs
 
 
@@ -82,7 +82,7 @@ class Pass(abc.ABC):
             exc.stage = exc.stage or self.name
             raise
         except Exception as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            first = headline(exc)
             raise UnsupportedModelError(f"pass '{self.name}' failed: {type(exc).__name__}: {first}",
                                         stage=self.name) from exc
         ctx.timings_ms[self.name] = (time.perf_counter() - start) * 1e3

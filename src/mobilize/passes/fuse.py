@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from mobilize.errors import ConfigError
+from mobilize.errors import ConfigError, headline
 from mobilize.passes import PASSES
 from mobilize.passes.base import Context, Pass, PassConfig
 
@@ -62,7 +62,7 @@ class Fuse(Pass):
             graph = torch.fx.symbolic_trace(module).graph
             found = find_patterns(module, graph, self.config.linear_relu)
         except Exception as exc:  # data-dependent control flow, unsupported Python constructs
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            reason = headline(exc)
             ctx.note(self.name, f"model is not FX-traceable ({reason[:120]}); fused only consecutive modules "
                                 f"inside nn.Sequential containers")
             found = find_in_sequentials(module, self.config.linear_relu)

@@ -25,7 +25,7 @@ from mobilize.bench.harness import timed_loop
 from mobilize.exporters import EXPORTERS
 from mobilize.exporters.executorch import ExecuTorchConfig, delegation_report
 from mobilize.passes import PASSES
-from mobilize.passes.base import Context
+from mobilize.context import Context
 from mobilize.runtimes.base import open_session
 from mobilize.sources.data import open_data
 from mobilize.sources.inputs import InputSpec

@@ -25,7 +25,7 @@ import torch
 from mobilize.artifact import Artifact
 from mobilize.bench.harness import timed_loop
 from mobilize.exporters import EXPORTERS
-from mobilize.passes.base import Context
+from mobilize.context import Context
 from mobilize.runtimes.base import open_session
 from mobilize.sources.data import open_data
 from mobilize.sources.inputs import InputSpec

@@ -16,7 +16,7 @@ import torch
 from mobilize.bench.rounds import interleaved
 from mobilize.exporters.torchscript import TorchScriptConfig, TorchScriptExporter
 from mobilize.passes import PASSES
-from mobilize.passes.base import Context
+from mobilize.context import Context
 from mobilize.passes.quantize import QuantizeConfig
 from mobilize.sources.data import open_data
 from mobilize.sources.inputs import InputSpec

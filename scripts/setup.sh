@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
 # Create .venv in the repo root and install mobilize with its pinned dependencies (idempotent).
 # torch==2.13.0 is the CPU build; never let pip resolve a newer torch (that is a multi-GB CUDA build).
+# Also installs Debian's chromium when absent (the HTML report is checked in a real browser by the tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
-if ! .venv/bin/python -c "import mobilize, torch, executorch, onnxruntime, pytest" 2>/dev/null \
+if ! .venv/bin/python -c "import mobilize, torch, executorch, onnxruntime, tqdm, pytest" 2>/dev/null \
    || [ pyproject.toml -nt .venv/.mobilize-installed ]; then
     .venv/bin/pip install --quiet --upgrade pip
     .venv/bin/pip install --quiet "torch==2.13.0"
-    .venv/bin/pip install --quiet -e ".[test]"
+    .venv/bin/pip install --quiet -e ".[test]" "torch==2.13.0"
     touch .venv/.mobilize-installed
+fi
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "setup: installing Debian's chromium for the browser test of report.html" >&2
+    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1; then
+        apt-get update -q >/dev/null 2>&1 || true
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1 \
+            || echo "setup: could not install chromium; the browser test of report.html will say so" >&2
+    fi
 fi

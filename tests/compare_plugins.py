@@ -56,3 +56,35 @@ class BrokenExporter(Exporter):
     def write(self, module, ctx, path: Path) -> None:
         path.write_bytes(b"half a file")
         raise RuntimeError("unsupported operator 'aten::frobnicate'")
+
+
+class CoarseWeights(Pass):
+    """Rounds every conv/linear weight to a few levels per tensor and declares the model quantized:
+    a working but lossy "quantized" variant, deterministic on every CPU."""
+
+    name = "coarse_weights"
+    levels = 4
+
+    def run(self, module, ctx):
+        with torch.no_grad():
+            for m in module.modules():
+                if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear)):
+                    w = m.weight
+                    step = w.abs().max() / self.levels
+                    w.copy_(torch.round(w / step) * step)
+        ctx.quant.quantized = True
+        return module
+
+
+class RaisesKeyError(Pass):
+    """A bug planted in a pass: mobilize must call it an internal error (exit 1), not the user's fault."""
+
+    name = "raises_key_error"
+
+    def run(self, module, ctx):
+        return {}["missing"]
+
+
+class CoarseWeights12(CoarseWeights):
+    name = "coarse_weights12"
+    levels = 12

@@ -12,6 +12,24 @@ from mobilize.cli.main import main as cli_main
 
 INPUT_SHAPE = (1, 3, 32, 32)
 
+BENCH_JSON_FIELDS = [
+    "format", "runtime", "threads", "warmup", "iterations", "size_bytes", "load_ms", "first_run_ms",
+    "latency_ms_mean", "latency_ms_p50", "latency_ms_p90", "latency_ms_p99", "latency_ms_min",
+    "latency_ms_max", "latency_ms_std", "iters_per_s", "peak_rss_mb", "input_source",
+]
+"""Fields every ``mobilize bench --json`` report has, whatever the runtime."""
+
+
+def assert_one_line_error(code: int, err: str, *fragments: str) -> None:
+    """A user error: exit 2, one line on stderr starting ``mobilize: error:``, no traceback."""
+    assert code == 2
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("mobilize: error: ")
+    assert "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+
 
 class TinyNet(torch.nn.Module):
     def __init__(self) -> None:
@@ -91,3 +109,36 @@ def run_cli_process():
         return proc.returncode, proc.stdout, proc.stderr
 
     return run
+
+
+# -- one real compare run of misbehaving variants, shared by the compare and report tests ------------------
+MISBEHAVING_PLAN = """
+name: misbehaving
+variants:
+  - {name: eager-fp32}
+  - {name: crash, passes: ["tests.compare_plugins:AbortOnRun"]}
+  - {name: hang, passes: ["tests.compare_plugins:Hang"]}
+  - {name: raise, exports: ["tests.compare_plugins:BrokenExporter"]}
+  - {name: wrong, passes: ["tests.compare_plugins:Perturb"]}
+  - {name: fused, passes: [fuse]}
+"""
+
+
+@pytest.fixture(scope="session")
+def misbehaving_run(tmp_path_factory):
+    from mobilize.cli.main import main
+
+    tmp = tmp_path_factory.mktemp("compare")
+    (tmp / "plan.yaml").write_text(MISBEHAVING_PLAN)
+    code = main(["compare", "zoo:toy_classifier", "--plan", str(tmp / "plan.yaml"), "--input_dims", "1,3,32,32",
+                 "--data", "sample-photos:6", "--accuracy-samples", "4", "--iter", "6", "--rounds", "2",
+                 "--threads", "1", "--timeout", "30", "-o", str(tmp / "out")])
+    return code, tmp / "out"
+
+
+
+@pytest.fixture(scope="session")
+def misbehaving_report(misbehaving_run) -> dict:
+    import json
+
+    return json.loads((misbehaving_run[1] / "report.json").read_text())

@@ -3,7 +3,9 @@
 Importing this package is cheap: torch and the runtimes load when first used.
 """
 
-from mobilize.api import bench, load
+from mobilize.accuracy.verify import Kind, Policy, Verdict
+from mobilize.compare.runner import CompareConfig  # before the api: the function `compare` must win the name
+from mobilize.api import bench, compare, load, optimize
 from mobilize.artifact import Artifact, Format
 from mobilize.bench.harness import BenchConfig
 from mobilize.errors import (
@@ -20,8 +22,9 @@ from mobilize.sources.inputs import InputSpec, parse_input_specs
 from mobilize.sources.models import ModelSource, resolve_model
 
 __all__ = [
-    "AccuracyError", "Artifact", "BackendUnavailableError", "BenchConfig", "ConfigError", "ExportError",
-    "Format", "InputSpec", "InternalError", "MobilizeError", "ModelSource", "UnsupportedModelError",
-    "UserError", "bench", "load", "parse_input_specs", "resolve_model",
+    "AccuracyError", "Artifact", "BackendUnavailableError", "BenchConfig", "CompareConfig", "ConfigError",
+    "ExportError", "Format", "InputSpec", "InternalError", "Kind", "MobilizeError", "ModelSource", "Policy",
+    "UnsupportedModelError", "UserError", "Verdict", "bench", "compare", "load", "optimize", "parse_input_specs",
+    "resolve_model",
 ]
 __version__ = "0.1.0"

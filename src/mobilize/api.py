@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from typing import Any, Callable, Sequence
@@ -18,9 +19,9 @@ from mobilize.bench.harness import BenchConfig, benchmark
 from mobilize.errors import ConfigError
 from mobilize.runtimes.base import open_session, session_class
 from mobilize.sources.inputs import InputSpec, make_random_inputs
-from mobilize.sources.models import resolve_model
+from mobilize.sources.models import module_size_bytes, resolve_model
 
-SCHEMA_VERSION = 1
+from mobilize.report.json_report import SCHEMA_VERSION  # noqa: E402  (one definition for every JSON output)
 
 
 def default_threads() -> int:
@@ -73,7 +74,7 @@ def bench(
         "threads": threads,
         "warmup": config.warmup,
         "iterations": config.iterations,
-        "size_bytes": path.stat().st_size if path is not None else _module_size_bytes(target.module),
+        "size_bytes": path.stat().st_size if path is not None else module_size_bytes(target.module),
         "load_ms": load_ms,
         "first_run_ms": result.first_run_ms,
         **{k: v for k, v in result.stats.to_json().items() if k != "iterations"},
@@ -115,10 +116,6 @@ def _dtype_name(t) -> str:
     return "float" if name == "float32" else name
 
 
-def _module_size_bytes(module) -> int:
-    return sum(t.numel() * t.element_size() for t in list(module.parameters()) + list(module.buffers()))
-
-
 def model_stem(reference: str) -> str:
     """A file-name stem for a model reference: zoo:mobilenet_v2 → mobilenet_v2, net.py:Net → Net."""
     from pathlib import Path
@@ -154,92 +151,61 @@ def optimize(
     out_dir: Any = "out",
     data: str | None = None,
     engine: str | None = None,
+    target: str | None = None,
     input_specs: Sequence[InputSpec] | None = None,
     trust_pickle: bool = False,
     verify: bool = True,
-    echo: Callable[[str], None] = print,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> dict[str, Any]:
     """Run a recipe's passes and exporters; write artifacts and manifests; verify each artifact."""
+    from mobilize.build import build, verify_artifact
+    from mobilize.context import Context
     from mobilize.errors import AccuracyError
-    from mobilize.exporters import EXPORTERS
-    from mobilize.passes import PASSES
-    from mobilize.passes.base import Context
     from mobilize.recipe import Recipe, load_recipe
     from mobilize.sources.data import open_data
+    from mobilize.target import Target, host_cpu
 
     recipe = recipe if isinstance(recipe, Recipe) else load_recipe(recipe)
     if engine:
         recipe = recipe.with_option("engine", engine)
     out = check_output_dir(out_dir)
-    target = resolve_model(reference, trust_pickle=trust_pickle)
-    ctx = Context(input_specs=list(input_specs or target.input_specs),
-                  data=open_data(data) if data else None)
-    ctx.state["reference"] = reference
-    if hasattr(target, "module"):
-        module = target.module
-    else:
-        if recipe.passes:
-            raise ConfigError(f"recipe '{recipe.name}' has passes, which need a PyTorch model; {reference} is a "
-                              f"{target.format} file", hint="use a model reference (zoo:, file.py:Class) or a recipe without passes")
-        module = target
-        if not ctx.input_specs:
-            from mobilize.runtimes.base import open_session as _open
+    source = resolve_model(reference, trust_pickle=trust_pickle)
+    ctx = Context(input_specs=list(input_specs or source.input_specs), data=open_data(data) if data else None,
+                  target=Target.parse(target))
+    model = getattr(source, "module", source)
+    if not hasattr(source, "module") and not ctx.input_specs:
+        with open_session(source) as s:
+            ctx.input_specs = list(s.declared_input_specs() or [])
+    total = len(recipe.passes) + len(recipe.exports) * (2 if verify else 1)
+    done = 0
 
-            with _open(target) as s:
-                ctx.input_specs = list(s.declared_input_specs() or [])
-    for step in recipe.passes:
-        echo(f"pass {step.name} ...")
-        module = PASSES.get(step.name)(step.config)(module, ctx)
-    stem = out / f"{model_stem(reference)}-{recipe.name}"
+    def step(text: str) -> None:
+        nonlocal done
+        if progress:
+            progress(done, total, text)
+        done += 1
+
+    result = build(model, recipe, ctx, out / f"{model_stem(reference)}-{recipe.name}", echo=step)
     artifacts, mismatches = [], []
-    for step in recipe.exports:
-        echo(f"export {step.name} ...")
-        exporter = EXPORTERS.get(step.name)(step.config)
-        art = exporter.export(module, ctx, stem, recipe.to_dict())
+    for built in result.artifacts:
+        art = built.artifact
         entry = {"artifact": str(art.path), "format": str(art.format), "size_bytes": art.size_bytes,
-                 "sha256": art.sha256, "notes": art.notes}
+                 "sha256": art.sha256, "kind": str(built.kind), "notes": art.notes}
         if verify:
-            entry["verify"] = verify_artifact(art, module, ctx, exporter)
-            if not entry["verify"]["ok"]:
-                mismatches.append(f"{art.path.name}: max abs error {entry['verify']['max_abs']:.3g} > "
-                                  f"tolerance {entry['verify']['tolerance']:.3g}")
+            step(f"verify {art.path.name}")
+            verdict = verify_artifact(built, result.module, ctx)
+            entry["verify"] = verdict.to_json()
+            if not verdict.ok:
+                mismatches.append(f"{art.path.name}: {verdict.reason}")
         artifacts.append(entry)
-    result = {"schema_version": SCHEMA_VERSION, "model": reference, "recipe": recipe.to_dict(),
+    report = {"schema_version": SCHEMA_VERSION, "model": reference, "recipe": recipe.to_dict(),
+              "target": ctx.target.to_json(), "host_cpu": host_cpu().to_json(),
               "artifacts": artifacts, "notes": list(ctx.notes), "timings_ms": ctx.timings_ms}
+    if progress:
+        progress(total, total, "done")
     if mismatches:
         raise AccuracyError("artifacts do not match the prepared model: " + "; ".join(mismatches), stage="verify")
-    return result
-
-
-def verify_artifact(art, module, ctx, exporter) -> dict[str, Any]:
-    """Run the artifact and the prepared module on the same input; compare."""
-    import torch
-
-    from mobilize.runtimes.base import open_session
-
-    if ctx.data is not None and len(ctx.input_specs) == 1:
-        spec = ctx.input_specs[0]
-        inputs = [next(iter(ctx.data.batches(spec, limit=spec.shape[0])))[0]]
-    else:
-        inputs = ctx.example_inputs(seed=123)
-    session = open_session(art)
-    try:
-        got = session.run(inputs)
-    finally:
-        session.close()
-    if hasattr(module, "forward"):
-        with torch.inference_mode():
-            from mobilize.runtimes.base import flatten_outputs
-
-            expected = flatten_outputs(module(*inputs))
-    else:
-        ref = open_session(module)
-        expected = ref.run(inputs)
-        ref.close()
-    max_abs = max(float((g.float() - e.dequantize().float() if e.is_quantized else g.float() - e.float()).abs().max())
-                  for g, e in zip(got, expected))
-    tolerance = exporter.verify_tolerance(ctx) if hasattr(exporter, "verify_tolerance") else exporter.tolerance
-    return {"max_abs": max_abs, "tolerance": tolerance, "ok": max_abs <= tolerance}
+    return report
 
 
 def default_data(reference: str, specs: Sequence[InputSpec]) -> str | None:
@@ -260,54 +226,54 @@ def calibration_for(data: str | None) -> tuple[str | None, str | None]:
     return data, f"calibration and accuracy both use {data}: give held-out data for an unbiased accuracy figure"
 
 
-def compare(
-    reference: str | None = None,
-    *,
-    plan: Any = "default",
-    data: str | None = None,
-    out_dir: Any = "out/compare",
-    threads: int | None = None,
-    iterations: int = 50,
-    rounds: int = 5,
-    variants: Sequence[str] = (),
-    input_specs: Sequence[InputSpec] | None = None,
-    accuracy_samples: int = 1000,
-    timeout_s: float = 600.0,
-    trust_pickle: bool = False,
-    progress: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
-    """Run every variant of a plan on real data; write report.json and report.html as it goes."""
+def compare(model: str | None = None, plan: Any = "default", config: Any = None, *, variants: Sequence[str] = (),
+            progress: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
+    """Run every variant of a plan on real data; write report.json and report.html as it goes.
+
+    ``config`` is a :class:`~mobilize.compare.runner.CompareConfig`; its ``data``, ``calibration``,
+    ``input_specs`` and ``threads`` are filled in here when left empty."""
     import datetime
 
     import mobilize
     from mobilize.compare.runner import CompareConfig, run_plan
     from mobilize.plan import Plan, load_plan
-    from mobilize.report.json_report import SCHEMA_VERSION, write_reports
+    from mobilize.report.json_report import write_reports
+    from mobilize.target import Target, host_cpu
     from mobilize.zoo import DEFAULT_MODEL
 
-    reference = reference or f"zoo:{DEFAULT_MODEL}"
+    cfg = config or CompareConfig(model="")
+    model = model or cfg.model or f"zoo:{DEFAULT_MODEL}"
     plan = plan if isinstance(plan, Plan) else load_plan(plan)
     if variants:
         plan = plan.select(list(variants))
-    if iterations < 1 or rounds < 1:
+    if cfg.iterations < 1 or cfg.rounds < 1:
         raise ConfigError("--iter and --rounds must be at least 1")
-    out = check_output_dir(out_dir)
-    target = resolve_model(reference, trust_pickle=trust_pickle)
-    if not hasattr(target, "module"):
-        raise ConfigError(f"compare needs a PyTorch model to derive variants from; {reference} is a {target.format} file",
+    if cfg.accuracy_samples < 1:
+        raise ConfigError(f"--accuracy-samples must be at least 1, got {cfg.accuracy_samples}")
+    if cfg.timeout_s <= 0:
+        raise ConfigError(f"--timeout must be more than 0 seconds, got {cfg.timeout_s:g}")
+    target = Target.parse(cfg.target)
+    out = check_output_dir(cfg.out_dir)
+    source = resolve_model(model, trust_pickle=cfg.trust_pickle)
+    if not hasattr(source, "module"):
+        raise ConfigError(f"compare needs a PyTorch model to derive variants from; {model} is a {source.format} file",
                           hint="use mobilize bench for a single artifact")
-    specs = list(input_specs or target.input_specs)
+    specs = list(cfg.input_specs or source.input_specs)
     if not specs:
         raise ConfigError("the model's input shape is unknown", hint='give --input_dims, e.g. "1,3,224,224"')
-    data = data or default_data(reference, specs)
-    _check_data_fits(target, specs, data)
-    calibration, note = calibration_for(data)
-    cfg = CompareConfig(model=reference, data=data, calibration=calibration, input_specs=tuple(specs),
-                        out_dir=str(out), threads=threads or default_threads(), iterations=iterations, rounds=rounds,
-                        accuracy_samples=accuracy_samples, timeout_s=timeout_s, trust_pickle=trust_pickle)
+    names = input_names(source.module, len(specs))
+    data = cfg.data or default_data(model, specs)
+    if data is not None:
+        _check_data_fits(specs, data, names)
+    calibration, note = (cfg.calibration, None) if cfg.calibration else calibration_for(data)
+    cfg = dataclasses.replace(cfg, model=model, data=data, calibration=calibration, input_specs=tuple(specs),
+                              out_dir=str(out), threads=cfg.threads or default_threads(), target=target.name,
+                              input_names=tuple(names))
     meta = {"schema_version": SCHEMA_VERSION, "mobilize_version": mobilize.__version__,
             "created": datetime.datetime.now().isoformat(timespec="seconds"),
-            "input_specs": [s.to_json() for s in specs], "notes": [note] if note else []}
+            "input_specs": [s.to_json() for s in specs], "target": target.to_json(), "host_cpu": host_cpu().to_json(),
+            "inputs": f"data:{data}" if data else "random-with-seed (no --data: accuracy on seeded random inputs)",
+            "notes": [note] if note else []}
 
     def save(report: dict[str, Any]) -> None:
         for key, value in meta.items():
@@ -319,24 +285,28 @@ def compare(
     return report
 
 
-def _check_data_fits(target, specs: Sequence[InputSpec], data: str | None) -> None:
-    """Before any work: the data source gives inputs the model accepts."""
-    import torch
+def input_names(module: Any, count: int) -> list[str]:
+    """The names of a module's first ``count`` forward parameters (to match .npz arrays by name)."""
+    import inspect
+
+    try:
+        params = [p.name for p in inspect.signature(module.forward).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return []
+    return params[:count] if len(params) >= count else []
+
+
+def _check_data_fits(specs: Sequence[InputSpec], data: str, names: Sequence[str] = ()) -> None:
+    """Before any work: the data source gives inputs shaped for the model (the model itself first runs
+    in the isolated reference stage, under the timeout)."""
+    import dataclasses as dc
 
     from mobilize.sources.data import open_data
 
-    if data is None:
-        return
-    if len(specs) != 1:
-        raise ConfigError("--data feeds models with one input only")
     source = open_data(data)
-    one = type(specs[0])((1, *specs[0].shape[1:]), specs[0].dtype, specs[0].memory_format)
-    x, _ = next(iter(source.batches(one, limit=1)))
-    try:
-        with torch.inference_mode():
-            target.module(x)
-    except Exception as exc:
-        from mobilize.runtimes.base import first_error_line
-
-        raise ConfigError(f"data source '{data}' does not fit the model: {first_error_line(exc)}",
-                          hint="check --data and --input_dims") from exc
+    if source.inputs_per_sample != len(specs):
+        raise ConfigError(f"data source '{data}' feeds {source.inputs_per_sample} input(s), but the model takes "
+                          f"{len(specs)}", hint="give an .npz with one array per model input (named after the "
+                                                "inputs, or x0, x1, ...)")
+    source.sample_lists([dc.replace(s, shape=(1, *s.shape[1:])) for s in specs], 1, list(names) or None)

@@ -29,6 +29,8 @@ class Format(enum.StrEnum):
     EXECUTORCH = "executorch"
     ONNX = "onnx"
     NNAPI = "nnapi"
+    TFLITE = "tflite"
+    OPENVINO = "openvino"
     EAGER = "eager"
 
 
@@ -41,7 +43,19 @@ SUFFIX_FORMATS = {
     ".bpte": Format.EXECUTORCH,
     ".onnx": Format.ONNX,
     ".ort": Format.ONNX,
+    ".tflite": Format.TFLITE,
+    ".xml": Format.OPENVINO,
 }
+
+SIDE_FILE_SUFFIXES = {Format.OPENVINO: (".bin",)}
+"""Files that belong to an artifact and sit next to it (OpenVINO IR: weights in ``.bin`` beside the ``.xml``)."""
+
+
+def artifact_size_bytes(path: str | os.PathLike, fmt: Format) -> int:
+    """The artifact's size on disk, side files included (an OpenVINO ``.xml`` is a few kB; its ``.bin`` holds the weights)."""
+    path = Path(path)
+    sides = [path.with_suffix(s) for s in SIDE_FILE_SUFFIXES.get(fmt, ())]
+    return path.stat().st_size + sum(p.stat().st_size for p in sides if p.exists())
 
 
 def format_for_path(path: str | os.PathLike) -> Format:
@@ -129,9 +143,15 @@ class Artifact:
             raise UserError(f"model file not found: {path}")
         if path.is_dir():
             raise UserError(f"model path is a folder, not a file: {path}")
-        fmt = fields.pop("format", None) or format_for_path(path)
+        fmt = fields.pop("format", None)
+        if fmt is None:
+            fmt = format_for_path(path)
+            from mobilize.formats.nnapi import is_nnapi_archive
+
+            if fmt in (Format.TORCHSCRIPT, Format.LITE) and is_nnapi_archive(path):
+                fmt = Format.NNAPI  # a .pt/.ptl whose payload is an NNAPI model: told apart by its archive
         art = cls(path=path, format=Format(fmt), **fields)
-        art.size_bytes = path.stat().st_size
+        art.size_bytes = artifact_size_bytes(path, art.format)
         manifest = art.manifest_path
         if manifest.exists() and not art.input_specs:
             data = json.loads(manifest.read_text())
@@ -157,7 +177,7 @@ class Artifact:
         }
 
     def write_manifest(self) -> Path:
-        self.size_bytes = self.path.stat().st_size
+        self.size_bytes = artifact_size_bytes(self.path, self.format)
         self.sha256 = sha256_of(self.path)
         atomic_write_text(self.manifest_path, json.dumps(self.to_json(), indent=2) + "\n")
         return self.manifest_path

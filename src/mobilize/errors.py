@@ -61,3 +61,36 @@ def headline(exc: BaseException) -> str:
     """The first line of an exception's message (its type name when the message is empty)."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+PROGRAMMING_ERRORS = (KeyError, AttributeError, NameError, IndexError, AssertionError, TypeError, ZeroDivisionError)
+"""Exception types that, raised in Python code, mean that code is wrong (not the model or its inputs)."""
+
+
+def raised_in(exc: BaseException, *files: str) -> bool:
+    """True when ``exc`` is a programming error (KeyError, AttributeError, ...) raised by Python code in
+    mobilize's own package (the zoo's model definitions excepted) or in one of ``files`` (a plugin's
+    source file): a bug in that code, not a problem of the model or a third-party library it drove.
+    Errors that native code raises (RuntimeError, ValueError) say something about the model or inputs."""
+    import os
+
+    import mobilize
+
+    if not isinstance(exc, PROGRAMMING_ERRORS):
+        return False
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    where = os.path.realpath(tb.tb_frame.f_code.co_filename)
+    package = os.path.realpath(os.path.dirname(mobilize.__file__)) + os.sep
+    ours = where.startswith(package) and not where.startswith(package + "zoo" + os.sep)
+    return ours or any(where == os.path.realpath(f) for f in files if f)
+
+
+def internal(exc: BaseException, where: str) -> "InternalError":
+    """Wrap a bug in mobilize (or a plugin) so the CLI says so, exits 1 and keeps the cause for --debug."""
+    err = InternalError(f"{where}: {type(exc).__name__}: {headline(exc)}")
+    err.__cause__ = exc
+    return err

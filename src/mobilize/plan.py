@@ -68,6 +68,8 @@ class Plan:
     name: str
     variants: tuple[Variant, ...]
     description: str = ""
+    reference: str | None = None
+    """The variant speed-ups are measured against (default: the plan's first variant)."""
 
     @classmethod
     def from_dict(cls, data: Any, name: str = "custom") -> "Plan":
@@ -78,10 +80,21 @@ class Plan:
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ConfigError(f"plan '{name}' has duplicate variant names: {', '.join(dupes)}")
-        return cls(data.get("name", name), variants, data.get("description", ""))
+        unknown = set(data) - {"name", "description", "variants", "reference"}
+        if unknown:
+            raise ConfigError(f"plan '{name}' has unknown key(s): {', '.join(sorted(unknown))}",
+                              hint="keys: name, description, reference, variants")
+        reference = data.get("reference")
+        if reference is not None and reference not in names:
+            raise ConfigError(f"plan '{name}' names reference '{reference}', which is not one of its variants",
+                              hint=f"variants: {', '.join(names)}")
+        return cls(data.get("name", name), variants, data.get("description", ""), reference)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description, "variants": [v.to_dict() for v in self.variants]}
+        data = {"name": self.name, "description": self.description, "variants": [v.to_dict() for v in self.variants]}
+        if self.reference:
+            data["reference"] = self.reference
+        return data
 
     def select(self, names: list[str]) -> "Plan":
         """Only the named variants (``--variant``), in plan order."""
@@ -91,7 +104,8 @@ class Plan:
                 close = difflib.get_close_matches(n, known, n=2)
                 hint = (f"did you mean: {', '.join(close)}? " if close else "") + f"variants: {', '.join(known)}"
                 raise ConfigError(f"unknown variant '{n}' in plan '{self.name}'", hint=hint)
-        return dataclasses.replace(self, variants=tuple(v for v in self.variants if v.name in names))
+        kept = tuple(v for v in self.variants if v.name in names)
+        return dataclasses.replace(self, variants=kept, reference=self.reference if self.reference in names else None)
 
 
 def builtin_plan_names() -> list[str]:

@@ -1,9 +1,17 @@
-"""Error statistics of a variant's outputs against the float reference, and top-1 against labels.
+"""How a candidate's outputs differ from the reference's, sample by sample, output by output.
 
-    >>> ref = torch.tensor([[1.0, 2.0, 3.0]]); out = ref + 0.01
-    >>> s = ErrorStats.compare([out], [ref])
-    >>> round(s.max_abs, 3), s.top1_agreement, s.sqnr_db > 40
-    (0.01, 1.0, True)
+Every figure is computed in float64 on outputs divided by the reference's RMS (per output), so
+logits of 1e-19 give the same SQNR and cosine as logits of 1 (in float32 their squares
+underflow).  Tuple and dict outputs are compared output by output, by name.  For classifier
+logits a top-1 flip is split by what caused it: a *near tie* (the reference's top-1 margin on
+that sample was no larger than the candidate's own error there) or a *hard flip* (the margin
+was larger: the candidate changed a clear answer).
+
+    >>> import torch
+    >>> ref = [[torch.tensor([[1.0, 2.0, 3.0]])]]
+    >>> c = compare_outputs([[ref[0][0] + 0.01]], ref)
+    >>> round(c.max_abs, 3), c.top1_agreement, round(c.sqnr_db)
+    (0.01, 1.0, 46)
 """
 
 from __future__ import annotations
@@ -12,57 +20,179 @@ import dataclasses
 import math
 from typing import Any, Sequence
 
+Outputs = Sequence[Any]
+"""One sample's outputs: a list of tensors (a model's tuple/dict outputs, flattened in order)."""
+
 
 @dataclasses.dataclass
-class ErrorStats:
+class OutputError:
+    """One output (by position/name) over all samples."""
+
+    name: str
     max_abs: float
     mean_abs: float
-    cosine: float
     sqnr_db: float
-    """Signal-to-quantization-noise ratio: 10·log10(Σref² / Σ(out−ref)²); inf when identical."""
-    top1_agreement: float
-    """Fraction of samples whose arg-max matches the reference's."""
+    """10·log10(Σref² / Σ(out−ref)²) on scale-normalised values; inf when identical."""
+    cosine_mean: float
+    cosine_min: float
+
+
+@dataclasses.dataclass
+class Comparison:
+    """A candidate against the reference on the same samples (what a verdict is decided on)."""
+
     samples: int
+    outputs: list[OutputError]
+    finite: bool
+    """False when the candidate produced NaN or inf."""
+    shape_error: str | None = None
+    """Set when the outputs do not have the reference's count, shapes or dtypes."""
+    top1_agreement: float | None = None
+    """Fraction of samples whose arg-max matches the reference's (classifier outputs only)."""
+    flips: int = 0
+    hard_flips: int = 0
+    """Flips where the reference's top-1 margin exceeded the candidate's error on that sample."""
+    near_tie_flips: int = 0
+    chance_agreement: float | None = None
+    """Agreement a constant guess would reach: the most common reference class's share."""
+    cosine: list[float] = dataclasses.field(default_factory=list)
+    """Per-sample cosine similarity of the first output (scale-normalised)."""
+    correct: list[bool] | None = None
+    """Per sample: the candidate's top-1 equals the label (labelled classifier data only)."""
 
-    @classmethod
-    def compare(cls, outputs: Sequence[Any], references: Sequence[Any]) -> "ErrorStats":
-        import torch
+    @property
+    def sqnr_db(self) -> float:
+        return min((o.sqnr_db for o in self.outputs), default=math.inf)
 
-        out = torch.cat([_float(o).reshape(len(_float(o)), -1) for o in outputs]).double()
-        ref = torch.cat([_float(r).reshape(len(_float(r)), -1) for r in references]).double()
-        diff = out - ref
-        noise = float((diff**2).sum())
-        signal = float((ref**2).sum())
-        cosine = float(torch.nn.functional.cosine_similarity(out.flatten(), ref.flatten(), dim=0))
-        return cls(
-            max_abs=float(diff.abs().max()),
-            mean_abs=float(diff.abs().mean()),
-            cosine=cosine,
-            sqnr_db=math.inf if noise == 0 else 10 * math.log10(max(signal, 1e-30) / noise),
-            top1_agreement=float((out.argmax(1) == ref.argmax(1)).double().mean()),
-            samples=len(out),
-        )
+    @property
+    def max_abs(self) -> float:
+        return max((o.max_abs for o in self.outputs), default=0.0)
+
+    @property
+    def cosine_mean(self) -> float | None:
+        return math.fsum(self.cosine) / len(self.cosine) if self.cosine else None
+
+    @property
+    def top1(self) -> float | None:
+        return 100.0 * sum(self.correct) / len(self.correct) if self.correct else None
+
+    @property
+    def hard_agreement(self) -> float | None:
+        """Agreement counting only hard flips as disagreements."""
+        return None if self.top1_agreement is None else 1.0 - self.hard_flips / max(self.samples, 1)
 
     def to_json(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        for key, value in d.items():
-            if isinstance(value, float) and not math.isfinite(value):
-                d[key] = None  # JSON has no inf/nan: sqnr_db None = identical outputs, else non-finite outputs
-        d["finite"] = math.isfinite(self.max_abs)
-        return d
+        def num(x: float | None) -> float | None:
+            return None if x is None or not math.isfinite(x) else x
+
+        return {
+            "samples": self.samples, "finite": self.finite, "shape_error": self.shape_error,
+            "max_abs": num(self.max_abs) if self.finite else None,
+            "sqnr_db": num(self.sqnr_db) if self.finite else None,
+            "sqnr_exact": self.finite and self.shape_error is None and self.sqnr_db == math.inf,
+            "cosine": num(self.cosine_mean) if self.finite else None,
+            "cosine_min": num(min(self.cosine)) if self.cosine and self.finite else None,
+            "top1_agreement": self.top1_agreement, "flips": self.flips, "hard_flips": self.hard_flips,
+            "near_tie_flips": self.near_tie_flips, "chance_agreement": self.chance_agreement,
+            "top1": self.top1,
+            "outputs": [{k: num(v) if isinstance(v, float) else v for k, v in dataclasses.asdict(o).items()}
+                        for o in self.outputs],
+        }
 
 
-def _float(t: Any):
+def as_float64(t: Any):
     import torch
 
     t = t if isinstance(t, torch.Tensor) else torch.as_tensor(t)
-    return t.dequantize().float() if t.is_quantized else t.float()
+    if t.is_quantized:
+        t = t.dequantize()
+    return t.detach().to(torch.float64)
+
+
+def compare_outputs(candidate: Sequence[Outputs], reference: Sequence[Outputs], labels: Sequence[int] | None = None,
+                    names: Sequence[str] | None = None) -> Comparison:
+    """Compare per-sample output lists (each sample: the model's outputs, flattened)."""
+    import torch
+
+    n = len(reference)
+    if len(candidate) != n:
+        return Comparison(n, [], True, f"{len(candidate)} candidate samples for {n} reference samples")
+    counts = {len(s) for s in candidate} | {len(s) for s in reference}
+    if len(counts) != 1:
+        return Comparison(n, [], True, f"the candidate returns {len(candidate[0])} output(s), the reference "
+                                       f"{len(reference[0])}")
+    k = counts.pop()
+    names = list(names or [f"output{i}" for i in range(k)])
+    cand = [[as_float64(t) for t in s] for s in candidate]
+    ref = [[as_float64(t) for t in s] for s in reference]
+    for i in range(k):
+        if any(c[i].shape != r[i].shape for c, r in zip(cand, ref)):
+            c0, r0 = next((c[i], r[i]) for c, r in zip(cand, ref) if c[i].shape != r[i].shape)
+            return Comparison(n, [], True, f"{names[i]} has shape {tuple(c0.shape)}, the reference {tuple(r0.shape)}")
+    finite = all(bool(torch.isfinite(t).all()) for s in cand for t in s)
+    outputs = []
+    for i in range(k):
+        r_all = torch.cat([s[i].reshape(1, -1) for s in ref])
+        c_all = torch.cat([s[i].reshape(1, -1) for s in cand])
+        if not finite:
+            outputs.append(OutputError(names[i], math.nan, math.nan, math.nan, math.nan, math.nan))
+            continue
+        scale = float(r_all.pow(2).mean().sqrt()) or float(c_all.pow(2).mean().sqrt()) or 1.0
+        rn, cn = r_all / scale, c_all / scale
+        diff = c_all - r_all
+        noise = float((cn - rn).pow(2).sum())
+        signal = float(rn.pow(2).sum())
+        sqnr = math.inf if noise == 0 else (10 * math.log10(signal / noise) if signal > 0 else -math.inf)
+        cos = _cosines(cn, rn)
+        outputs.append(OutputError(names[i], float(diff.abs().max()), float(diff.abs().mean()), sqnr,
+                                   math.fsum(cos) / len(cos), min(cos)))
+    result = Comparison(n, outputs, finite)
+    if finite:
+        first_c = torch.cat([s[0].reshape(1, -1) for s in cand])
+        first_r = torch.cat([s[0].reshape(1, -1) for s in ref])
+        result.cosine = _cosines(first_c, first_r)
+        if first_r.shape[1] > 1 and all(s[0].numel() == first_r.shape[1] for s in ref):
+            _top1(result, first_c, first_r, labels)
+    return result
+
+
+def _cosines(c, r) -> list[float]:
+    """Per-row cosine similarity in float64 (1.0 when both rows are zero, 0.0 when one is)."""
+    dots = (c * r).sum(1)
+    norms = c.norm(dim=1) * r.norm(dim=1)
+    out = []
+    for d, nrm, cz, rz in zip(dots.tolist(), norms.tolist(), (c.abs().sum(1) == 0).tolist(), (r.abs().sum(1) == 0).tolist()):
+        out.append(1.0 if cz and rz else (0.0 if nrm == 0 else max(-1.0, min(1.0, d / nrm))))
+    return out
+
+
+def _top1(result: Comparison, c, r, labels: Sequence[int] | None) -> None:
+    import collections
+
+    c_top, r_top = c.argmax(1), r.argmax(1)
+    flipped = (c_top != r_top)
+    top2 = r.topk(2, dim=1).values
+    margin = top2[:, 0] - top2[:, 1]
+    err = (c - r).abs().max(1).values
+    hard = flipped & (margin > err)
+    result.top1_agreement = 1.0 - float(flipped.double().mean())
+    result.flips = int(flipped.sum())
+    result.hard_flips = int(hard.sum())
+    result.near_tie_flips = result.flips - result.hard_flips
+    counts = collections.Counter(r_top.tolist())
+    result.chance_agreement = max(counts.values()) / len(r_top)
+    if labels is not None:
+        import torch
+
+        y = torch.as_tensor(list(labels)).reshape(-1)
+        if len(y) == len(c_top):
+            result.correct = (c_top == y).tolist()
 
 
 def top1(outputs: Sequence[Any], labels: Sequence[Any]) -> float:
-    """Top-1 accuracy in percent."""
+    """Top-1 accuracy in percent of batched logits against labels."""
     import torch
 
-    preds = torch.cat([_float(o).reshape(len(_float(o)), -1).argmax(1) for o in outputs])
+    preds = torch.cat([as_float64(o).reshape(len(o), -1).argmax(1) for o in outputs])
     y = torch.cat([torch.as_tensor(l).reshape(-1) for l in labels])
     return 100.0 * float((preds == y).double().mean())

@@ -1,5 +1,9 @@
 """Interleaved rounds: every variant runs a short round in turn, so drift hits all equally.
 
+The one implementation of the schedule (warm-up, rotating order, pooled times, round medians)
+for in-process callables (``interleaved``) and for compare's worker processes (``schedule`` with
+a function that times one round wherever the variant lives).
+
     >>> from mobilize.bench.rounds import interleaved
     >>> result = interleaved({"a": (fn_a, inputs_a), "b": (fn_b, inputs_b)}, rounds=5, iterations=20)
     >>> result["a"].latency_ms_p50, result["a"].iterations
@@ -8,29 +12,69 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import dataclasses
+import statistics
+import time
+from typing import Any, Callable, Iterable
 
 from mobilize.bench.harness import timed_loop
 from mobilize.bench.stats import BenchStats
 
+SETTLE_S = 0.05
+"""Pause after each round: idle runtimes' thread pools (ONNX Runtime, XNNPACK, OpenMP) keep spinning for
+a few milliseconds after a run and would steal the next variant's cores."""
+
+
+@dataclasses.dataclass
+class RoundTimes:
+    times_ns: list[int] = dataclasses.field(default_factory=list)
+    total_ns: int = 0
+    round_medians_ms: list[float] = dataclasses.field(default_factory=list)
+
+    def stats(self) -> BenchStats:
+        return BenchStats.from_times_ns(self.times_ns, self.total_ns)
+
+
+RunRound = Callable[[str, int], "tuple[list[int], int] | None"]
+"""Time ``n`` iterations of the named variant: (per-iteration ns, loop ns), or None if it dropped out."""
+
+
+def schedule(names: Iterable[str], run_round: RunRound, rounds: int, iterations: int | Callable[[str], int],
+             warmup: int = 3, settle_s: float = SETTLE_S,
+             after_round: Callable[[int], None] | None = None) -> dict[str, RoundTimes]:
+    """Warm every variant, then ``rounds`` rounds visiting each in turn (the order rotates each round)."""
+    names = list(names)
+    per = iterations if callable(iterations) else (lambda _name: iterations)
+    alive = [n for n in names if warmup <= 0 or run_round(n, warmup) is not None]
+    out = {n: RoundTimes() for n in names}
+    for r in range(rounds):
+        if not alive:
+            break
+        order = alive[r % len(alive):] + alive[: r % len(alive)]
+        for name in order:
+            if settle_s:
+                time.sleep(settle_s)
+            got = run_round(name, per(name))
+            if got is None:
+                alive.remove(name)
+                continue
+            times, total = got
+            out[name].times_ns.extend(times)
+            out[name].total_ns += total
+            out[name].round_medians_ms.append(statistics.median(times) / 1e6)
+        if after_round:
+            after_round(r)
+    return out
+
 
 def interleaved(variants: dict[str, tuple[Callable[[Any], Any], Any]], rounds: int = 5, iterations: int = 20,
                 warmup: int = 3, iterations_for: dict[str, int] | None = None) -> dict[str, BenchStats]:
-    """Warm each variant, then ``rounds`` rounds visiting every variant in turn (order rotates
-    each round).  Stats pool every timed iteration of a variant."""
-    names = list(variants)
-    for name in names:
+    """In-process variants: ``name -> (fn, prepared inputs)``; stats pool every timed iteration."""
+
+    def run_round(name: str, n: int) -> tuple[list[int], int]:
         fn, native = variants[name]
-        for _ in range(warmup):
-            fn(native)
-    times: dict[str, list[int]] = {n: [] for n in names}
-    totals: dict[str, int] = {n: 0 for n in names}
-    for r in range(rounds):
-        order = names[r % len(names):] + names[: r % len(names)]
-        for name in order:
-            fn, native = variants[name]
-            n = (iterations_for or {}).get(name, iterations)
-            t, total = timed_loop(fn, native, n)
-            times[name].extend(t)
-            totals[name] += total
-    return {n: BenchStats.from_times_ns(times[n], totals[n]) for n in names}
+        return timed_loop(fn, native, n)
+
+    rounds_out = schedule(variants, run_round, rounds, lambda n: (iterations_for or {}).get(n, iterations), warmup,
+                          settle_s=0.0)
+    return {n: r.stats() for n, r in rounds_out.items()}

@@ -41,11 +41,17 @@ def add_parser(sub) -> None:
     _flag(p, "pthreadpool_size", type=int, metavar="N", help="thread pool size (same as --threads)")
     p.add_argument("--threads", type=int, metavar="N", help="intra-op threads (default: all cores)")
     p.add_argument("--runtime", help="runtime to use (default: the one for the file's format)")
+    p.add_argument("--native", action="store_true",
+                   help="run the file in a C++ benchmark built against the installed LibTorch/ExecuTorch "
+                        "(no Python in the timed process; built once, cached)")
     p.add_argument("--io-binding", action="store_true",
                    help="ONNX Runtime: bind inputs once and write outputs into preallocated buffers")
     p.add_argument("--data", metavar="SRC", help="take the input from a data source (digits, sample-photos, DIR, FILE.npz)")
     p.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    p.add_argument("--from-log", metavar="FILE",
+                   help="do not run: read one speed_benchmark_torch output (a phone's, e.g. from nnapi_benchmark.sh) "
+                        "into the same report; give the flags the device run used (--model, --pthreadpool_size, ...)")
     p.add_argument("--trust-pickle", action="store_true",
                    help="allow unpickling a torch.save()d model file (runs code from the file)")
     p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
@@ -59,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
     from mobilize.sources.inputs import parse_input_specs
 
     reference = args.model_pos or args.model
+    if args.from_log:
+        return _from_log(args, reference)
     if not reference:
         raise ConfigError("no model given", hint="mobilize bench MODEL (try zoo:mobilenet_v2)")
     if args.model_pos and args.model and args.model_pos != args.model:
@@ -73,6 +81,9 @@ def run(args: argparse.Namespace) -> int:
         specs = parse_input_specs(args.input_dims, args.input_type, args.input_memory_format)
     elif args.input_type:
         raise ConfigError("--input_type needs --input_dims")
+    _refuse_unmeasured(reference, args.runtime)
+    if args.native:
+        from mobilize.native.runner import bench_native as bench
     report = bench(
         reference, runtime=args.runtime, threads=threads, input_specs=specs, no_inputs=args.no_inputs,
         bundled_input=args.use_bundled_input, data=args.data, seed=args.seed,
@@ -84,6 +95,41 @@ def run(args: argparse.Namespace) -> int:
         for i, out in enumerate(outputs):
             print(f"Output {i}: {out}")
     print(format_stats(report))
+    if args.json:
+        atomic_write_text(args.json, json.dumps(report, indent=2) + "\n")
+        print(f"wrote {args.json}", file=sys.stderr)
+    return 0
+
+
+def _refuse_unmeasured(reference: str, runtime: str | None) -> None:
+    """A runtime that only checks numbers on this host (``measures_latency = False``) gives no latency figure."""
+    from pathlib import Path
+
+    from mobilize.errors import ConfigError
+    from mobilize.runtimes import RUNTIMES
+    from mobilize.runtimes.base import runtime_for
+
+    if runtime is None and not Path(reference).is_file():
+        return
+    if runtime is None:
+        from mobilize.artifact import Artifact
+
+        cls = runtime_for(Artifact.from_file(reference).format)
+    else:
+        cls = RUNTIMES.get(runtime)
+    if not cls.measures_latency:
+        raise ConfigError(f"runtime '{cls.name}' checks this file's numbers on the host but is not the device's "
+                          f"runtime: its latency is on device only",
+                          hint="run the file on the device (nnapi_benchmark.sh beside it), then "
+                               "`mobilize bench --from-log LOG`")
+
+
+def _from_log(args: argparse.Namespace, reference: str | None) -> int:
+    from mobilize.exporters._nnapi_adb import format_report, report_from_log
+
+    report = report_from_log(args.from_log, model=reference, threads=args.pthreadpool_size or args.threads,
+                             warmup=args.warmup, iterations=args.iter, bundled_input=args.use_bundled_input)
+    print(format_report(report))
     if args.json:
         atomic_write_text(args.json, json.dumps(report, indent=2) + "\n")
         print(f"wrote {args.json}", file=sys.stderr)

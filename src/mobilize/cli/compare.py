@@ -1,8 +1,9 @@
-"""``mobilize compare [MODEL] [--plan NAME|FILE] [--data SRC] [--threads N] [--iter N] [-o DIR]``.
+"""``mobilize compare [MODEL] [--plan NAME|FILE] [--data SRC] [--max-drop P] [-o DIR]``: the main job.
 
 With no arguments: the default model (MobileNetV2 trained on digits) on held-out digits with
-the default plan.  Prints a progress line per step, then the table sorted by latency, and
-writes report.json and report.html (also after every step, so Ctrl-C keeps what was measured).
+the default plan.  Shows a progress bar (plain lines when stderr is not a terminal), then the
+table sorted by latency with each verdict's rule, and the recommended variant; writes
+report.json and report.html (also after every step, so Ctrl-C keeps what was measured).
 """
 
 from __future__ import annotations
@@ -14,19 +15,33 @@ from mobilize.cli.bench import _flag
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("compare", help="every variant side by side: speed, size, accuracy (the main job)",
-                       description="Run every variant of a plan on real data and report them side by side.")
+    p = sub.add_parser("compare", help="every variant side by side: speed, size, accuracy, verdicts (the main job)",
+                       description="Build every variant of a plan, check each against the float model on real data, "
+                                   "time them in interleaved rounds, and recommend the fastest within your accuracy "
+                                   "budget.")
     p.add_argument("model", nargs="?", metavar="MODEL", help="model reference (default: zoo:digits_mobilenet_v2)")
-    p.add_argument("--plan", default="default", help="built-in plan name or a .yaml/.json file (default: default)")
+    p.add_argument("--plan", default="default", help="built-in plan name or a .yaml/.json file (default: default; "
+                                                     "see `mobilize list plans`)")
     p.add_argument("--variant", action="append", default=[], metavar="NAME", help="run only this variant (repeatable)")
-    p.add_argument("--data", metavar="SRC", help="accuracy/benchmark data: digits:test, sample-photos, DIR, FILE.npz")
+    p.add_argument("--data", metavar="SRC", help="accuracy/benchmark data: digits:test, sample-photos, DIR, FILE.npz "
+                                                 "(one array per model input, optional labels y)")
+    p.add_argument("--max-drop", type=float, default=1.0, metavar="POINTS",
+                   help="accuracy budget on labelled data: top-1 points a variant may lose (default 1.0)")
+    p.add_argument("--min-cosine", type=float, default=0.99, metavar="C",
+                   help="accuracy budget without labels (or for embeddings): mean cosine to the float outputs "
+                        "(default 0.99)")
     p.add_argument("--threads", type=int, metavar="N", help="threads for every runtime (default: all cores)")
     _flag(p, "iter", type=int, default=50, help="timed iterations per variant (default 50)")
     p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
     p.add_argument("--accuracy-samples", type=int, default=1000, help="max samples for accuracy (default 1000)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per stage before TIMEOUT (default 600)")
-    _flag(p, "input_dims", help='input shapes, e.g. "1,3,224,224"')
+    _flag(p, "input_dims", help='input shapes, e.g. "1,3,224,224" or "1,16;1,16"')
+    _flag(p, "input_type", help='input types, e.g. "int64;int64" (default float)')
+    p.add_argument("--target", default="host", choices=["host", "arm64", "x86-avx2", "x86-vnni"],
+                   help="the device the files are for (decides ONNX reduce_range, the default int8 engine)")
     p.add_argument("-o", "--output", default="out/compare", metavar="DIR", help="output folder (default out/compare)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="show the runtimes' own stderr output (otherwise kept in DIR/logs)")
     p.add_argument("--trust-pickle", action="store_true", help="allow unpickling a torch.save()d model file")
     p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(run=run)
@@ -35,39 +50,41 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from mobilize.accuracy.verify import Policy
     from mobilize.api import compare
+    from mobilize.cli.progress import Progress
+    from mobilize.compare.runner import CompareConfig
     from mobilize.errors import ConfigError
-    from mobilize.report.terminal import format_table, summary_line
+    from mobilize.report.terminal import format_table, summary_lines
     from mobilize.sources.inputs import parse_input_specs
 
     if args.threads is not None and args.threads < 1:
         raise ConfigError(f"--threads must be at least 1, got {args.threads}")
-    specs = parse_input_specs(args.input_dims) if args.input_dims else None
-    tty = sys.stderr.isatty()
-
-    def progress(text: str) -> None:
-        if tty:
-            sys.stderr.write("\r\033[K" + text)
-            sys.stderr.flush()
-        else:
-            print(text, file=sys.stderr, flush=True)
-
+    if args.max_drop < 0 or not 0 < args.min_cosine <= 1:
+        raise ConfigError("--max-drop must be 0 or more and --min-cosine in (0, 1]")
+    if args.input_type and not args.input_dims:
+        raise ConfigError("--input_type needs --input_dims")
+    specs = parse_input_specs(args.input_dims, args.input_type) if args.input_dims else ()
+    config = CompareConfig(model=args.model or "", data=args.data, input_specs=tuple(specs), out_dir=args.output,
+                           threads=args.threads, iterations=args.iter, rounds=args.rounds,
+                           accuracy_samples=args.accuracy_samples, timeout_s=args.timeout,
+                           trust_pickle=args.trust_pickle, target=args.target, verbose=args.verbose,
+                           policy=Policy(max_drop_points=args.max_drop, min_cosine=args.min_cosine))
+    progress = Progress()
     try:
-        report = compare(args.model, plan=args.plan, data=args.data, out_dir=args.output, threads=args.threads,
-                         iterations=args.iter, rounds=args.rounds, variants=args.variant, input_specs=specs,
-                         accuracy_samples=args.accuracy_samples, timeout_s=args.timeout,
-                         trust_pickle=args.trust_pickle, progress=progress)
+        report = compare(args.model, plan=args.plan, config=config, variants=args.variant, progress=progress)
     except KeyboardInterrupt:
-        if tty:
-            sys.stderr.write("\n")
-        print(f"mobilize: interrupted; results so far are in {Path(args.output) / 'report.json'} and report.html",
-              file=sys.stderr)
+        progress.close()
+        report_path = Path(args.output) / "report.json"
+        where = (f"results so far are in {report_path} and report.html" if report_path.exists()
+                 else "nothing was measured yet")
+        print(f"mobilize: interrupted; {where}", file=sys.stderr)
         return 130
-    if tty:
-        sys.stderr.write("\n")
+    progress.close()
     print(format_table(report))
     print()
-    print(summary_line(report))
+    for line in summary_lines(report):
+        print(line)
     for note in report.get("notes", []):
         print(f"note: {note}")
     out = Path(args.output)

@@ -1,7 +1,8 @@
-"""Entry point: parse, dispatch, and turn user errors into one line and exit code 2.
+"""Entry point: parse, dispatch; a user error is one line and exit 2, a bug in mobilize one line and exit 1.
 
-    $ mobilize bench zoo:conv_bn_relu --iter 50
+    $ mobilize compare                        # the main job on the built-in default model
     $ mobilize bench model.pte --threads 1 --json out.json
+    $ mobilize list recipes
 """
 
 from __future__ import annotations
@@ -12,15 +13,24 @@ import sys
 import traceback
 from typing import Sequence
 
-from mobilize.errors import MobilizeError
+from mobilize.errors import InternalError, MobilizeError
 
-SUBCOMMANDS = ("bench", "optimize", "compare")
+SUBCOMMANDS = ("bench", "optimize", "compare", "list", "lint")
 
 
 def build_parser() -> argparse.ArgumentParser:
     import importlib
 
-    parser = argparse.ArgumentParser(prog="mobilize", description=__doc__.splitlines()[0])
+    from mobilize import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="mobilize",
+        description="Turn a trained PyTorch model into the fastest artifact that still gives the right answers, "
+                    "and prove it: every format built, checked against the float model on real data, and timed "
+                    "the same way.",
+        epilog="Start with `mobilize compare` (the built-in default model) or `mobilize compare MODEL --data SRC`; "
+               "`mobilize list` shows the zoo models, recipes, plans, runtimes, passes and exporters.")
+    parser.add_argument("--version", action="version", version=f"mobilize {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
@@ -42,11 +52,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     _quiet_library_loggers()
     parser = build_parser()
     args = parser.parse_args(argv)
+    _terminate_like_interrupt()
     if args.command is None:
         parser.print_help()
         return 2
     try:
         return int(args.run(args) or 0)
+    except InternalError as exc:
+        return _internal(exc, debug)
     except MobilizeError as exc:
         if debug:
             traceback.print_exc()
@@ -56,9 +69,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("mobilize: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
-        if debug:
-            traceback.print_exc()
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        print(f"mobilize: internal error: {type(exc).__name__}: {first} (rerun with --debug for the traceback)",
-              file=sys.stderr)
-        return 1
+        return _internal(exc, debug)
+
+
+def _terminate_like_interrupt() -> None:
+    """SIGTERM (what `timeout` and CI cancellation send) is handled like Ctrl-C: the work in flight is
+    recorded as interrupted, temporary files are removed, and the command says where its results are."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def _internal(exc: BaseException, debug: bool) -> int:
+    """A bug in mobilize: one line that says so, exit 1; the traceback with --debug."""
+    from mobilize.errors import headline
+
+    if debug:
+        traceback.print_exc()
+    what = str(exc) if isinstance(exc, InternalError) else f"{type(exc).__name__}: {headline(exc)}"
+    print(f"mobilize: internal error (a bug in mobilize, not in your input): {what} — rerun with --debug for the "
+          f"traceback and report it with that output", file=sys.stderr)
+    return 1

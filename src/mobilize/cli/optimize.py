@@ -1,12 +1,8 @@
 """``mobilize optimize MODEL --recipe NAME|FILE [--data SRC] [--engine E] -o DIR``.
 
     $ mobilize optimize zoo:mobilenet_v2 --recipe seed --data sample-photos -o out/
-    pass fuse ...
-    pass quantize ...
-    export torchscript ...
-    export lite ...
-    out/mobilenet_v2-seed.pt   3.6 MB  torchscript  verified (max abs 0.0e+00)
-    out/mobilenet_v2-seed.ptl  3.6 MB  lite         verified (max abs 0.0e+00)
+    out/mobilenet_v2-seed.pt  3.60 MB  torchscript  verified (max abs 0.0e+00; SQNR exact (inf dB) >= 60 dB (rule float-sqnr))
+    out/mobilenet_v2-seed.ptl  3.60 MB  lite  verified (max abs 0.0e+00; SQNR exact (inf dB) >= 60 dB (rule float-sqnr))
 """
 
 from __future__ import annotations
@@ -24,10 +20,17 @@ def add_parser(sub) -> None:
     p.add_argument("--recipe", default="seed", help="built-in recipe name or a .yaml/.json file (default: seed)")
     p.add_argument("--data", metavar="SRC", help="calibration data: digits, sample-photos, DIR or FILE.npz")
     p.add_argument("--engine", help="quantization engine for the recipe's quantize steps (x86, fbgemm, qnnpack)")
+    p.add_argument("--target", default="host", choices=["host", "arm64", "x86-avx2", "x86-vnni"],
+                   help="the device the files are for; decides CPU-dependent choices such as ONNX reduce_range and "
+                        "the int8 engine (default: this machine, recorded in every manifest)")
     p.add_argument("-o", "--output", default="out", metavar="DIR", help="output folder (default: out)")
     _flag(p, "input_dims", help='input shapes, e.g. "1,3,224,224"')
     _flag(p, "input_type", help="input types, e.g. float")
     _flag(p, "input_memory_format", choices=["contiguous_format", "channels_last"])
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="show the exporters' own stderr output (otherwise kept in DIR/logs/optimize.log)")
+    p.add_argument("--emit-app", metavar="DIR",
+                   help="also write a minimal C++ app (CMake project) per .pt/.ptl/.pte artifact into DIR")
     p.add_argument("--no-verify", action="store_true", help="skip running each artifact against the prepared model")
     p.add_argument("--json", metavar="FILE", help="write the result as JSON")
     p.add_argument("--trust-pickle", action="store_true", help="allow unpickling a torch.save()d model file")
@@ -37,22 +40,43 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from mobilize.api import optimize
     from mobilize.artifact import atomic_write_text
+    from mobilize.cli.capture import capture_stderr
+    from mobilize.cli.progress import Progress
     from mobilize.sources.inputs import parse_input_specs
 
     specs = parse_input_specs(args.input_dims, args.input_type, args.input_memory_format) if args.input_dims else None
-    result = optimize(args.model, args.recipe, out_dir=args.output, data=args.data, engine=args.engine,
-                      input_specs=specs, trust_pickle=args.trust_pickle, verify=not args.no_verify)
+    progress = Progress()
+    log_path = None if args.verbose else Path(args.output) / "logs" / "optimize.log"
+    try:
+        with capture_stderr(log_path if Path(args.output).is_dir() or not Path(args.output).exists() else None):
+            result = optimize(args.model, args.recipe, out_dir=args.output, data=args.data, engine=args.engine,
+                              target=args.target, input_specs=specs, trust_pickle=args.trust_pickle,
+                              verify=not args.no_verify, progress=progress)
+    finally:
+        progress.close()
     for note in result["notes"]:
         print(f"note: {note}")
     for a in result["artifacts"]:
         v = a.get("verify")
-        check = f"verified (max abs {v['max_abs']:.1e} <= {v['tolerance']:.0e})" if v else "not verified"
+        check = (f"verified (max abs {v['numbers'].get('max_abs', 0.0):.1e}; {v['reason']})" if v and v["ok"] else
+                 f"{v['outcome']} ({v['reason']})" if v else "not verified")
         print(f"{a['artifact']}  {a['size_bytes'] / 1e6:.2f} MB  {a['format']}  {check}")
         for note in a["notes"]:
             if note not in result["notes"]:
                 print(f"  note: {note}")
+    if args.emit_app:
+        from mobilize.native.app import emit_apps
+
+        apps, notes = emit_apps(result["artifacts"], args.emit_app, data=args.data, input_specs=specs)
+        result["apps"] = [app.to_json() for app in apps]
+        for app in apps:
+            print(app.describe())
+        for note in notes:
+            print(f"note: {note}")
     if args.json:
         atomic_write_text(args.json, json.dumps(result, indent=2, default=str) + "\n")
     return 0

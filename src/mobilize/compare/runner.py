@@ -1,5 +1,6 @@
-"""Run a plan: each variant in its own processes (build, then run), interleaved timed rounds,
-every failure recorded with its stage, results written after every step so Ctrl-C keeps them.
+"""Run a plan: each variant in its own processes (build, then load + accuracy), interleaved timed
+rounds, every failure recorded with its stage, verdicts from the verify core, results written
+after every step so Ctrl-C keeps them.
 
     >>> report = run_plan(CompareConfig(model="zoo:digits_mobilenet_v2", data="digits:test"), load_plan("quick"))
     >>> [(v["name"], v["outcome"]) for v in report["variants"]]
@@ -10,33 +11,39 @@ from __future__ import annotations
 
 import dataclasses
 import multiprocessing
-import os
+import shutil
 import signal
-import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-from mobilize.bench.stats import BenchStats
-from mobilize.compare.worker import Job
-from mobilize.errors import UserError
+from mobilize.accuracy.stats import mcnemar_p, mean_ci, paired_drop_ci, ratio_ci, spread_percent
+from mobilize.accuracy.verify import DEFAULT_POLICY, Kind, Policy, judge, judge_budget
+from mobilize.bench.rounds import schedule
+from mobilize.compare.messages import (
+    Bench, Built, Failed, Job, Ready, ReferenceDone, Stage, Stop, Times,
+)
+from mobilize.compare.results import VariantResult
+from mobilize.errors import InternalError, UserError
+from mobilize.outcome import Outcome
 
-OUTCOMES = ("OK", "EXPORT_FAIL", "LOAD_FAIL", "RUN_FAIL", "MISMATCH", "TIMEOUT")
-STAGE_OUTCOME = {"start": "EXPORT_FAIL", "export": "EXPORT_FAIL", "passes": "EXPORT_FAIL", "load": "LOAD_FAIL",
-                 "run": "RUN_FAIL", "accuracy": "RUN_FAIL", "bench": "RUN_FAIL"}
+Progress = Callable[[int, int, str], None]
+"""Called with (steps done, steps in total, what is happening now)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class CompareConfig:
-    model: str
-    data: str | None
-    """Data for accuracy and benchmark inputs (None: seeded random inputs)."""
+    model: str = ""
+    """Model reference (empty: the built-in default model)."""
+    data: str | None = None
+    """Data for accuracy and benchmark inputs (None: a default for the model, else seeded random inputs)."""
     calibration: str | None = None
+    """Calibration data for int8 (None: the training split of ``data``, or ``data`` itself, noted)."""
     input_specs: tuple = ()
     out_dir: str = "out/compare"
-    threads: int = 2
+    threads: int | None = None
+    """Threads for every runtime (None: all cores)."""
     iterations: int = 50
     """Timed iterations per variant, spread over the rounds."""
     rounds: int = 5
@@ -44,29 +51,43 @@ class CompareConfig:
     timeout_s: float = 600.0
     """Per stage (build, load+accuracy, each timed round)."""
     trust_pickle: bool = False
+    target: str = "host"
+    policy: Policy = DEFAULT_POLICY
+    verbose: bool = False
+    """Let workers' stderr through instead of capturing it in ``<out>/logs``."""
+    input_names: tuple[str, ...] = ()
+    """The model's input names (filled in from its forward signature), to match .npz arrays by name."""
+
+
+class StageFailure(Exception):
+    def __init__(self, outcome: Outcome, stage: str, message: str, trace: str = "", internal: bool = False):
+        super().__init__(message)
+        self.outcome, self.stage, self.message, self.trace, self.internal = outcome, stage, message, trace, internal
 
 
 class Worker:
-    """One spawned process and its pipe; ``expect`` waits for a message with a timeout."""
+    """One spawned process and its pipe; ``expect`` waits for a message type with a timeout."""
 
     def __init__(self, job: Job):
         ctx = multiprocessing.get_context("spawn")
         self.conn, child = ctx.Pipe()
         from mobilize.compare import worker
 
+        self.job = job
         self.process = ctx.Process(target=worker.main, args=(child, job), daemon=True)
         self.process.start()
         child.close()
         self.stage = "start"
 
-    def expect(self, kinds: tuple[str, ...], timeout_s: float) -> tuple:
-        """The next message of one of ``kinds``; raises StageFailure on error, crash or timeout."""
+    def expect(self, kind: type, timeout_s: float) -> Any:
+        """The next message of type ``kind``; raises StageFailure on error, crash or timeout."""
         deadline = time.monotonic() + timeout_s
         while True:
             left = deadline - time.monotonic()
             if left <= 0 or not self.conn.poll(left):
                 self.kill()
-                raise StageFailure("TIMEOUT", self.stage, f"no answer within {timeout_s:.0f} s in stage '{self.stage}'")
+                raise StageFailure(Outcome.TIMEOUT, self.stage,
+                                   f"no answer within {timeout_s:.0f} s in stage '{self.stage}'")
             try:
                 msg = self.conn.recv()
             except (EOFError, OSError):
@@ -74,20 +95,36 @@ class Worker:
                 code = self.process.exitcode
                 how = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0
                        else f"exited with code {code}")
-                raise StageFailure(STAGE_OUTCOME.get(self.stage, "RUN_FAIL"), self.stage,
-                                   f"process crashed ({how}) in stage '{self.stage}'") from None
-            if msg[0] == "stage":
-                self.stage = msg[1]
-            elif msg[0] == "error":
-                raise StageFailure(STAGE_OUTCOME.get(msg[1], "RUN_FAIL"), msg[1], msg[2], msg[3])
-            elif msg[0] in kinds:
+                raise StageFailure(Outcome.for_stage(self.stage), self.stage,
+                                   f"process crashed ({how}) in stage '{self.stage}'{self.log_tail()}") from None
+            if isinstance(msg, Stage):
+                self.stage = msg.name
+            elif isinstance(msg, Failed):
+                raise StageFailure(Outcome.for_stage(msg.stage), msg.stage, msg.message + self.log_tail(), msg.trace,
+                                   msg.internal)
+            elif isinstance(msg, kind):
                 return msg
 
-    def send(self, *msg: Any) -> None:
+    def log_tail(self, lines: int = 3) -> str:
+        """The last lines the process wrote to stderr (captured in its log), for a failure's note."""
+        path = self.job.log_path
+        if not path or not Path(path).is_file():
+            return ""
+        text = [ln.strip() for ln in Path(path).read_text(errors="replace").splitlines() if ln.strip()]
+        return f" [stderr: {' | '.join(text[-lines:])[:400]}]" if text else ""
+
+    def send(self, msg: Any) -> None:
         try:
             self.conn.send(msg)
         except (BrokenPipeError, OSError):
             pass
+
+    def rss_mb(self) -> float:
+        try:
+            with open(f"/proc/{self.process.pid}/statm") as fh:
+                return int(fh.read().split()[1]) * 4096 / 2**20
+        except (OSError, ValueError, IndexError):
+            return 0.0
 
     def kill(self) -> None:
         if self.process.is_alive():
@@ -100,178 +137,249 @@ class Worker:
         self.kill()
 
     def stop(self) -> None:
-        self.send("stop")
+        self.send(Stop())
         self.process.join(10)
         self.kill()
 
 
-class StageFailure(Exception):
-    def __init__(self, outcome: str, stage: str, message: str, trace: str = ""):
-        super().__init__(message)
-        self.outcome, self.stage, self.message, self.trace = outcome, stage, message, trace
+class PlanRun:
+    """One compare run: its results, workers and report; ``run`` executes it."""
 
+    def __init__(self, cfg: CompareConfig, plan, progress: Progress | None, on_update: Callable[[dict], None] | None):
+        self.cfg, self.plan = cfg, plan
+        self.variants = list(plan.variants)
+        self.results = {v.name: VariantResult(v.name) for v in self.variants}
+        self.reference_name = getattr(plan, "reference", None) or self.variants[0].name
+        self.progress = progress or (lambda done, total, text: None)
+        self.update = on_update or (lambda report: None)
+        self.steps = 1 + sum(2 if v.export else 1 for v in self.variants) + cfg.rounds
+        self.done = 0
+        self.workers: dict[str, Worker] = {}
+        self.reference: ReferenceDone | None = None
+        self.peak_memory_mb = 0.0
+        self.recommended: dict[str, Any] | None = None
+        self.complete = False
+        out = Path(cfg.out_dir)
+        self.log_dir = None if cfg.verbose else out / "logs"
+        self.workdir = Path(tempfile.mkdtemp(prefix="mobilize-compare-"))
 
-def _job(cfg: CompareConfig, kind: str, variant: dict, reference_path: str, artifact: str | None = None) -> Job:
-    return Job(kind=kind, model=cfg.model, variant=variant, input_specs=[s.to_json() for s in cfg.input_specs],
-               data=cfg.data, calibration=cfg.calibration, out_dir=str(Path(cfg.out_dir) / "artifacts"),
-               threads=cfg.threads, accuracy_samples=cfg.accuracy_samples, reference_path=reference_path,
-               artifact=artifact, trust_pickle=cfg.trust_pickle)
+    # -- bookkeeping ---------------------------------------------------------------------
+    def tick(self, text: str, steps: int = 1) -> None:
+        self.done += steps
+        self.progress(min(self.done, self.steps), self.steps, text)
 
+    def status(self, text: str) -> None:
+        self.progress(self.done, self.steps, text)
 
-def run_plan(cfg: CompareConfig, plan, progress: Callable[[str], None] | None = None,
-             on_update: Callable[[dict], None] | None = None) -> dict[str, Any]:
-    progress = progress or (lambda text: None)
-    variants = list(plan.variants)
-    steps = 1 + sum(2 if v.export else 1 for v in variants) + cfg.rounds
-    done = 0
+    def report(self) -> dict[str, Any]:
+        ref = self.reference
+        return {
+            "model": self.cfg.model, "plan": self.plan.name, "data": self.cfg.data, "threads": self.cfg.threads,
+            "rounds": self.cfg.rounds, "iterations": self.cfg.iterations, "complete": self.complete,
+            "accuracy_samples": ref.samples if ref else None, "labelled": ref.labelled if ref else None,
+            "reference_variant": self.reference_name, "policy": self.cfg.policy.to_json(),
+            "recommended": self.recommended, "peak_memory_mb_total": self.peak_memory_mb or None,
+            "variants": [r.to_json() for r in self.results.values()],
+        }
 
-    def tick(text: str) -> None:
-        nonlocal done
-        done += 1
-        progress(f"[{done}/{steps}] {text}")
+    def save(self) -> None:
+        self.update(self.report())
 
-    results = {v.name: {"name": v.name, "outcome": "PENDING", "stage": None, "notes": [], "artifact": None,
-                        "format": None, "runtime": None, "size_bytes": None, "accuracy": None}
-               for v in variants}
-    report = {"model": cfg.model, "plan": plan.name, "data": cfg.data, "threads": cfg.threads,
-              "rounds": cfg.rounds, "iterations": cfg.iterations, "variants": list(results.values()),
-              "complete": False}
-    update = on_update or (lambda r: None)
-    workdir = Path(tempfile.mkdtemp(prefix="mobilize-compare-"))
-    reference_path = str(workdir / "reference.pt")
-    workers: dict[str, Worker] = {}
-    try:
-        ref = Worker(_job(cfg, "reference", {"name": "reference"}, reference_path))
+    def job(self, kind: str, variant: dict, artifact: str | None = None) -> Job:
+        cfg = self.cfg
+        log = None
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            log = str(self.log_dir / f"{variant['name']}-{kind}.log")
+            Path(log).unlink(missing_ok=True)
+        return Job(kind=kind, model=cfg.model, variant=variant, input_specs=[s.to_json() for s in cfg.input_specs],
+                   data=cfg.data, calibration=cfg.calibration, out_dir=str(Path(cfg.out_dir) / "artifacts"),
+                   threads=cfg.threads, accuracy_samples=cfg.accuracy_samples,
+                   reference_path=str(self.workdir / "reference.pt"), log_path=log, target=cfg.target,
+                   input_names=list(cfg.input_names) or None,
+                   artifact=artifact, trust_pickle=cfg.trust_pickle)
+
+    # -- the run ---------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
         try:
-            info = ref.expect(("done",), cfg.timeout_s)[1]
+            self._reference()
+            for v in self.variants:
+                self._variant(v)
+                self.save()
+            self._rounds()
+            self._finish()
+            self.complete = True
+            self.save()
+            return self.report()
+        except BaseException:
+            for r in self.results.values():
+                if r.outcome in (Outcome.RUNNING, Outcome.PENDING):
+                    r.fail(Outcome.INTERRUPTED, r.stage or "start", "the run was stopped before this variant finished")
+            if self.reference is not None:
+                self.save()  # the report on disk says which variants were cut off, never "RUNNING"
+            raise
+        finally:
+            for w in self.workers.values():
+                w.stop()
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _reference(self) -> None:
+        self.status("float reference: build the model once, run it on the accuracy samples")
+        ref = Worker(self.job("reference", {"name": "reference"}))
+        try:
+            self.reference = ref.expect(ReferenceDone, self.cfg.timeout_s)
         except StageFailure as exc:
+            if exc.internal:
+                raise InternalError(f"the float reference failed: {exc.message}") from None
             raise UserError(f"the float reference failed: {exc.message}") from None
         finally:
             ref.finish()
-        report["accuracy_samples"] = info["samples"]
-        report["labelled"] = info["labelled"]
-        tick("float reference outputs")
-        for v in variants:
-            r = results[v.name]
-            artifact = None
+        self.tick("float reference outputs")
+
+    def _variant(self, v) -> None:
+        r = self.results[v.name]
+        r.outcome = Outcome.RUNNING
+        built: Built | None = None
+        try:
+            if v.export:
+                self.status(f"{v.name}: export")
+                builder = Worker(self.job("build", v.to_dict()))
+                try:
+                    built = builder.expect(Built, self.cfg.timeout_s)
+                finally:
+                    builder.finish()
+                r.artifact, r.format, r.size_bytes, r.kind = built.artifact, built.format, built.size_bytes, built.kind
+                for n in built.notes:
+                    r.note(n)
+                r.details.update(built.details)
+                self.tick(f"{v.name}: exported")
+            self.status(f"{v.name}: load and accuracy")
+            w = Worker(self.job("run", v.to_dict(), built.artifact if built else None))
+            ready = w.expect(Ready, self.cfg.timeout_s)
+            self._ready(r, ready)
+            if ready.measures_latency:
+                self.workers[v.name] = w
+            else:
+                w.stop()
+                r.on_device_only = True
+                r.note(f"latency: on device only ({ready.runtime} checks the numbers on this host; it does not "
+                       f"time the real runtime)")
+            self.tick(f"{v.name}: loaded, accuracy measured ({r.outcome})")
+        except StageFailure as exc:
+            if exc.internal:
+                r.note(f"a bug in mobilize, not in this variant: {exc.message}")
+            r.fail(exc.outcome, exc.stage, exc.message)
+            self.tick(f"{v.name}: {exc.outcome}", steps=2 if (v.export and built is None) else 1)
+
+    def _ready(self, r: VariantResult, ready: Ready) -> None:
+        r.runtime, r.format = ready.runtime, r.format or ready.format
+        r.kind = r.kind or ready.kind or str(Kind.FLOAT)
+        r.load_ms, r.first_run_ms = ready.load_ms, ready.first_run_ms
+        for n in ready.notes:
+            r.note(n)
+        r.details.update(ready.details)
+        if r.size_bytes is None:
+            r.size_bytes = ready.size_bytes
+        c = ready.comparison
+        policy, ref = self.cfg.policy, self.reference
+        acc = c.to_json()
+        verdict = judge(c, r.kind, policy)
+        drop = ci = None
+        if ref.correct is not None and c.correct is not None:
+            ref_top1 = 100.0 * sum(ref.correct) / len(ref.correct)
+            drop = ref_top1 - c.top1
+            ci = paired_drop_ci(ref.correct, c.correct)
+            acc.update(top1_reference=ref_top1, top1_drop=drop, top1_drop_ci95=list(ci),
+                       top1_drop_mcnemar_p=mcnemar_p(ref.correct, c.correct),
+                       top1_drop_significant=not (ci[0] <= 0.0 <= ci[1]))
+        if c.cosine:
+            acc["cosine_ci95"] = list(mean_ci(c.cosine))
+        verdict = judge_budget(verdict, drop_points=drop, drop_ci=ci, cosine=c.cosine_mean,
+                               labelled=drop is not None, policy=policy)
+        r.accuracy, r.verdict = acc, verdict.to_json()
+        r.outcome = verdict.outcome
+        r.stage = "accuracy" if verdict.outcome == Outcome.MISMATCH else None
+        if verdict.outcome != Outcome.OK:
+            r.note(f"{verdict.outcome}: {verdict.reason}")
+
+    def _rounds(self) -> None:
+        cfg = self.cfg
+        per_round = max(1, cfg.iterations // cfg.rounds)
+
+        def run_round(name: str, n: int):
+            w = self.workers[name]
+            w.send(Bench(n))
             try:
-                if v.export:
-                    progress(f"[{done + 1}/{steps}] {v.name}: export")
-                    builder = Worker(_job(cfg, "build", v.to_dict(), reference_path))
-                    try:
-                        built = builder.expect(("built",), cfg.timeout_s)[1]
-                    finally:
-                        builder.finish()
-                    artifact = built["artifact"]
-                    r.update(artifact=artifact, format=built["format"], size_bytes=built["size_bytes"])
-                    r["notes"] += built["notes"]
-                    r["quantized"] = built["quantized"]
-                    r.update({k: v2 for k, v2 in built.get("details", {}).items() if k not in r})
-                    tick(f"{v.name}: exported")
-                progress(f"[{done + 1}/{steps}] {v.name}: load and accuracy")
-                w = Worker(_job(cfg, "run", v.to_dict(), reference_path, artifact))
-                ready = w.expect(("ready",), cfg.timeout_s)[1]
-                workers[v.name] = w
-                r.update(runtime=ready["runtime"], format=r["format"] or ready["format"], load_ms=ready["load_ms"],
-                         first_run_ms=ready["first_run_ms"], accuracy=ready["accuracy"])
-                r["notes"] += [n for n in ready["notes"] if n not in r["notes"]]
-                r.update(ready.get("details", {}))
-                if ready.get("quantized") is not None:
-                    r["quantized"] = ready["quantized"]
-                if r["size_bytes"] is None:
-                    r["size_bytes"] = ready.get("size_bytes")
-                r["outcome"], r["stage"] = "RUNNING", None
-                tick(f"{v.name}: loaded, accuracy measured")
+                msg = w.expect(Times, cfg.timeout_s)
             except StageFailure as exc:
-                r.update(outcome=exc.outcome, stage=exc.stage)
-                r["notes"].append(f"{exc.outcome} in {exc.stage}: {exc.message}")
-                if v.export and artifact is None:
-                    done += 1  # its load step will not run
-                tick(f"{v.name}: {exc.outcome}")
-            update(report)
-        _interleaved_rounds(cfg, workers, results, tick, update, report)
-        _finish(results, report)
-        report["complete"] = True
-        update(report)
-        return report
-    finally:
-        for w in workers.values():
-            w.stop()
-        for p in workdir.glob("*"):
-            p.unlink()
-        workdir.rmdir()
+                self.results[name].fail(exc.outcome, "bench", exc.message)
+                self.workers.pop(name).kill()
+                return None
+            self.results[name].peak_rss_mb = msg.rss_mb
+            return msg.times_ns, msg.total_ns
+
+        ticked = 0
+
+        def after_round(i: int) -> None:
+            nonlocal ticked
+            total = sum(w.rss_mb() for w in self.workers.values())
+            self.peak_memory_mb = max(self.peak_memory_mb, total)
+            ticked += 1
+            self.tick(f"timed round {i + 1}/{cfg.rounds}")
+            self.save()
+
+        if self.workers:
+            self.status("warm-up")
+        timed = schedule(list(self.workers), run_round, cfg.rounds, per_round, warmup=3, after_round=after_round)
+        for name, rt in timed.items():
+            r = self.results[name]
+            if rt.times_ns:
+                r.latency = rt.stats().to_json()
+                r.latency_ms_round_medians = rt.round_medians_ms
+                r.round_spread_percent = spread_percent(rt.round_medians_ms)
+        if ticked < cfg.rounds:
+            self.tick("timed rounds done", steps=cfg.rounds - ticked)
+
+    def _finish(self) -> None:
+        """Speed-ups against the reference variant with their intervals, and the recommendation."""
+        ref = self.results.get(self.reference_name)
+        for r in self.results.values():
+            if ref is not None and ref.latency_ms_round_medians and r.latency_ms_round_medians:
+                ci = ratio_ci(ref.latency_ms_round_medians, r.latency_ms_round_medians)
+                r.speedup = {**ci.to_json(), "reference": self.reference_name}
+        self.recommended = recommend(list(self.results.values()), self.reference_name)
 
 
-def _interleaved_rounds(cfg, workers, results, tick, update, report) -> None:
-    per_round = max(1, cfg.iterations // cfg.rounds)
-    times: dict[str, list[int]] = {n: [] for n in workers}
-    totals: dict[str, int] = {n: 0 for n in workers}
-    round_medians: dict[str, list[float]] = {n: [] for n in workers}
-    rss: dict[str, float] = {}
-    for w in workers.values():  # warm-up, untimed
-        w.send("bench", 3)
-    for name, w in list(workers.items()):
-        _receive_round(name, w, cfg, results, workers, None, None, None, None)
-    for r in range(cfg.rounds):
-        names = list(workers)
-        if not names:
+def recommend(results: list[VariantResult], reference_name: str) -> dict[str, Any] | None:
+    """The fastest variant within budget; a runner-up within noise of it makes a tie (both named)."""
+    ok = sorted((r for r in results if r.outcome == Outcome.OK and r.latency_ms_p50),
+                key=lambda r: r.latency_ms_p50)
+    if not ok:
+        return None
+    best = ok[0]
+    tied = []
+    for other in ok[1:]:
+        ci = ratio_ci(other.latency_ms_round_medians, best.latency_ms_round_medians)
+        if ci.significant:
             break
-        order = names[r % len(names):] + names[: r % len(names)]
-        for name in order:
-            if name in workers:
-                workers[name].send("bench", per_round)
-                _receive_round(name, workers[name], cfg, results, workers, times, totals, round_medians, rss)
-        tick(f"timed round {r + 1}/{cfg.rounds}")
-        update(report)
-    for name in list(workers):
-        res = results[name]
-        if not times[name]:
-            continue
-        stats = BenchStats.from_times_ns(times[name], totals[name]).to_json()
-        res.update({k: v for k, v in stats.items()})
-        res["latency_ms_round_medians"] = round_medians[name]
-        res["peak_rss_mb"] = rss.get(name)
+        tied.append((other.name, ci))
+    budget = (best.verdict or {}).get("reason", "")
+    if tied:
+        first = tied[0][1]
+        reason = (f"fastest OK variant at {best.latency_ms_p50:.2f} ms p50, but within noise of "
+                  f"{', '.join(n for n, _ in tied)} (ratio {first.ratio:.2f}, 95% CI {first.low:.2f}-{first.high:.2f} "
+                  f"includes 1): a tie")
+    else:
+        nxt = ok[1] if len(ok) > 1 else None
+        if nxt is not None:
+            ci = ratio_ci(nxt.latency_ms_round_medians, best.latency_ms_round_medians)
+            reason = (f"fastest OK variant at {best.latency_ms_p50:.2f} ms p50; {ci.ratio:.2f}x faster than the next, "
+                      f"{nxt.name} (95% CI {ci.low:.2f}-{ci.high:.2f})")
+        else:
+            reason = f"the only OK variant ({best.latency_ms_p50:.2f} ms p50)"
+    return {"name": best.name, "reason": reason, "tied": [n for n, _ in tied], "verdict": budget}
 
 
-def _receive_round(name, w, cfg, results, workers, times, totals, round_medians, rss) -> None:
-    try:
-        msg = w.expect(("times",), cfg.timeout_s)
-    except StageFailure as exc:
-        results[name].update(outcome=exc.outcome, stage="bench")
-        results[name]["notes"].append(f"{exc.outcome} in bench: {exc.message}")
-        workers.pop(name)
-        return
-    if times is not None:
-        times[name].extend(msg[1])
-        totals[name] += msg[2]
-        round_medians[name].append(statistics.median(msg[1]) / 1e6)
-        rss[name] = msg[3]
-
-
-def _finish(results: dict, report: dict) -> None:
-    """Outcomes (MISMATCH rules), speedups against eager fp32 and top-1 drop."""
-    ref = next((r for r in results.values() if r["name"] == "eager-fp32" and r.get("latency_ms_p50")), None)
-    ref_top1 = ref["accuracy"].get("top1") if ref and ref.get("accuracy") else None
-    for r in results.values():
-        acc = r.get("accuracy")
-        if r["outcome"] == "RUNNING":
-            r["outcome"] = "OK"
-            if acc and _mismatch(acc, bool(r.get("quantized"))):
-                r["outcome"], r["stage"] = "MISMATCH", "accuracy"
-                r["notes"].append("MISMATCH: outputs differ from the float reference beyond tolerance "
-                                  f"(cosine {acc['cosine']}, top-1 agreement {acc['top1_agreement']}, "
-                                  f"max abs {acc['max_abs']})" if acc.get("finite", True) else
-                                  "MISMATCH: the outputs contain NaN or inf")
-        if acc and ref_top1 is not None and acc.get("top1") is not None:
-            acc["top1_drop"] = ref_top1 - acc["top1"]
-        if ref and r.get("latency_ms_p50"):
-            r["speedup_vs_eager_fp32"] = ref["latency_ms_p50"] / r["latency_ms_p50"]
-    report["reference_variant"] = ref["name"] if ref else None
-
-
-def _mismatch(acc: dict, is_quantized: bool) -> bool:
-    if not acc.get("finite", True) or acc.get("cosine") is None:
-        return True  # NaN or inf in the outputs
-    if is_quantized:
-        return acc["cosine"] < 0.9 or acc["top1_agreement"] < 0.8
-    return acc["cosine"] < 0.9999 or acc["top1_agreement"] < 0.99
+def run_plan(cfg: CompareConfig, plan, progress: Progress | None = None,
+             on_update: Callable[[dict], None] | None = None) -> dict[str, Any]:
+    return PlanRun(cfg, plan, progress, on_update).run()

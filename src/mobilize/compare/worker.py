@@ -1,35 +1,25 @@
-"""The per-variant worker process: build (passes + export), load, accuracy, then timed rounds on demand.
+"""The per-variant worker process: the float reference, a build, or load + accuracy + timed rounds.
 
-Runs in a spawned process so a crash or hang in a runtime cannot take the sweep down.  It
-tells the parent which stage it is in before entering it, so a crash is attributed to the
-right stage.  Messages are tuples: ("stage", name), ("built", info), ("ready", info),
-("times", ns_list, total_ns), ("error", stage, message).
+Runs in a spawned process so a crash or hang in a runtime cannot take the sweep down.  It tells
+the parent which stage it is in before entering it, so a crash is attributed to the right
+stage.  The float model is materialised once, by the reference job, whose weights every other
+job loads: a model initialised at random gives every variant the same weights.  Third-party
+stderr noise goes to the worker's log file; its tail joins the note of a failed stage.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import resource
+import gc
+import os
+import sys
 import time
 import traceback
 from typing import Any
 
-
-@dataclasses.dataclass
-class Job:
-    kind: str
-    """reference | build | run"""
-    model: str
-    variant: dict[str, Any]
-    input_specs: list[dict[str, Any]]
-    data: str | None
-    calibration: str | None
-    out_dir: str
-    threads: int
-    accuracy_samples: int
-    reference_path: str
-    artifact: str | None = None
-    trust_pickle: bool = False
+from mobilize.compare.messages import (
+    Bench, Built, Failed, Job, Ready, ReferenceDone, Stage, Stop, Times,
+)
 
 
 def main(conn, job: Job) -> None:
@@ -38,8 +28,9 @@ def main(conn, job: Job) -> None:
     def enter(name: str) -> None:
         nonlocal stage
         stage = name
-        conn.send(("stage", name))
+        conn.send(Stage(name))
 
+    _capture_stderr(job.log_path)
     try:
         import warnings
 
@@ -49,28 +40,34 @@ def main(conn, job: Job) -> None:
         torch.set_num_threads(job.threads)
         if job.kind == "reference":
             enter("reference")
-            conn.send(("done", make_reference(job)))
+            conn.send(make_reference(job))
         elif job.kind == "build":
             enter("export")
-            conn.send(("built", build(job)))
+            conn.send(build_variant(job))
         else:
             serve(conn, job, enter)
     except BaseException as exc:  # reported to the parent with its stage; the parent decides
-        from mobilize.errors import MobilizeError
+        from mobilize.errors import InternalError, MobilizeError, headline, raised_in
 
-        text = str(exc) if isinstance(exc, MobilizeError) else f"{type(exc).__name__}: {_first_line(exc)}"
+        internal = isinstance(exc, InternalError) or (not isinstance(exc, MobilizeError) and raised_in(exc))
+        text = str(exc) if isinstance(exc, MobilizeError) else f"{type(exc).__name__}: {headline(exc)}"
         try:
-            conn.send(("error", stage, text, traceback.format_exc()))
+            conn.send(Failed(stage, text, traceback.format_exc(), internal))
         except (BrokenPipeError, OSError):
             pass
     finally:
         conn.close()
 
 
-def _first_line(exc: BaseException) -> str:
-    from mobilize.runtimes.base import first_error_line
-
-    return first_error_line(exc)
+def _capture_stderr(log_path: str | None) -> None:
+    """Send this process's stderr (C++ runtimes' log lines, Python warnings) to its log file."""
+    if not log_path:
+        return
+    sys.stderr.flush()
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 2)
+    os.close(fd)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)
 
 
 def _specs(job: Job):
@@ -79,95 +76,106 @@ def _specs(job: Job):
     return [InputSpec.from_json(s) for s in job.input_specs]
 
 
-def accuracy_set(job: Job) -> tuple[list, list | None]:
-    """The accuracy inputs (batch of one each) and labels, or seeded random inputs without data."""
+def accuracy_set(job: Job) -> tuple[list[list], list[int] | None]:
+    """The accuracy samples (each the list of model inputs, batch of one) and labels; seeded random inputs
+    without data."""
     from mobilize.sources.data import open_data
     from mobilize.sources.inputs import make_random_inputs
 
-    spec = _specs(job)[0]
+    specs = [dataclasses.replace(s, shape=(1, *s.shape[1:])) for s in _specs(job)]
     if job.data is None:
-        return [make_random_inputs([spec], seed)[0] for seed in range(min(job.accuracy_samples, 16))], None
-    source = open_data(job.data)
-    xs, ys = [], []
-    one = dataclasses.replace(spec, shape=(1, *spec.shape[1:]))
-    for x, y in source.batches(one, limit=job.accuracy_samples):
-        xs.append(x)
-        ys.append(y)
-    return xs, (ys if all(y is not None for y in ys) else None)
+        return [make_random_inputs(specs, seed) for seed in range(min(job.accuracy_samples, 16))], None
+    return open_data(job.data).labelled_sample_lists(specs, job.accuracy_samples, job.input_names)
 
 
-def make_reference(job: Job) -> dict[str, Any]:
+def load_model(job: Job):
+    """The user's model with the reference's weights (identical in every process)."""
     import torch
 
+    from mobilize.sources.models import resolve_model
+
+    source = resolve_model(job.model, trust_pickle=job.trust_pickle)
+    saved = torch.load(job.reference_path, weights_only=True)
+    source.module.load_state_dict(saved["state_dict"])
+    return source
+
+
+def make_reference(job: Job) -> ReferenceDone:
+    import torch
+
+    from mobilize.accuracy.metrics import compare_outputs
+    from mobilize.runtimes.base import flatten_outputs, output_names
     from mobilize.sources.models import resolve_model
 
     source = resolve_model(job.model, trust_pickle=job.trust_pickle)
     xs, ys = accuracy_set(job)
     with torch.inference_mode():
-        outs = [source.module(x).float() for x in xs]
-    torch.save({"outputs": torch.cat(outs), "labels": torch.cat(ys) if ys else None}, job.reference_path)
-    return {"samples": len(xs), "labelled": ys is not None}
+        raw = [source.module(*x) for x in xs]
+    outs = [[t.detach().float().clone() for t in flatten_outputs(r)] for r in raw]
+    if not outs or not outs[0]:
+        from mobilize.errors import UnsupportedModelError
+
+        raise UnsupportedModelError("the model returned no tensors", hint="forward must return a tensor, a tuple "
+                                                                           "or a dict of tensors")
+    state = {k: v.detach().clone() for k, v in source.module.state_dict().items()}
+    names = output_names(raw[0])
+    torch.save({"state_dict": state, "outputs": outs, "labels": ys, "names": names}, job.reference_path)
+    correct = compare_outputs(outs, outs, ys).correct if ys is not None else None
+    return ReferenceDone(len(xs), ys is not None, correct, names, len(outs[0]))
 
 
 def _prepare(job: Job):
-    """Resolve the model and run the variant's passes: (module, context)."""
-    from mobilize.passes import PASSES
-    from mobilize.passes.base import Context
+    """The reference model and the variant's context; no passes run yet."""
+    from mobilize.context import Context
     from mobilize.plan import Variant
     from mobilize.sources.data import open_data
-    from mobilize.sources.models import resolve_model
+    from mobilize.target import Target
 
     variant = Variant.from_dict(job.variant)
-    source = resolve_model(job.model, trust_pickle=job.trust_pickle)
-    ctx = Context(input_specs=_specs(job), data=open_data(job.calibration) if job.calibration else None)
-    module = source.module
-    for step in variant.recipe.passes:
-        module = PASSES.get(step.name)(step.config)(module, ctx)
-    return variant, module, ctx
+    source = load_model(job)
+    ctx = Context(input_specs=_specs(job), data=open_data(job.calibration) if job.calibration else None,
+                  target=Target.parse(job.target))
+    return variant, source, ctx
 
 
-def quantized(variant, ctx) -> bool:
-    if ctx.state.get("quantized"):
-        return True
-    export = variant.export
-    option = getattr(export.config, "quantize", None) if export else None
-    return bool(option) and str(option) not in ("none", "None", "False")
-
-
-def build(job: Job) -> dict[str, Any]:
+def build_variant(job: Job) -> Built:
     from pathlib import Path
 
-    from mobilize.exporters import EXPORTERS
+    from mobilize.build import build
 
-    variant, module, ctx = _prepare(job)
-    exporter = EXPORTERS.get(variant.export.name)(variant.export.config)
-    art = exporter.export(module, ctx, Path(job.out_dir) / variant.name, variant.recipe.to_dict())
-    return {"artifact": str(art.path), "format": str(art.format), "size_bytes": art.size_bytes,
-            "notes": art.notes, "quantized": quantized(variant, ctx),
-            "details": dict(getattr(exporter, "details", None) or {})}
+    variant, source, ctx = _prepare(job)
+    result = build(source.module, variant.recipe, ctx, Path(job.out_dir) / variant.name)
+    built = result.artifacts[0]
+    return Built(str(built.artifact.path), str(built.artifact.format), built.artifact.size_bytes, str(result.kind),
+                 built.artifact.notes, {**built.details, **ctx.details})
 
 
 def serve(conn, job: Job, enter) -> None:
     import torch
 
-    from mobilize.accuracy.metrics import ErrorStats, top1
+    from mobilize.accuracy.metrics import compare_outputs
     from mobilize.artifact import Artifact
-    from mobilize.bench.harness import timed_loop
+    from mobilize.bench.harness import peak_rss_mb, timed_loop
+    from mobilize.build import prepare
     from mobilize.plan import Variant
     from mobilize.runtimes.base import RuntimeOptions, open_session
     from mobilize.sources.inputs import apply_memory_format
     from mobilize.sources.models import ModelSource
 
     notes: list[str] = []
+    details: dict[str, Any] = {}
     if job.artifact:
         variant = Variant.from_dict(job.variant)
-        target, specs, is_quantized = Artifact.from_file(job.artifact), _specs(job), None
+        target, specs, kind = Artifact.from_file(job.artifact), _specs(job), None
     else:
         enter("passes")
-        variant, module, ctx = _prepare(job)
+        variant, source, ctx = _prepare(job)
+        module = prepare(source.module, variant.recipe, ctx)
         target = ModelSource(module, job.model, list(ctx.input_specs))
-        specs, is_quantized = ctx.input_specs, quantized(variant, ctx)
+        specs, kind = ctx.input_specs, ("quantized" if ctx.quant.quantized else "float")
         notes += ctx.notes
+        details.update(ctx.details)
+        del source
     enter("load")
     options = dict(variant.recipe.runtime.__dict__, threads=job.threads)
     t0 = time.perf_counter_ns()
@@ -175,42 +183,47 @@ def serve(conn, job: Job, enter) -> None:
     load_ms = (time.perf_counter_ns() - t0) / 1e6
     notes += session.notes
     enter("run")
-    xs, _ = accuracy_set(job)
-    xs = [apply_memory_format(x, specs[0]) for x in xs]
-    native = session.prepare([xs[0]])
+    xs, ys = accuracy_set(job)
+    xs = [[apply_memory_format(t, s) for t, s in zip(x, specs)] for x in xs]
+    native = session.prepare(xs[0])
     t0 = time.perf_counter_ns()
-    session.checked_run(native, [xs[0]])
+    session.checked_run(native, xs[0])
     first_run_ms = (time.perf_counter_ns() - t0) / 1e6
     enter("accuracy")
-    outs = [session.run([x])[0] for x in xs]
+    outs = [session.run(x) for x in xs]
     reference = torch.load(job.reference_path, weights_only=True)
-    stats = ErrorStats.compare(outs, [reference["outputs"]]).to_json()
-    if reference["labels"] is not None:
-        stats["top1"] = top1(outs, [reference["labels"]])
+    comparison = compare_outputs(outs, reference["outputs"], ys, names=reference["names"])
+    size = getattr(target, "size_bytes", None) or _param_bytes(target)
+    del outs, reference, xs
+    gc.collect()
+    _trim_heap()
     enter("bench")
-    conn.send(("ready", {"runtime": session.name, "format": str(target.format), "load_ms": load_ms,
-                         "first_run_ms": first_run_ms, "accuracy": stats, "notes": notes,
-                         "quantized": is_quantized, "details": session.details(),
-                         "size_bytes": getattr(target, "size_bytes", None) or _param_bytes(target)}))
+    conn.send(Ready(session.name, str(target.format), kind or "", load_ms, first_run_ms, comparison, notes,
+                    {**details, **session.details()}, size, type(session).measures_latency))
     while True:
         command = conn.recv()
-        if command[0] == "bench":
-            times, total = timed_loop(session.run_prepared, native, command[1])
-            conn.send(("times", times, total, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0))
-        else:
+        if isinstance(command, Bench):
+            times, total = timed_loop(session.run_prepared, native, command.iterations)
+            conn.send(Times(times, total, peak_rss_mb()))
+        elif isinstance(command, Stop):
             session.close()
             return
 
 
+def _trim_heap() -> None:
+    """Give freed memory back to the OS, so a worker parked for timed rounds holds only its runtime."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if name:
+        libc = ctypes.CDLL(name)
+        if hasattr(libc, "malloc_trim"):
+            libc.malloc_trim(0)
+
+
 def _param_bytes(target) -> int | None:
-    """Weights of an eager module (what a state_dict file of it would hold)."""
+    from mobilize.sources.models import module_size_bytes
+
     module = getattr(target, "module", None)
-    if module is None:
-        return None
-    import io
-
-    import torch
-
-    buf = io.BytesIO()
-    torch.save(module.state_dict(), buf)
-    return buf.tell()
+    return None if module is None else module_size_bytes(module)

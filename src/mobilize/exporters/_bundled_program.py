@@ -1,13 +1,10 @@
-"""Bundled programs (``.bpte``): the program plus sample inputs, expected outputs and tolerances.
+"""Writing and verifying bundled programs (``.bpte``): the program plus sample inputs, expected
+outputs and tolerances (reading them is :mod:`mobilize.formats.bpte`).
 
-A ``.bpte`` lets a device check itself: the runtime loads a bundled input, runs the method
-and compares with the bundled expected output (ExecuTorch's ``verify_result_with_bundled_expected_output``).
-The tolerances travel in the ``.bpte``'s manifest (``model.bpte.manifest.json``, key ``bundle``)
-because the bundle schema has no field for them.
+Verification runs every bundled case in the ExecuTorch runtime on this host and judges it with
+the verify core's ``allclose`` rule; ExecuTorch's own ``verify_result_with_bundled_expected_output``
+is run beside it as a cross-check.
 
-    >>> from mobilize.exporters._bundled_program import bundled_inputs, verify_bundled_program
-    >>> [tuple(t.shape) for t in bundled_inputs("out/model.bpte")[0]]
-    [(1, 3, 224, 224)]
     >>> verify_bundled_program("out/model.bpte").max_abs_error      # raises AccuracyError on a mismatch
     3.1e-06
 """
@@ -19,20 +16,9 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from mobilize.errors import AccuracyError, UnsupportedModelError
-
-DEFAULT_ATOL = 1e-4
-DEFAULT_RTOL = 1e-4
-METHOD = "forward"
-# ExecuTorch ScalarType codes -> torch dtype names.
-_DTYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16", 6: "float32", 7: "float64",
-           11: "bool", 15: "bfloat16"}
-
-
-@dataclasses.dataclass
-class BundledCase:
-    inputs: list
-    expected_outputs: list
+from mobilize.accuracy.verify import verify_close
+from mobilize.errors import AccuracyError
+from mobilize.formats.bpte import METHOD, BundledCase, bundle_tolerances, read_test_cases
 
 
 @dataclasses.dataclass
@@ -43,7 +29,7 @@ class BundleCheck:
     atol: float
     rtol: float
     cases: list[dict[str, Any]]
-    """Per test case: ``{"case": i, "ok": bool, "max_abs_error": float}``."""
+    """Per test case: ``{"case": i, "ok": bool, "max_abs_error": float, "rule", "reason", "executorch_check_ok"}``."""
 
     @property
     def ok(self) -> bool:
@@ -80,43 +66,6 @@ def write_bundle_manifest(path: Path, fields: dict[str, Any], atol: float, rtol:
     atomic_write_text(path.with_name(path.name + ".manifest.json"), json.dumps(data, indent=2) + "\n")
 
 
-def bundle_tolerances(path: str | Path) -> tuple[float, float]:
-    """(atol, rtol) from the ``.bpte``'s manifest when it matches the file, else the float defaults."""
-    from mobilize.artifact import sha256_of
-
-    manifest = Path(str(path) + ".manifest.json")
-    if manifest.is_file():
-        data = json.loads(manifest.read_text())
-        if "bundle" in data and data.get("sha256") == sha256_of(path):
-            return float(data["bundle"]["atol"]), float(data["bundle"]["rtol"])
-    return DEFAULT_ATOL, DEFAULT_RTOL
-
-
-def read_test_cases(path: str | Path, method: str = METHOD) -> list[BundledCase]:
-    """Deserialize the bundled test cases (inputs and expected outputs as torch tensors)."""
-    import importlib
-
-    from mobilize.exporters._executorch_pte import tables
-
-    gen = "executorch.devtools.bundled_program.serialize.generated.bundled_program_flatbuffer."
-    fb = {n: getattr(importlib.import_module(gen + n), n)
-          for n in ("BundledProgram", "BundledMethodTestSuite", "BundledMethodTestCase", "Value")}
-    data = Path(path).read_bytes()
-    if data[4:6] != b"BP":
-        raise UnsupportedModelError(f"{path} is not an ExecuTorch bundled program (no 'BP' file identifier)")
-    for suite in tables(fb["BundledProgram"].GetRootAs(data, 0), 6, fb["BundledMethodTestSuite"]):
-        if suite.MethodName().decode() == method:
-            return [BundledCase([_value(v) for v in tables(tc, 4, fb["Value"])],
-                                [_value(v) for v in tables(tc, 6, fb["Value"])])
-                    for tc in tables(suite, 6, fb["BundledMethodTestCase"])]
-    return []
-
-
-def bundled_inputs(path: str | Path) -> list[list]:
-    """Every bundled input list, for ``mobilize bench x.bpte --use_bundled_input N``."""
-    return [case.inputs for case in read_test_cases(path)]
-
-
 def verify_bundled_program(path: str | Path, *, atol: float | None = None, rtol: float | None = None) -> BundleCheck:
     """Run every bundled test case in the ExecuTorch runtime on this host; AccuracyError on any mismatch."""
     from mobilize.artifact import Artifact
@@ -127,44 +76,21 @@ def verify_bundled_program(path: str | Path, *, atol: float | None = None, rtol:
     atol = default_atol if atol is None else atol
     rtol = default_rtol if rtol is None else rtol
     with open_session(Artifact.from_file(path), "executorch") as session:
-        check = BundleCheck(path, atol, rtol, session.verify_bundled(atol=atol, rtol=rtol))
+        runs = session.run_bundled_cases(atol=atol, rtol=rtol)
+    cases = []
+    for i, (got, expected, executorch_ok) in enumerate(runs):
+        verdict = verify_close(got, expected, atol, rtol)
+        cases.append({"case": i, "ok": verdict.ok, "max_abs_error": verdict.numbers.get("max_abs_error", float("nan")),
+                      "rule": verdict.rule, "reason": verdict.reason, "executorch_check_ok": executorch_ok})
+    check = BundleCheck(path, atol, rtol, cases)
     if not check.cases:
         raise AccuracyError(f"{path.name} bundles no test cases for '{METHOD}'", stage="verify")
     bad = [c for c in check.cases if not c["ok"]]
     if bad:
         detail = "; ".join(f"case {c['case']}: max abs error {c['max_abs_error']:.3g}" for c in bad)
         raise AccuracyError(f"{path.name}: {len(bad)} of {len(check.cases)} bundled test case(s) do not match their "
-                            f"expected outputs within atol {atol:.2g} + rtol {rtol:.2g} x |expected| ({detail})",
+                            f"expected outputs within atol {atol:.2g} + rtol {rtol:.2g} x |expected| ({detail}; "
+                            f"rule allclose)",
                             stage="verify", hint="the program and its bundled outputs disagree: re-export, or check "
                                                  "the runtime build on this device")
     return check
-
-
-def _value(value: Any) -> Any:
-    from executorch.devtools.bundled_program.serialize.generated.bundled_program_flatbuffer import (
-        Bool, Double, Int, Tensor, ValueUnion,
-    )
-
-    from mobilize.exporters._executorch_pte import union
-
-    kinds = ValueUnion.ValueUnion
-    readers = {kinds.Tensor: (Tensor.Tensor, _tensor), kinds.Int: (Int.Int, lambda v: v.IntVal()),
-               kinds.Bool: (Bool.Bool, lambda v: v.BoolVal()), kinds.Double: (Double.Double, lambda v: v.DoubleVal())}
-    if value.ValType() not in readers:
-        return None
-    cls, read = readers[value.ValType()]
-    return read(union(value.Val(), cls))
-
-
-def _tensor(t: Any):
-    import numpy as np
-    import torch
-
-    dtype = getattr(torch, _DTYPES.get(t.ScalarType(), "float32"))
-    sizes = [int(t.Sizes(i)) for i in range(t.SizesLength())]
-    order = [int(t.DimOrder(i)) for i in range(t.DimOrderLength())] or list(range(len(sizes)))
-    raw = t.DataAsNumpy()
-    raw = raw.tobytes() if isinstance(raw, np.ndarray) else b""
-    flat = torch.frombuffer(bytearray(raw), dtype=dtype) if raw else torch.empty(0, dtype=dtype)
-    physical = flat.reshape([sizes[d] for d in order])
-    return physical.permute([order.index(d) for d in range(len(order))])

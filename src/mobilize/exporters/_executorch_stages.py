@@ -18,7 +18,7 @@ import warnings
 from typing import Any, Sequence
 
 from mobilize.errors import ExportError
-from mobilize.exporters._executorch_report import frame_location, op_name, source_location
+from mobilize.formats.delegation import frame_location, op_name, source_location
 
 _NOT_CORE = re.compile(r"Operator (?:torch\._ops\.)?([\w.]+?)(?:\.default)? is not in Core ATen opset")
 
@@ -54,7 +54,7 @@ def serialize(edge: Any, registered_ops: set[str] | None = None) -> Any:
     except Exception as exc:
         raise stage_error("serialize", exc, edge.exported_program()) from exc
     if registered_ops is not None:
-        from mobilize.exporters._executorch_pte import read_program
+        from mobilize.formats.pte import read_program
 
         missing = [op for op in read_program(manager.buffer).operators if op not in registered_ops]
         if missing:

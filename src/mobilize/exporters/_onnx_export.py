@@ -163,8 +163,9 @@ def check_onnx_model(proto: Any, what: str) -> None:
                                     hint="fix or re-export the model") from exc
 
 
-def load_onnx_file(path: Path) -> Any:
-    """Load and check an ONNX file made elsewhere; ``.ort`` files cannot be used as a source."""
+def load_onnx_file(path: Path, notes: list[str] | None = None) -> Any:
+    """Load and check an ONNX file made elsewhere; ``.ort`` files cannot be used as a source.  Old opsets
+    ONNX Runtime has no kernels for are upgraded (checked against the original; the note goes to ``notes``)."""
     import onnx
 
     if path.suffix.lower() == ".ort":
@@ -174,6 +175,13 @@ def load_onnx_file(path: Path) -> Any:
     except Exception as exc:  # DecodeError, OSError
         raise UnsupportedModelError(f"cannot read {path} as an ONNX model: {_first_line(exc)}") from exc
     check_onnx_model(proto, str(path))
+    from mobilize.runtimes.onnxruntime import missing_kernel, upgrade_opset
+
+    error = missing_kernel(proto.SerializeToString())
+    if error:
+        proto, note = upgrade_opset(proto, error, str(path))
+        if notes is not None:
+            notes.append(note)
     return proto
 
 

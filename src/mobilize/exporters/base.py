@@ -2,7 +2,9 @@
 
 An exporter author sets ``name``, ``format``, ``suffix``, ``packages``, ``tolerance`` and
 ``Config`` and implements ``write(module, ctx, path)``, which writes the file at ``path`` (a
-temp name that is renamed into place only on success).
+temp name that is renamed into place only on success).  What the file promises against the
+module it came from (float to rounding, or quantized, and an absolute tolerance for bundled
+outputs) is declared by one method, ``expectation(ctx)``; the verify core judges by it.
 
     >>> from mobilize.exporters import EXPORTERS
     >>> art = EXPORTERS.get("onnx")().export(module, ctx, out_dir / "model")
@@ -15,13 +17,25 @@ from __future__ import annotations
 import abc
 import dataclasses
 import importlib.util
+import inspect
 import time
 from pathlib import Path
 from typing import Any, ClassVar
 
+from mobilize.accuracy.verify import Kind
 from mobilize.artifact import Artifact, Format, atomic_path
-from mobilize.errors import BackendUnavailableError, ExportError, MobilizeError, headline
-from mobilize.passes.base import Context
+from mobilize.context import Context
+from mobilize.errors import BackendUnavailableError, ExportError, MobilizeError, headline, internal, raised_in
+
+
+@dataclasses.dataclass(frozen=True)
+class Expectation:
+    """What an exported file promises against the module it was exported from."""
+
+    kind: Kind = Kind.FLOAT
+    """float: equal up to rounding; quantized: the exporter quantized it (judged by the quantized rules)."""
+    atol: float = 1e-4
+    """Absolute tolerance for bundled expected outputs and element-wise checks."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,11 +58,14 @@ class Exporter(abc.ABC):
 
     def requires(self, ctx: Context) -> None:
         """Raise ConfigError naming the fix if this exporter cannot run now."""
-        if ctx.state.get("qat_prepared") and not ctx.state.get("quantized"):
-            from mobilize.errors import ConfigError
 
-            raise ConfigError(f"export '{self.name}' comes before quantize's convert",
-                              hint="set convert: true on the quantize step, or add a convert step before exporting")
+    def expectation(self, ctx: Context | None) -> Expectation:
+        """What the file promises against the module it was exported from (the one tolerance method)."""
+        return Expectation(Kind.FLOAT, self.tolerance)
+
+    def expectation(self, ctx: Context | None) -> Expectation:
+        """What the file promises against the module it was exported from (the one tolerance method)."""
+        return Expectation(Kind.FLOAT, self.tolerance)
 
     def check_available(self) -> None:
         for pkg in self.packages:
@@ -76,6 +93,8 @@ class Exporter(abc.ABC):
             exc.stage = exc.stage or "export"
             raise
         except Exception as exc:
+            if raised_in(exc, inspect.getfile(type(self))):
+                raise internal(exc, f"exporter '{self.name}'") from exc
             first = headline(exc)
             raise ExportError(f"exporter '{self.name}' failed: {type(exc).__name__}: {first}", stage="export") from exc
         ctx.timings_ms[f"export:{self.name}"] = (time.perf_counter() - start) * 1e3

@@ -25,10 +25,12 @@ from typing import Any
 from mobilize.artifact import Artifact, Format, atomic_write_bytes
 from mobilize.errors import ConfigError, ExportError, MobilizeError
 from mobilize.exporters import EXPORTERS
-from mobilize.exporters._bundled_program import BundleCheck, bundled_inputs, verify_bundled_program
-from mobilize.exporters._executorch_report import DelegationReport, delegation_report
-from mobilize.exporters.base import Exporter
-from mobilize.passes.base import Context
+from mobilize.exporters._bundled_program import BundleCheck, verify_bundled_program
+from mobilize.formats.bpte import bundled_inputs
+from mobilize.formats.delegation import DelegationReport, delegation_report
+from mobilize.accuracy.verify import Kind
+from mobilize.exporters.base import Expectation, Exporter
+from mobilize.context import Context
 from mobilize.sources.inputs import MemoryFormat
 
 __all__ = ["Delegate", "Quantize", "ExecuTorchConfig", "ExecuTorchExporter", "DelegationReport",
@@ -56,6 +58,9 @@ class ExecuTorchConfig:
     quantized at run time (Linear-heavy models); qat: fine-tune with fake quantization on labelled data, then int8."""
     per_channel: bool = True
     """Per-channel int8 weights (else per-tensor)."""
+    fp16: bool = False
+    """XNNPACK fp16: weights and activations in float16, inputs and outputs still float32 (cast at the edges);
+    float only, not with quantize."""
     calibration_samples: int = 32
     """Samples from ``--data`` that calibrate static int8 (seeded random inputs without data, noted)."""
     qat_epochs: int = 3
@@ -73,6 +78,23 @@ class ExecuTorchConfig:
     """Relative tolerance of the bundled outputs (None: 1e-4 for float, 0 for int8)."""
     min_delegated_percent: float = 0.0
     """Fail the export when fewer ops than this run in the delegate (0: never fail; below 50% always warns)."""
+
+
+def _Float16(module: Any) -> Any:
+    """The model in float16 between float32 inputs and outputs (XNNPACK runs the float16 part)."""
+    import torch
+
+    class Float16(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.module = copy.deepcopy(module).half().eval()
+
+        def forward(self, *inputs: Any) -> Any:
+            out = self.module(*(x.half() if x.is_floating_point() else x for x in inputs))
+            return torch.utils._pytree.tree_map(
+                lambda t: t.float() if isinstance(t, torch.Tensor) and t.is_floating_point() else t, out)
+
+    return Float16().eval()
 
 
 @dataclasses.dataclass
@@ -100,12 +122,14 @@ class ExecuTorchExporter(Exporter):
         self._verify_tolerance: float | None = None
 
     def requires(self, ctx: Context) -> None:
-        if ctx.state.get("quantized"):
+        if ctx.quant.quantized:
             raise ConfigError("the model is already eager-quantized; ExecuTorch quantizes with PT2E itself",
                               hint="drop the eager quantize step and set quantize: int8 on the executorch step "
                                    "(or use the executorch-int8 recipe)")
         super().requires(ctx)
         quant = self.config.quantize
+        if self.config.fp16 and quant != Quantize.NONE:
+            raise ConfigError(f"fp16 and quantize: {quant} exclude each other", hint="keep one of them")
         if quant != Quantize.NONE and len(ctx.input_specs) != 1:
             raise ConfigError(f"quantize: {quant} supports models with one input; this one has {len(ctx.input_specs)}")
         if quant == Quantize.QAT and (ctx.data is None or not ctx.data.labelled):
@@ -114,8 +138,10 @@ class ExecuTorchExporter(Exporter):
                               hint="give --data with labels: digits, a folder with one subfolder per class, "
                                    "or an .npz with y")
 
-    def verify_tolerance(self, ctx: Context) -> float:
-        return self._verify_tolerance if self._verify_tolerance is not None else self.tolerance
+    def expectation(self, ctx: Context | None) -> Expectation:
+        kind = Kind.FLOAT if self.config.quantize == Quantize.NONE else Kind.QUANTIZED
+        kind = Kind.REDUCED if self.config.fp16 else kind
+        return Expectation(kind, self._verify_tolerance if self._verify_tolerance is not None else self.tolerance)
 
     # -- the .pte -------------------------------------------------------------------------
     def write(self, module: Any, ctx: Context, path: Path) -> None:
@@ -127,6 +153,11 @@ class ExecuTorchExporter(Exporter):
         module = self._as_module(module)
         example = ctx.example_inputs()
         samples = self._samples(ctx)
+        if cfg.fp16:
+            float_module, module = module, _Float16(module)
+            self.note("fp16: weights and activations in float16 (XNNPACK fp16 kernels), float32 inputs and outputs "
+                      "cast at the edges")
+            self._set_quantized_tolerance(float_module, module, ctx, samples)
         try:
             reference = self._quantize(module, ctx, example, samples)
         except MobilizeError:
@@ -180,7 +211,7 @@ class ExecuTorchExporter(Exporter):
         cfg = self.config
         wanted = max(cfg.calibration_samples if cfg.quantize == Quantize.INT8 else 0,
                      cfg.bundle_samples if cfg.bundle else 0,
-                     8 if cfg.quantize != Quantize.NONE else 0)
+                     8 if cfg.quantize != Quantize.NONE or cfg.fp16 else 0)
         samples = ctx.calibration_inputs(wanted) if wanted else []
         batch = ctx.input_specs[0].shape[0] if len(ctx.input_specs) == 1 else 1
         if batch > 1 and samples and samples[0][0].shape[0] == 1:  # data samples come one at a time
@@ -211,20 +242,21 @@ class ExecuTorchExporter(Exporter):
         return converted
 
     def _set_quantized_tolerance(self, module: Any, reference: Any, ctx: Context, samples: list) -> None:
-        """Verify compares the .pte with the float model: allow twice the PT2E reference's own error."""
+        """The element-wise tolerance against the float model: twice the PT2E reference's own error."""
         from mobilize.exporters._executorch_quant import max_abs_difference, output_step
 
         # The inputs verify_artifact draws from: real samples when there is data, else seeded random ones.
         probes = samples[:8] if ctx.data is not None else samples[:8] + [ctx.example_inputs(seed=123)]
         err, _ = max_abs_difference(reference, module, probes)
-        step = output_step(reference) or 0.0
+        step = (None if self.config.fp16 else output_step(reference)) or 0.0
         self._verify_tolerance = max(self.tolerance, 2 * err + 2 * step)
         after = " (after QAT fine-tuning)" if self.config.quantize == Quantize.QAT else ""
-        self.note(f"verify tolerance {self._verify_tolerance:.3g}: twice the int8 reference's error vs the float "
-                  f"model{after} on {len(probes)} inputs ({err:.3g}) plus two output steps")
+        what = "fp16" if self.config.fp16 else "int8"
+        self.note(f"{what} error vs the float model{after}: max abs {err:.3g} on {len(probes)} inputs; element-wise "
+                  f"atol {self._verify_tolerance:.3g} (twice that plus two output steps)")
 
     def _note_memory_format(self, ctx: Context, buffer: bytes) -> None:
-        from mobilize.exporters._executorch_pte import is_channels_last, read_program
+        from mobilize.formats.pte import is_channels_last, read_program
 
         orders = read_program(buffer).input_dim_orders
         for i, spec in enumerate(ctx.input_specs):
@@ -237,7 +269,7 @@ class ExecuTorchExporter(Exporter):
 
     # -- side files: delegation report and bundled program ------------------------------------
     def export(self, module: Any, ctx: Context, stem: str | Path, recipe: dict | None = None) -> Artifact:
-        from mobilize.exporters._executorch_report import write_side_file
+        from mobilize.formats.delegation import write_side_file
 
         art = super().export(module, ctx, stem, recipe)
         written, self._written = self._written, None
@@ -253,7 +285,8 @@ class ExecuTorchExporter(Exporter):
     def _write_bundle(self, art: Artifact, written: _Written) -> BundleCheck:
         import torch
 
-        from mobilize.exporters._bundled_program import BundledCase, build_bundled_program, write_bundle_manifest
+        from mobilize.exporters._bundled_program import build_bundled_program, write_bundle_manifest
+        from mobilize.formats.bpte import BundledCase
         from mobilize.exporters._executorch_quant import output_step
         from mobilize.runtimes.base import flatten_outputs
 
@@ -269,7 +302,8 @@ class ExecuTorchExporter(Exporter):
             atol = cfg.bundle_atol if cfg.bundle_atol is not None else 2 * step
             rtol = cfg.bundle_rtol if cfg.bundle_rtol is not None else 0.0
         else:
-            atol = cfg.bundle_atol if cfg.bundle_atol is not None else 1e-4
+            # fp16: the expected outputs come from PyTorch's own float16 run, which carries its own fp16 error
+            atol = cfg.bundle_atol if cfg.bundle_atol is not None else (2 * self._verify_tolerance if cfg.fp16 else 1e-4)
             rtol = cfg.bundle_rtol if cfg.bundle_rtol is not None else 1e-4
         path = art.path.with_suffix(".bpte")
         atomic_write_bytes(path, build_bundled_program(written.manager, cases))

@@ -27,8 +27,9 @@ from typing import Any, Iterator
 from mobilize.artifact import Artifact, Format
 from mobilize.errors import ConfigError
 from mobilize.exporters import EXPORTERS
-from mobilize.exporters.base import Exporter
-from mobilize.passes.base import Context
+from mobilize.accuracy.verify import Kind
+from mobilize.exporters.base import Expectation, Exporter
+from mobilize.context import Context
 
 MIN_OPSET = 7
 
@@ -69,7 +70,8 @@ class OnnxConfig:
     per_channel: bool = True
     """Static only: one weight scale per output channel (needs opset 13; older models are converted)."""
     reduce_range: bool | None = None
-    """7-bit weights.  None: on where this x64 CPU has no VNNI (its U8S8 kernels saturate), else off."""
+    """7-bit weights.  None: on when the target (``--target``, default this machine) is an x64 CPU without
+    VNNI (its U8S8 kernels saturate), else off."""
     calibration: Calibration = Calibration.MINMAX
     """Static only: how activation ranges are chosen from the calibration data."""
     calibration_samples: int = 100
@@ -106,10 +108,10 @@ class OnnxExporter(Exporter):
         self.suffix = ".ort" if self.config.ort_format else ".onnx"
         self._output_absmax: float | None = None
 
-    def verify_tolerance(self, ctx: Context) -> float:
+    def expectation(self, ctx: Context | None) -> Expectation:
         if self.config.quantize == Quantize.NONE or self._output_absmax is None:
-            return self.tolerance
-        return max(self.tolerance, self.config.int8_tolerance * self._output_absmax)
+            return Expectation(Kind.FLOAT, self.tolerance)
+        return Expectation(Kind.QUANTIZED, max(self.tolerance, self.config.int8_tolerance * self._output_absmax))
 
     def write(self, module: Any, ctx: Context, path: Path) -> None:
         import onnx
@@ -185,7 +187,7 @@ class OnnxExporter(Exporter):
             self._notes(constants)
             src = tmp / "float-constants.onnx"
             onnx.save(proto, str(src))
-        opts = q.StaticOptions(str(cfg.calibration), cfg.per_channel, self._reduce_range(),
+        opts = q.StaticOptions(str(cfg.calibration), cfg.per_channel, self._reduce_range(ctx),
                                tuple(cfg.exclude_nodes), tuple(cfg.exclude_op_types))
         if cfg.quantize == Quantize.STATIC and cfg.per_channel and opset_of(proto) < q.PER_CHANNEL_MIN_OPSET:
             self.note(f"converted opset {opset_of(proto)} to {q.PER_CHANNEL_MIN_OPSET} for per-channel QDQ weights")
@@ -207,17 +209,21 @@ class OnnxExporter(Exporter):
         self._notes(q.quantize_static_qdq(src, out, feed, opts, batch))
         return out
 
-    def _reduce_range(self) -> bool:
-        """x64 without VNNI sums pairs of uint8 x int8 products in int16 (vpmaddubsw), which saturates."""
-        if not _u8s8_saturates():
+    def _reduce_range(self, ctx: Context) -> bool:
+        """x64 without VNNI sums pairs of uint8 x int8 products in int16 (vpmaddubsw), which saturates.
+        The *target* decides (``--target``), never silently the machine that builds the file."""
+        target = ctx.target
+        if not target.reduce_range:
+            if self.config.reduce_range:
+                self.note(f"reduce_range on (7-bit weights) as configured; target {target.describe()} does not need it")
             return bool(self.config.reduce_range)
         if self.config.reduce_range is None:
-            self.note("reduce_range on (7-bit weights): this x64 CPU has no VNNI, and its U8S8 kernels saturate "
-                      "int16 sums of full 8-bit products; set reduce_range: false for a VNNI or ARM target")
+            self.note(f"reduce_range on (7-bit weights): target {target.describe()} has no VNNI, and its U8S8 kernels "
+                      "saturate int16 sums of full 8-bit products; use --target x86-vnni or arm64 for such devices")
             return True
         if not self.config.reduce_range:
-            self.note("warning: reduce_range is off on an x64 CPU without VNNI: U8S8 products may saturate "
-                      "and cost accuracy here")
+            self.note(f"warning: reduce_range is off for target {target.describe()}, an x64 CPU without VNNI: U8S8 "
+                      "products may saturate and cost accuracy there")
         return self.config.reduce_range
 
     def _calibration_batches(self, model: Any, ctx: Context) -> Iterator[list]:
@@ -261,13 +267,7 @@ def _data_mismatch(ctx: Context, input_name: str) -> str | None:
 
 
 def _u8s8_saturates() -> bool:
-    """True on an x64 CPU whose /proc/cpuinfo lists no VNNI flag (AVX2-only U8S8 kernels)."""
-    import platform
+    """True when this machine is an x64 CPU without VNNI (AVX2-only U8S8 kernels)."""
+    from mobilize.target import host_target
 
-    if platform.machine().lower() not in ("x86_64", "amd64"):
-        return False
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "vnni" not in flags
+    return host_target().reduce_range

@@ -26,8 +26,9 @@ import torch
 from mobilize.artifact import Format
 from mobilize.errors import ConfigError, UnsupportedModelError, headline
 from mobilize.exporters import EXPORTERS
-from mobilize.exporters.base import Exporter
-from mobilize.passes.base import Context
+from mobilize.accuracy.verify import Kind
+from mobilize.exporters.base import Expectation, Exporter
+from mobilize.context import Context
 
 
 class Method(enum.StrEnum):
@@ -72,8 +73,9 @@ class TorchScriptExporter(Exporter):
         scripted = self.script(module, ctx)
         self.save(scripted, path)
 
-    def verify_tolerance(self, ctx: Context) -> float:
-        return 1e-4 if ctx.state.get("quantized") else self.tolerance
+    def expectation(self, ctx: Context | None) -> Expectation:
+        # A scripted int8 module runs the same int8 kernels as the eager one: float kind, a looser atol.
+        return Expectation(Kind.FLOAT, 1e-4 if ctx is not None and ctx.quant.quantized else self.tolerance)
 
     def script(self, module: torch.nn.Module, ctx: Context) -> torch.jit.ScriptModule:
         cfg = self.config
@@ -120,7 +122,7 @@ class TorchScriptExporter(Exporter):
 
     def _example(self, ctx: Context) -> list:
         inputs = ctx.calibration_inputs(1)[0] if ctx.data is not None else ctx.example_inputs()
-        qparams = ctx.state.get("input_qparams") if ctx.state.get("interface") == "full" else None
+        qparams = ctx.quant.input_qparams if ctx.quant.interface == "full" else None
         if qparams:
             scale, zero_point = qparams
             inputs = [torch.quantize_per_tensor(t, scale, zero_point, torch.quint8) for t in inputs]

@@ -14,42 +14,13 @@ from __future__ import annotations
 
 import abc
 import copy
+import inspect
 import dataclasses
 import time
 from typing import Any, ClassVar
 
-from mobilize.errors import ConfigError, MobilizeError, UnsupportedModelError, headline
-from mobilize.sources.inputs import InputSpec, make_random_inputs
-
-
-@dataclasses.dataclass
-class Context:
-    """What flows beside the module through passes and exporters."""
-
-    input_specs: list[InputSpec] = dataclasses.field(default_factory=list)
-    data: Any = None
-    """A DataSource for calibration (None: no real data)."""
-    applied: list[str] = dataclasses.field(default_factory=list)
-    """Names of the steps run so far, in order."""
-    notes: list[str] = dataclasses.field(default_factory=list)
-    state: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """Facts passes leave for later steps: quantized, engine, interface, qat_prepared, ..."""
-    timings_ms: dict[str, float] = dataclasses.field(default_factory=dict)
-
-    def note(self, step: str, text: str) -> None:
-        self.notes.append(f"{step}: {text}")
-
-    def example_inputs(self, seed: int = 0) -> list:
-        if not self.input_specs:
-            raise ConfigError("the model's input shape is unknown", hint='give --input_dims, e.g. "1,3,224,224"')
-        return make_random_inputs(self.input_specs, seed)
-
-    def calibration_inputs(self, limit: int) -> list[list]:
-        """Real samples when a data source is given, else a note and seeded random inputs."""
-        if self.data is not None and len(self.input_specs) == 1:
-            return [[x] for x in self.data.samples(self.input_specs[0], limit)]
-        self.note("data", f"no data source: using {min(limit, 8)} seeded random inputs (give --data for real samples)")
-        return [self.example_inputs(seed) for seed in range(min(limit, 8))]
+from mobilize.errors import ConfigError, MobilizeError, UnsupportedModelError, headline, internal, raised_in
+from mobilize.context import Context
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,8 +53,10 @@ class Pass(abc.ABC):
             exc.stage = exc.stage or self.name
             raise
         except Exception as exc:
+            if raised_in(exc, inspect.getfile(type(self))):
+                raise internal(exc, f"pass '{self.name}'") from exc
             first = headline(exc)
-            raise UnsupportedModelError(f"pass '{self.name}' failed: {type(exc).__name__}: {first}",
+            raise UnsupportedModelError(f"pass '{self.name}' failed on this model: {type(exc).__name__}: {first}",
                                         stage=self.name) from exc
         ctx.timings_ms[self.name] = (time.perf_counter() - start) * 1e3
         ctx.applied.append(self.name)

@@ -29,5 +29,5 @@ class ChannelsLast(Pass):
                 ctx.input_specs[i] = dataclasses.replace(spec, memory_format=MemoryFormat.CHANNELS_LAST)
                 converted.append(i)
         ctx.note(self.name, f"weights in channels-last; inputs {converted or 'none'} declared channels-last")
-        ctx.state["channels_last"] = True
+        ctx.channels_last = True
         return module

@@ -60,12 +60,13 @@ class Fuse(Pass):
         module.eval()
         try:
             graph = torch.fx.symbolic_trace(module).graph
-            found = find_patterns(module, graph, self.config.linear_relu)
-        except Exception as exc:  # data-dependent control flow, unsupported Python constructs
+        except Exception as exc:  # data-dependent control flow, unsupported Python constructs (the model's own)
             reason = headline(exc)
             ctx.note(self.name, f"model is not FX-traceable ({reason[:120]}); fused only consecutive modules "
                                 f"inside nn.Sequential containers")
             found = find_in_sequentials(module, self.config.linear_relu)
+        else:
+            found = find_patterns(module, graph, self.config.linear_relu)
         if found.groups:
             torch.ao.quantization.fuse_modules(module, found.groups, inplace=True)
         c = found.counts
@@ -73,7 +74,7 @@ class Fuse(Pass):
                             f"{c['conv_relu']} Conv-ReLU, {c['linear_relu']} Linear-ReLU")
         for reason in found.skipped:
             ctx.note(self.name, f"not fused: {reason}")
-        ctx.state["fused"] = dict(c)
+        ctx.fused = dict(c)
         return module.train(was_training)
 
 

@@ -58,8 +58,9 @@ class Api(enum.StrEnum):
 @dataclasses.dataclass(frozen=True)
 class QuantizeConfig(PassConfig):
     mode: Mode = Mode.STATIC
-    engine: Engine = Engine.QNNPACK
-    """Kernel library the int8 model targets: qnnpack (ARM phones), x86 / fbgemm (servers)."""
+    engine: Engine | None = None
+    """Kernel library the int8 model targets: qnnpack (ARM phones), x86 / fbgemm (servers).  None: the
+    target's (``--target``): qnnpack for arm64, x86 for x86 targets."""
     interface: Interface = Interface.CORE
     api: Api = Api.AUTO
     calibration_samples: int = 32
@@ -86,6 +87,9 @@ class Quantize(Pass):
         if cfg.interface == Interface.NONE:
             ctx.note(self.name, "interface 'none': the model stays float")
             return module
+        if cfg.engine is None:
+            cfg = self.config = dataclasses.replace(cfg, engine=Engine(ctx.target.int8_engine))
+            ctx.note(self.name, f"engine {cfg.engine}, chosen by target {ctx.target.describe()}")
         if cfg.engine not in torch.backends.quantized.supported_engines:
             raise ConfigError(f"quantized engine '{cfg.engine}' is not in this torch build",
                               hint=f"available: {', '.join(torch.backends.quantized.supported_engines)}")
@@ -97,15 +101,16 @@ class Quantize(Pass):
                 out = self._eager(module, ctx)
             else:
                 out = self._fx(module, ctx)
-        ctx.state.update(quantized=True, engine=str(cfg.engine), interface=str(cfg.interface), mode=str(cfg.mode))
+        ctx.quant = dataclasses.replace(ctx.quant, quantized=True, engine=str(cfg.engine), interface=str(cfg.interface),
+                                        mode=str(cfg.mode))
         self._smoke_test(out, ctx)
         return out
 
     def _smoke_test(self, module: nn.Module, ctx: Context) -> None:
         """Run the int8 model once, so a missing int8 kernel is named here, not as a dispatcher dump later."""
         inputs = ctx.example_inputs()
-        if ctx.state.get("input_qparams") and ctx.state.get("interface") == "full":
-            scale, zero_point = ctx.state["input_qparams"]
+        if ctx.quant.input_qparams and ctx.quant.interface == "full":
+            scale, zero_point = ctx.quant.input_qparams
             inputs = [torch.quantize_per_tensor(t, scale, zero_point, torch.quint8) for t in inputs]
         try:
             with torch.inference_mode():
@@ -197,7 +202,7 @@ class Quantize(Pass):
         with torch.inference_mode():
             for sample in inputs:
                 module(*sample)
-        ctx.state["calibration_samples"] = len(inputs)
+        ctx.quant.calibration_samples = len(inputs)
 
     def _finetune(self, module: nn.Module, ctx: Context) -> None:
         spec = ctx.input_specs[0]
@@ -219,7 +224,7 @@ class Quantize(Pass):
         if not isinstance(quant, torch.ao.nn.quantized.Quantize) or not hasattr(module, "dequant"):
             raise UnsupportedModelError("interface 'full' in eager mode needs top-level 'quant'/'dequant' stubs",
                                         hint="use api: fx")
-        ctx.state["input_qparams"] = (float(quant.scale), int(quant.zero_point))
+        ctx.quant.input_qparams = (float(quant.scale), int(quant.zero_point))
         ctx.note(self.name, f"interface 'full': input must be quint8 with scale {float(quant.scale):.6g}, "
                             f"zero_point {int(quant.zero_point)}; output is quantized")
         module.quant, module.dequant = nn.Identity(), nn.Identity()
@@ -229,7 +234,7 @@ class Quantize(Pass):
         for name, mod in prepared.named_modules():
             if hasattr(mod, "calculate_qparams") and "activation_post_process_0" in name:
                 scale, zp = mod.calculate_qparams()
-                ctx.state["input_qparams"] = (float(scale), int(zp))
+                ctx.quant.input_qparams = (float(scale), int(zp))
                 ctx.note(self.name, f"interface 'full': input must be quint8 with scale {float(scale):.6g}, "
                                     f"zero_point {int(zp)}; output is quantized")
                 return

@@ -57,44 +57,117 @@ def latency_chart(variants: list[dict]) -> str:
     return "".join(parts)
 
 
+CHAR_W, LABEL_H = 6.6, 13.0
+"""Estimated width of one character and height of a label at the chart's 11 px font (checked in a browser test)."""
+
+
+def wilson(p_percent: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval of an accuracy (percent) on n samples."""
+    if not n:
+        return (p_percent, p_percent)
+    p = p_percent / 100.0
+    center = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (100 * (center - half), 100 * (center + half))
+
+
+def _latency_interval(v: dict) -> tuple[float, float]:
+    meds = sorted(v.get("latency_ms_round_medians") or [])
+    return (meds[0], meds[-1]) if meds else (v["latency_ms_p50"], v["latency_ms_p50"])
+
+
+def place_labels(points: list[tuple[str, float, float]], width: float, height: float,
+                 obstacles: list[tuple[float, float, float, float]] = ()) -> dict[str, tuple[float, float, str]]:
+    """Greedy label placement: each label (x, y, anchor) goes to the first candidate spot around its point
+    that overlaps no label placed before it and stays inside the chart."""
+    boxes = list(obstacles)
+    placed: dict[str, tuple[float, float, str]] = {}
+    offsets = [(8, -6), (8, 14), (-8, -6), (-8, 14)] + [(dx, dy) for k in range(1, 12) for dy in (-6 - 14 * k, 14 + 14 * k)
+                                                        for dx in (8, -8)]
+    for name, x, y in sorted(points, key=lambda p: (p[2], p[1])):
+        w = len(name) * CHAR_W
+        choice = None
+        for dx, dy in offsets:
+            left = x + dx if dx > 0 else x + dx - w
+            box = (left, y + dy - LABEL_H + 3, left + w, y + dy + 3)
+            if box[0] < 0 or box[2] > width or box[1] < 0 or box[3] > height:
+                continue
+            if not any(_overlap(box, b) for b in boxes):
+                choice = (x + dx, y + dy, "start" if dx > 0 else "end", box)
+                break
+        if choice is None:  # crowded: stack below the plot's last label column
+            top = max((b[3] for b in boxes), default=0) + LABEL_H
+            choice = (x + 8, min(top, height - 2), "start", (x + 8, top - LABEL_H, x + 8 + w, top))
+        boxes.append(choice[3])
+        placed[name] = choice[:3]
+    return placed
+
+
+def _overlap(a, b) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
 def accuracy_chart(variants: list[dict], metric: str) -> str:
+    """Latency (x, log) vs accuracy (y) with 95% intervals on both axes and the Pareto front."""
     timed = [v for v in variants if v.get("latency_ms_p50") and v.get("accuracy")]
-    finite = [v["accuracy"][metric] for v in timed if v["accuracy"].get(metric) is not None]
-    exact = (max(finite) + 10 if finite else 100.0) if metric == "sqnr_db" else None
-    # SQNR is infinite (stored as null) for outputs identical to the reference: plot them on top.
-    pts = [(v["name"], v["latency_ms_p50"], v["accuracy"].get(metric, None) if v["accuracy"].get(metric) is not None
-            else exact) for v in timed]
-    pts = [p for p in pts if p[2] is not None and math.isfinite(p[2])]
+    pts, bars = [], {}
+    for v in timed:
+        acc = v["accuracy"]
+        value = acc.get(metric)
+        if value is None or not math.isfinite(value):
+            continue
+        if metric == "top1":
+            lo, hi = wilson(value, acc.get("samples") or 0)
+        else:
+            lo, hi = acc.get("cosine_ci95") or (value, value)
+        pts.append((v["name"], v["latency_ms_p50"], value))
+        bars[v["name"]] = (_latency_interval(v), (lo, hi))
     if not pts:
         return "<p>No accuracy figures to plot.</p>"
     front = pareto_front(pts)
-    width, height, pad = 760, 360, 60
-    xs = [math.log10(p[1]) for p in pts]
-    ys = [p[2] for p in pts]
-    x0, x1 = min(xs) - 0.1, max(xs) + 0.1
+    width, height, pad = 760, 380, 60
+    xs = [math.log10(x) for p in pts for x in (bars[p[0]][0])]
+    ys = [y for p in pts for y in bars[p[0]][1]]
+    x0, x1 = min(xs) - 0.1, max(xs) + 0.25
     y0, y1 = min(ys), max(ys)
-    y0, y1 = (y0 - 1, y1 + 1) if y1 - y0 < 1e-9 else (y0 - 0.08 * (y1 - y0), y1 + 0.08 * (y1 - y0))
+    y0, y1 = (y0 - 1, y1 + 1) if y1 - y0 < 1e-9 else (y0 - 0.1 * (y1 - y0), y1 + 0.15 * (y1 - y0))
     px = lambda x: pad + (math.log10(x) - x0) / (x1 - x0) * (width - 2 * pad)  # noqa: E731
     py = lambda y: height - pad - (y - y0) / (y1 - y0) * (height - 2 * pad)  # noqa: E731
+    label = "top-1 %" if metric == "top1" else "mean cosine to the float model"
     parts = [f'<svg id="pareto-chart" width="{width}" height="{height}" role="img" aria-label="latency vs accuracy">',
              f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="#888"/>',
              f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="#888"/>',
-             f'<text x="{width / 2}" y="{height - 15}" text-anchor="middle">p50 latency (ms, log scale)</text>',
-             f'<text x="15" y="{height / 2}" transform="rotate(-90 15 {height / 2})" text-anchor="middle">{esc(metric)}</text>',
-             f'<text x="{pad - 4}" y="{height - pad + 4}" text-anchor="end">{y0:.3g}</text>',
-             f'<text x="{pad - 4}" y="{pad + 4}" text-anchor="end">{y1:.3g}</text>']
+             f'<text class="axis" x="{width / 2}" y="{height - 15}" text-anchor="middle">p50 latency (ms, log scale; '
+             f'whiskers: range of round medians)</text>',
+             f'<text class="axis" x="15" y="{height / 2}" transform="rotate(-90 15 {height / 2})" text-anchor="middle">'
+             f'{esc(label)} (95% interval)</text>',
+             f'<text class="axis" x="{pad - 4}" y="{height - pad + 4}" text-anchor="end">{y0:.4g}</text>',
+             f'<text class="axis" x="{pad - 4}" y="{pad + 4}" text-anchor="end">{y1:.4g}</text>']
     for tick in _log_ticks(10 ** x0, 10 ** x1):
-        parts.append(f'<text x="{px(tick):.1f}" y="{height - pad + 16}" text-anchor="middle">{tick:g}</text>')
+        parts.append(f'<text class="axis" x="{px(tick):.1f}" y="{height - pad + 16}" text-anchor="middle">{tick:g}</text>')
     front_pts = sorted((p for p in pts if p[0] in front), key=lambda p: p[1])
     path = " ".join(f"{px(p[1]):.1f},{py(p[2]):.1f}" for p in front_pts)
-    parts.append(f'<polyline class="pareto-front" points="{path}" fill="none" stroke="#2e7d32" stroke-width="2" stroke-dasharray="5,3"/>')
+    parts.append(f'<polyline class="pareto-front" points="{path}" fill="none" stroke="#2e7d32" stroke-width="2" '
+                 f'stroke-dasharray="5,3"/>')
+    for name, lat, acc in pts:
+        (lx0, lx1), (ay0, ay1) = bars[name]
+        parts.append(f'<line class="ci" x1="{px(lx0):.1f}" x2="{px(lx1):.1f}" y1="{py(acc):.1f}" y2="{py(acc):.1f}" '
+                     f'stroke="#999"/>')
+        parts.append(f'<line class="ci" x1="{px(lat):.1f}" x2="{px(lat):.1f}" y1="{py(ay0):.1f}" y2="{py(ay1):.1f}" '
+                     f'stroke="#999"/>')
+    labels = place_labels([(f"{n}{' ★' if n in front else ''}", px(lat), py(acc)) for n, lat, acc in pts], width, height,
+                          obstacles=[(0, height - pad, width, height), (0, 0, pad, height)])
     for name, lat, acc in pts:
         on = name in front
-        parts.append(f'<circle cx="{px(lat):.1f}" cy="{py(acc):.1f}" r="{6 if on else 4}" fill="{"#2e7d32" if on else "#1565c0"}"/>')
-        label = " (exact)" if exact is not None and acc == exact else ""
-        parts.append(f'<text x="{px(lat) + 8:.1f}" y="{py(acc) - 6:.1f}">{esc(name)}{label}{" ★" if on else ""}</text>')
+        parts.append(f'<circle cx="{px(lat):.1f}" cy="{py(acc):.1f}" r="{6 if on else 4}" '
+                     f'fill="{"#2e7d32" if on else "#1565c0"}"/>')
+        x, y, anchor = labels[f"{name}{' ★' if on else ''}"]
+        parts.append(f'<text class="point-label" x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}">'
+                     f'{esc(name)}{" ★" if on else ""}</text>')
     parts.append("</svg>")
-    return "".join(parts) + f'<p class="muted">★ Pareto front: no other variant is both faster and more accurate ({esc(", ".join(front))}).</p>'
+    return "".join(parts) + (f'<p class="muted">★ Pareto front: no other variant is both faster and more accurate '
+                             f'({esc(", ".join(front))}). Points whose intervals overlap are not distinguishable on '
+                             f'these samples.</p>')
 
 
 def _log_ticks(lo: float, hi: float) -> list[float]:
@@ -124,24 +197,33 @@ def size_chart(variants: list[dict]) -> str:
 
 
 def render_html(report: dict[str, Any]) -> str:
-    from mobilize.report.terminal import summary_line
+    from mobilize.report.terminal import drop_text, speed_text, sqnr_text, summary_lines
 
     variants = report["variants"]
-    metric = "top1" if report.get("labelled") else "sqnr_db"
+    metric = "top1" if report.get("labelled") else "cosine"
     rows = []
     for v in sorted(variants, key=lambda v: v.get("latency_ms_p50") or math.inf):
         acc = v.get("accuracy") or {}
         cls = "ok" if v["outcome"] == "OK" else "bad"
-        cells = [v.get("format"), v.get("runtime"), _num(v.get("latency_ms_p50")), _num(v.get("latency_ms_p90")),
-                 _num(v.get("speedup_vs_eager_fp32"), "x"), _num(v["size_bytes"] / 1e6 if v.get("size_bytes") else None),
-                 _num(acc.get("top1")), _num(acc.get("top1_drop")), _num(acc.get("cosine"), digits=5),
-                 _num(acc.get("sqnr_db")), _num(acc.get("max_abs"), digits=3)]
+        verdict = v.get("verdict") or {}
+        cells = [v.get("format"), v.get("runtime"),
+                 "on device only" if v.get("on_device_only") else _num(v.get("latency_ms_p50")),
+                 _num(v.get("latency_ms_p90")), speed_text(v),
+                 _num(v["size_bytes"] / 1e6 if v.get("size_bytes") else None),
+                 _num(acc.get("top1")), drop_text(acc), _num(acc.get("cosine"), digits=5), sqnr_text(acc),
+                 _num(acc.get("max_abs"), digits=3)]
         rows.append(f'<tr><td>{esc(v["name"])}</td><td class="l {cls}">{esc(v["outcome"])}'
                     f'{" (" + esc(v["stage"]) + ")" if v.get("stage") else ""}</td>'
-                    + "".join(f"<td>{esc(c) if c is not None else '-'}</td>" for c in cells) + "</tr>")
+                    + "".join(f"<td>{esc(c) if c is not None else '-'}</td>" for c in cells)
+                    + f'<td class="l" title="{esc(verdict.get("reason", ""))}">{esc(verdict.get("rule", "-"))}</td></tr>')
+    verdicts = "".join(f'<li><b>{esc(v["name"])}</b>: {esc(v["outcome"])} — {esc((v.get("verdict") or {}).get("reason"))}</li>'
+                       for v in variants if v.get("verdict"))
     notes = "".join(f'<h3>{esc(v["name"])}</h3><ul>' + "".join(f"<li>{esc(n)}</li>" for n in v.get("notes") or [])
                     + "</ul>" for v in variants if v.get("notes"))
     status = "" if report.get("complete") else '<p class="bad">Partial report: the run was interrupted or is still going.</p>'
+    summary = "".join(f"<p><b>{esc(line)}</b></p>" if i == 0 else f"<p>{esc(line)}</p>"
+                      for i, line in enumerate(summary_lines(report)))
+    extra = "".join(section(report) for section in EXTRA_SECTIONS)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>mobilize compare: {esc(report['model'])}</title>
 <style>{CSS}</style></head><body>
@@ -149,16 +231,24 @@ def render_html(report: dict[str, Any]) -> str:
 <p>Plan <b>{esc(report['plan'])}</b>, data <b>{esc(report.get('data'))}</b> ({esc(report.get('accuracy_samples', '?'))} samples),
 {esc(report['threads'])} thread(s), {esc(report['rounds'])} interleaved rounds, {esc(report['iterations'])} timed iterations per variant.
 Generated {esc(report.get('created', ''))} by mobilize {esc(report.get('mobilize_version', ''))}.</p>
-{status}<p><b>{esc(summary_line(report))}</b></p>
+{status}{summary}
 <h2>Latency</h2>{latency_chart(variants)}
 <h2>Latency vs accuracy ({esc(metric)})</h2>{accuracy_chart(variants, metric)}
 <h2>Results</h2><table><tr><th>variant</th><th>outcome</th><th>format</th><th>runtime</th><th>p50 ms</th><th>p90 ms</th>
-<th>speedup</th><th>size MB</th><th>top-1 %</th><th>drop</th><th>cosine</th><th>SQNR dB</th><th>max abs</th></tr>
+<th>speedup</th><th>size MB</th><th>top-1 %</th><th>drop</th><th>cosine</th><th>SQNR dB</th><th>max abs</th><th>rule</th></tr>
 {''.join(rows)}</table>
+<p class="muted">~ marks a difference inside its 95% interval of no difference: a tie. Speed-ups are against
+{esc(report.get('reference_variant'))}, from paired round medians.</p>
+<h2>Verdicts</h2><ul>{verdicts or '<li>None yet.</li>'}</ul>
+{extra}
 <h2>Sizes</h2>{size_chart(variants)}
 <h2>Notes</h2>{notes or '<p>None.</p>'}
 </body></html>
 """
+
+
+EXTRA_SECTIONS: list = []
+"""Renderers ``report -> html`` for optional sections (lint summary, per-layer profile) added by other parts."""
 
 
 def _num(value: Any, suffix: str = "", digits: int = 2) -> str | None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from mobilize.artifact import atomic_write_text
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def schema() -> dict[str, Any]:

@@ -1,58 +1,107 @@
-"""The terminal table, sorted by latency; failures listed after the measured variants.
+"""The terminal table, sorted by latency; failures listed after the measured variants.  Every
+verdict names its rule; every speed-up and accuracy drop is marked ``~`` when it is inside its
+95% interval of "no difference" (a tie).
 
     >>> print(format_table(report))
-    variant            format       runtime      p50 ms  p90 ms  speedup  size MB  top-1  drop  notes
-    onnx-int8          onnx         onnxruntime    1.21    1.30    5.02x     0.81  97.2   0.4   ...
+    variant          outcome  format  runtime  p50 ms  speedup   top-1 %  drop      sqnr dB  rule            notes
+    onnx-int8        OK       onnx    onnxruntime 1.21  5.02x    97.2     +0.4~     31.1     quantized-sqnr  ...
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+ORDER = {"OK": 0, "OVER_BUDGET": 1, "MISMATCH": 2}
+
 
 def _fmt(value: Any, spec: str, empty: str = "-") -> str:
     return empty if value is None else format(value, spec)
 
 
-def format_table(report: dict[str, Any], note_width: int = 60) -> str:
+def speed_text(v: dict[str, Any]) -> str:
+    s = v.get("speedup")
+    if not s or s.get("ratio") is None:
+        return "-"
+    return f"{s['ratio']:.2f}x" + ("" if s.get("significant") else "~")
+
+
+def drop_text(acc: dict[str, Any]) -> str:
+    if acc.get("top1_drop") is None:
+        return "-"
+    return f"{acc['top1_drop']:+.1f}" + ("" if acc.get("top1_drop_significant") else "~")
+
+
+def sqnr_text(acc: dict[str, Any]) -> str:
+    if acc.get("sqnr_exact"):
+        return "exact"
+    if acc.get("finite") is False:
+        return "nan"
+    return _fmt(acc.get("sqnr_db"), ".1f")
+
+
+def format_table(report: dict[str, Any], note_width: int = 56) -> str:
     variants = report["variants"]
     measured = sorted((v for v in variants if v.get("latency_ms_p50")), key=lambda v: v["latency_ms_p50"])
-    failed = [v for v in variants if not v.get("latency_ms_p50")]
+    rest = [v for v in variants if not v.get("latency_ms_p50")]
     header = (f"{'variant':<20} {'outcome':<11} {'format':<12} {'runtime':<12} {'p50 ms':>8} {'p90 ms':>8} "
-              f"{'speedup':>8} {'size MB':>8} {'top-1 %':>8} {'drop':>6} {'sqnr dB':>8}  notes")
+              f"{'speedup':>8} {'size MB':>8} {'top-1 %':>8} {'drop':>6} {'sqnr dB':>8}  {'rule':<20} notes")
     lines = [header, "-" * len(header)]
-    for v in measured + failed:
+    for v in measured + rest:
         acc = v.get("accuracy") or {}
         size = v["size_bytes"] / 1e6 if v.get("size_bytes") else None
-        speed = v.get("speedup_vs_eager_fp32")
+        p50 = "device" if v.get("on_device_only") else _fmt(v.get("latency_ms_p50"), "8.2f")
         note = _headline(v)
         if len(note) > note_width:
             note = note[: note_width - 1] + "…"
+        rule = (v.get("verdict") or {}).get("rule") or "-"
         lines.append(
             f"{v['name']:<20} {v['outcome']:<11} {(v.get('format') or '-'):<12} {(v.get('runtime') or '-'):<12} "
-            f"{_fmt(v.get('latency_ms_p50'), '8.2f'):>8} {_fmt(v.get('latency_ms_p90'), '8.2f'):>8} "
-            f"{(_fmt(speed, '.2f') + 'x') if speed else '-':>8} {_fmt(size, '8.2f'):>8} "
-            f"{_fmt(acc.get('top1'), '8.1f'):>8} {_fmt(acc.get('top1_drop'), '+6.1f'):>6} "
-            f"{_fmt(acc.get('sqnr_db'), '8.1f', 'exact' if acc.get('finite', True) else 'nan'):>8}  {note}")
+            f"{p50:>8} {_fmt(v.get('latency_ms_p90'), '8.2f'):>8} {speed_text(v):>8} {_fmt(size, '8.2f'):>8} "
+            f"{_fmt(acc.get('top1'), '8.1f'):>8} {drop_text(acc):>6} {sqnr_text(acc):>8}  {rule:<20} {note}")
+    lines.append("")
+    lines.append("~ : inside the 95% interval of no difference (a tie, not a win or a loss); "
+                 f"speed-up vs {report.get('reference_variant')}; rules: see report.json verdicts")
     return "\n".join(lines)
 
 
 def _headline(v: dict[str, Any]) -> str:
     """The one note that matters most for the table: a failure, a warning, else the first note."""
     notes = v.get("notes") or []
-    for key in ("MISMATCH", "FAIL", "TIMEOUT", "WARNING"):
+    for key in ("MISMATCH", "OVER_BUDGET", "FAIL", "TIMEOUT", "INTERRUPTED", "WARNING"):
         for n in notes:
             if key in n:
                 return n
     return notes[0] if notes else ""
 
 
+def summary_lines(report: dict[str, Any]) -> list[str]:
+    """The recommendation (or why there is none), with the noise it was judged against."""
+    rec = report.get("recommended")
+    variants = {v["name"]: v for v in report["variants"]}
+    lines = []
+    if not rec:
+        counts: dict[str, int] = {}
+        for v in report["variants"]:
+            counts[v["outcome"]] = counts.get(v["outcome"], 0) + 1
+        lines.append("no variant is OK and timed: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+    else:
+        best = variants[rec["name"]]
+        acc = best.get("accuracy") or {}
+        drop = f", top-1 drop {drop_text(acc)} points" if acc.get("top1_drop") is not None else ""
+        speed = f", {speed_text(best)} vs {report.get('reference_variant')}" if best.get("speedup") else ""
+        head = "recommended" if not rec.get("tied") else "recommended (tie)"
+        lines.append(f"{head}: {rec['name']} at {best['latency_ms_p50']:.2f} ms p50{speed}{drop}")
+        lines.append(f"  why: {rec['reason']}")
+    spreads = [v.get("round_spread_percent") for v in report["variants"] if v.get("round_spread_percent") is not None]
+    if spreads:
+        lines.append(f"noise: round medians spread {min(spreads):.0f}-{max(spreads):.0f}% across variants "
+                     f"({report.get('rounds')} interleaved rounds)")
+    cpu = report.get("host_cpu") or {}
+    mem = report.get("peak_memory_mb_total")
+    lines.append(f"machine: {cpu.get('model', '?')}, {report.get('threads')} thread(s)"
+                 + (f"; timed-round workers peak {mem:.0f} MB in total" if mem else ""))
+    return lines
+
+
 def summary_line(report: dict[str, Any]) -> str:
-    ok = [v for v in report["variants"] if v["outcome"] == "OK" and v.get("latency_ms_p50")]
-    if not ok:
-        return "no variant completed"
-    best = min(ok, key=lambda v: v["latency_ms_p50"])
-    acc = best.get("accuracy") or {}
-    drop = f", top-1 drop {acc['top1_drop']:+.1f} points" if acc.get("top1_drop") is not None else ""
-    speed = f"{best['speedup_vs_eager_fp32']:.2f}x eager fp32" if best.get("speedup_vs_eager_fp32") else ""
-    return f"fastest: {best['name']} at {best['latency_ms_p50']:.2f} ms p50 ({speed}{drop})"
+    return summary_lines(report)[0]

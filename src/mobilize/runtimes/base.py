@@ -18,10 +18,11 @@ from __future__ import annotations
 import abc
 import dataclasses
 import importlib.util
+import inspect
 from typing import Any, ClassVar, Sequence
 
 from mobilize.artifact import Artifact, Format
-from mobilize.errors import BackendUnavailableError, ConfigError, UserError
+from mobilize.errors import BackendUnavailableError, ConfigError, MobilizeError, UserError, internal, raised_in
 from mobilize.sources.inputs import InputSpec, make_random_inputs
 
 
@@ -47,6 +48,9 @@ class Session(abc.ABC):
     packages: ClassVar[tuple[str, ...]] = ()
     """Importable packages this runtime needs (checked before loading)."""
     default_for: ClassVar[tuple[Format, ...]] = ()
+    measures_latency: ClassVar[bool] = True
+    """False for runtimes that check numbers on this host but do not run the real thing (e.g. a host
+    interpreter for an Android-only format): bench refuses them and compare shows "on device only"."""
 
     def __init__(self, target: Any, options: RuntimeOptions):
         self.target = target
@@ -111,9 +115,11 @@ class Session(abc.ABC):
         self.validate_inputs(inputs)
         try:
             out = self.run_prepared(native)
-        except UserError:
+        except MobilizeError:
             raise
         except Exception as exc:
+            if raised_in(exc, inspect.getfile(type(self))):
+                raise internal(exc, f"runtime '{self.name}'") from exc
             shapes = "; ".join(describe_tensor(t) for t in inputs) or "no inputs"
             first = first_error_line(exc)
             raise UserError(
@@ -195,6 +201,24 @@ def flatten_outputs(raw: Any) -> list:
     if raw is None:
         return []
     return [torch.as_tensor(raw)]
+
+
+def output_names(raw: Any, prefix: str = "") -> list[str]:
+    """Names for the tensors ``flatten_outputs`` yields, in the same order: dict keys (dotted when nested),
+    positions for tuples and lists (``output0``, ``output1``), ``output`` for a single tensor."""
+    if isinstance(raw, dict):
+        out: list[str] = []
+        for key, value in raw.items():
+            out.extend(output_names(value, f"{prefix}{key}."))
+        return out
+    if isinstance(raw, (list, tuple)):
+        out = []
+        for i, item in enumerate(raw):
+            out.extend(output_names(item, f"{prefix}{i}." if prefix else f"output{i}."))
+        return out
+    if raw is None:
+        return []
+    return [prefix[:-1] if prefix else "output"]
 
 
 def first_error_line(exc: BaseException) -> str:

@@ -11,7 +11,7 @@ from mobilize.artifact import Format
 from mobilize.errors import UnsupportedModelError
 from mobilize.runtimes import RUNTIMES
 from mobilize.runtimes._torch import TorchSession
-from mobilize.sources.inputs import InputSpec
+from mobilize.sources.inputs import InputSpec, input_type_name
 
 
 @RUNTIMES.register("eager")
@@ -48,6 +48,6 @@ def _placeholder_specs(program) -> list[InputSpec]:
         if node.op == "placeholder" and node.name in user_inputs and hasattr(node.meta.get("val"), "shape"):
             val = node.meta["val"]
             shape = tuple(d if isinstance(d, int) else -1 for d in val.shape)
-            dtype = str(val.dtype).replace("torch.", "").replace("float32", "float")
+            dtype = input_type_name(str(val.dtype))
             specs.append(InputSpec(shape, dtype))
     return specs

@@ -27,12 +27,10 @@ from typing import Any, Sequence
 
 from mobilize.artifact import Format
 from mobilize.errors import ConfigError, UnsupportedModelError
+from mobilize.formats.pte import BUNDLE_ID, SCALAR_TYPES, check_header
 from mobilize.runtimes import RUNTIMES
 from mobilize.runtimes.base import Session
-from mobilize.sources.inputs import InputSpec, MemoryFormat
-
-# ExecuTorch ScalarType codes -> --input_type spelling.
-_SCALAR_TYPES = {0: "uint8", 1: "int8", 3: "int32", 4: "int64", 5: "float16", 6: "float", 7: "float64", 11: "bool"}
+from mobilize.sources.inputs import InputSpec, MemoryFormat, input_type_name
 
 
 _NATIVE_NOISE = ("cpuinfo_utils.cpp", "threadpool.cpp", "Failed to load /", "KernelPreference")
@@ -67,22 +65,6 @@ def portable_lib() -> Any:
     return lib
 
 
-PROGRAM_ID = b"ET"
-"""File identifier of a program flatbuffer at bytes 4..8 ('ET12' in executorch 1.5)."""
-BUNDLE_ID = b"BP"
-"""File identifier of a bundled program ('BP08' in executorch 1.5, from bundled_program_schema.fbs)."""
-
-
-def check_pte_header(path, identifiers: tuple[bytes, ...] = (PROGRAM_ID, BUNDLE_ID)) -> bytes:
-    """A flatbuffer's file identifier sits at bytes 4..8 ('ET12' for programs, 'BP08' for bundled ones);
-    returns it.  The runtime aborts the whole process on a corrupt file, so check before handing it over."""
-    with open(path, "rb") as fh:
-        head = fh.read(8)
-    if len(head) < 8 or not any(head[4:8].startswith(i) for i in identifiers):
-        raise UnsupportedModelError(f"{path} is not an ExecuTorch program (no ExecuTorch flatbuffer header)")
-    return head[4:8]
-
-
 @RUNTIMES.register("executorch")
 class ExecuTorchSession(Session):
     name = "executorch"
@@ -97,7 +79,7 @@ class ExecuTorchSession(Session):
     def _load(self) -> None:
         path = str(self.target.path)
         # The header, not the suffix, says which loader: a renamed .bpte still loads.
-        self.bundled = check_pte_header(path).startswith(BUNDLE_ID)
+        self.bundled = check_header(path).startswith(BUNDLE_ID)
         if self.options.threads is not None:
             _size_pool(self.options.threads)  # before loading: the program binds to the pool it finds
         self._reload()
@@ -122,17 +104,17 @@ class ExecuTorchSession(Session):
             self.module = lib._load_for_executorch(path)
 
     def _read_program(self, path: str) -> None:
-        from mobilize.exporters._executorch_pte import is_channels_last, program_bytes, read_program
-        from mobilize.exporters._executorch_report import delegation_report
+        from mobilize.formats.delegation import delegation_report
+        from mobilize.formats.pte import is_channels_last, program_bytes, read_program
 
+        # Without the dim orders an NCHW tensor could be fed to a channels-last program: ExecuTorch does
+        # not check, and the answers would be silently wrong.  A program we cannot read is refused.
         try:
             orders = read_program(program_bytes(path)).input_dim_orders
-            self.delegation = delegation_report(path)
-        except Exception as exc:  # the runtime loaded it; only our reading of its metadata failed
-            self._channels_last, self.delegation = [], None
-            self.notes.append(f"executorch: could not read the program's metadata ({type(exc).__name__}: {exc}); "
-                              f"inputs are passed as contiguous NCHW")
-            return
+        except Exception as exc:
+            raise UnsupportedModelError(f"cannot read the input memory layout of {path} ({type(exc).__name__}: "
+                                        f"{exc}); refusing to run it with a guessed layout") from exc
+        self.delegation = delegation_report(path)
         self._channels_last = [is_channels_last(o) for o in orders]
         warning = self.delegation.warning()
         if warning and not any(warning in n for n in getattr(self.target, "notes", [])):
@@ -143,7 +125,7 @@ class ExecuTorchSession(Session):
         for i in range(self._meta.num_inputs()):
             info = self._meta.input_tensor_meta(i)
             fmt = MemoryFormat.CHANNELS_LAST if self._is_channels_last(i) else MemoryFormat.CONTIGUOUS
-            specs.append(InputSpec(tuple(info.sizes()), _SCALAR_TYPES.get(info.dtype(), "float"), fmt))
+            specs.append(InputSpec(tuple(info.sizes()), input_type_name(SCALAR_TYPES.get(info.dtype(), "float32")), fmt))
         return specs
 
     def _is_channels_last(self, i: int) -> bool:
@@ -165,13 +147,14 @@ class ExecuTorchSession(Session):
     def bundled_inputs(self) -> list[list]:
         if not self.bundled:
             return super().bundled_inputs()
-        from mobilize.exporters._bundled_program import bundled_inputs
+        from mobilize.formats.bpte import bundled_inputs
 
         return bundled_inputs(self.target.path)
 
-    def verify_bundled(self, atol: float, rtol: float) -> list[dict[str, Any]]:
-        """Run each bundled test case through ExecuTorch's own check; report the max abs error of each."""
-        from mobilize.exporters._bundled_program import read_test_cases
+    def run_bundled_cases(self, atol: float, rtol: float) -> list[tuple[list, list, bool]]:
+        """Run each bundled test case: (outputs, expected outputs, ExecuTorch's own check passed).
+        The verdict is the verify core's; ExecuTorch's check is a cross-check."""
+        from mobilize.formats.bpte import read_test_cases
 
         if not self.bundled:
             raise ConfigError(f"{self.target.path} is not a bundled program", hint="export with bundle: true (.bpte)")
@@ -181,12 +164,9 @@ class ExecuTorchSession(Session):
                 with quiet_native_stderr():
                     self._bundle.verify_result_with_bundled_expected_output("forward", i, rtol=rtol, atol=atol)
                 ok = True
-            except RuntimeError:  # "Result verification failed with status 32": the numbers follow below
+            except RuntimeError:  # "Result verification failed with status 32"
                 ok = False
-            got = self.run(case.inputs)
-            errors = [float((g.float() - e.float()).abs().max()) for g, e in zip(got, case.expected_outputs)
-                      if hasattr(e, "float")]
-            results.append({"case": i, "ok": ok, "max_abs_error": max(errors, default=0.0)})
+            results.append((self.run(case.inputs), [e for e in case.expected_outputs if hasattr(e, "float")], ok))
         return results
 
     def details(self) -> dict[str, Any]:

@@ -36,8 +36,6 @@ class LiteSession(TorchSession):
             return self.module(*native)
 
     def bundled_inputs(self) -> list[list]:
-        try:
-            inputs = self.module.run_method("get_all_bundled_inputs")
-        except Exception:
+        if not self.module.find_method("get_all_bundled_inputs"):
             return super().bundled_inputs()
-        return [list(inp) for inp in inputs]
+        return [list(inp) for inp in self.module.run_method("get_all_bundled_inputs")]

@@ -51,6 +51,8 @@ class OnnxRuntimeSession(Session):
     def _load(self) -> None:
         self.io_binding = bool(getattr(self.options, "io_binding", False))
         self._last_feed: dict | None = None
+        self._source: str | bytes = str(self.target.path)
+        """The file, or the opset-upgraded model in memory when ONNX Runtime has no kernels for its old ops."""
         self._make_session(self.options.threads)
 
     def _make_session(self, threads: int | None) -> None:
@@ -61,9 +63,17 @@ class OnnxRuntimeSession(Session):
             opts.optimized_model_filepath = str(self.options.optimized_model_path)
         opts.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
         try:
-            self.session = ort.InferenceSession(str(self.target.path), opts, providers=["CPUExecutionProvider"])
+            self.session = ort.InferenceSession(self._source, opts, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises Fail, InvalidGraph, InvalidProtobuf, NotImplemented ...
-            raise UnsupportedModelError(describe_load_error(Path(self.target.path), exc)) from exc
+            path = Path(self.target.path)
+            if isinstance(self._source, bytes) or not _NO_KERNEL.search(str(exc)) or path.suffix.lower() == ".ort":
+                raise UnsupportedModelError(describe_load_error(path, exc)) from exc
+            import onnx
+
+            upgraded, note = upgrade_opset(onnx.load(str(path)), str(exc), str(path))
+            self._source = upgraded.SerializeToString()
+            self.notes.append(f"onnxruntime: {note}")
+            return self._make_session(threads)
         self.threads = threads
         self._names = [i.name for i in self.session.get_inputs()]
 
@@ -170,7 +180,7 @@ class OnnxRuntimeSession(Session):
         opts.enable_profiling = True
         with tempfile.TemporaryDirectory(prefix="mobilize-ort-profile-") as tmp:
             opts.profile_file_prefix = str(Path(tmp) / "profile")
-            session = ort.InferenceSession(str(self.target.path), opts, providers=["CPUExecutionProvider"])
+            session = ort.InferenceSession(self._source, opts, providers=["CPUExecutionProvider"])
             session.run(None, feed)
             events = json.loads(Path(session.end_profiling()).read_text())
         nodes = {(e["name"], e["args"].get("provider")) for e in events
@@ -196,6 +206,90 @@ def _numpy_dtype(ort_type: str) -> str:
         raise UnsupportedModelError(f"IO binding: output type {ort_type} is not supported",
                                     hint="run without IO binding")
     return _NUMPY_TYPES.get(name, name)
+
+
+_NO_KERNEL = re.compile(r"Could not find an implementation for (\w+)\((\d+)\)")
+UPGRADE_OPSET = 17
+"""Old models that ONNX Runtime has no kernels for are upgraded to this opset (the onnx reference evaluator is
+also right there: its BatchNormalization 7-13 uses batch statistics when a momentum attribute is set)."""
+
+
+def missing_kernel(model_bytes: bytes) -> str | None:
+    """ONNX Runtime's "Could not find an implementation for Op(version)" for this model, or None if it loads."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.log_severity_level = 3
+    try:
+        ort.InferenceSession(model_bytes, opts, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # only the missing-kernel failure is ours to fix; the caller reports the rest
+        return str(exc) if _NO_KERNEL.search(str(exc)) else None
+    return None
+
+
+def upgrade_opset(proto: Any, error: str, what: str, opset: int = UPGRADE_OPSET) -> tuple[Any, str]:
+    """Upgrade an old model with onnx's version converter and check the result against the original with onnx's
+    reference evaluator on the same seeded input; (upgraded model, note).  Raises UnsupportedModelError when the
+    upgrade fails, cannot be checked, or changes the outputs."""
+    import numpy as np
+    import onnx
+    from onnx import version_converter
+    from onnx.reference import ReferenceEvaluator
+
+    match = _NO_KERNEL.search(error)
+    missing = f"{match.group(1)}({match.group(2)})" if match else "an old op"
+    old = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
+    head = f"{what} uses {missing}, which ONNX Runtime no longer implements"
+    hint = f"upgrade it yourself: onnx.version_converter.convert_version(model, {opset})"
+    try:
+        upgraded = version_converter.convert_version(proto, opset)
+        onnx.checker.check_model(upgraded)
+    except Exception as exc:  # the converter raises RuntimeError / ValidationError with the adapter that failed
+        raise UnsupportedModelError(f"{head}; upgrading opset {old} to {opset} failed: {_one_line(exc)}",
+                                    hint=hint) from exc
+    feed = _seeded_feed(proto)
+    try:
+        want = ReferenceEvaluator(proto).run(None, feed)
+        got = ReferenceEvaluator(upgraded).run(None, feed)
+    except Exception as exc:  # the evaluator lacks or mis-implements some old op: the upgrade stays unchecked
+        raise UnsupportedModelError(f"{head}; upgraded opset {old} to {opset}, but onnx's reference evaluator could "
+                                    f"not check it against the original: {_one_line(exc)}", hint=hint) from exc
+    err = max((float(np.abs(np.asarray(g, np.float64) - np.asarray(w, np.float64)).max()) for g, w in zip(got, want)
+               if np.asarray(w).size), default=0.0)
+    scale = max((float(np.abs(np.asarray(w, np.float64)).max()) for w in want if np.asarray(w).size), default=0.0)
+    if len(got) != len(want) or not err <= 1e-4 * max(1.0, scale):
+        raise UnsupportedModelError(f"{head}; the opset {opset} upgrade does not compute the same as the original in "
+                                    f"onnx's reference evaluator (max abs difference {err:.3g}, outputs up to "
+                                    f"{scale:.3g})", hint=hint)
+    note = (f"{Path(what).name} uses {missing}, which ONNX Runtime no longer implements: upgraded opset {old} to "
+            f"{opset} with onnx's version converter; onnx's reference evaluator gives the same outputs for both on a "
+            f"seeded input (max abs difference {err:.2g})")
+    return upgraded, note
+
+
+def _seeded_feed(proto: Any) -> dict:
+    """A seeded random input for every graph input (dynamic dims as 1)."""
+    import numpy as np
+    from onnx import helper
+
+    weights = {t.name for t in proto.graph.initializer}
+    rng = np.random.default_rng(0)
+    feed = {}
+    for inp in proto.graph.input:
+        if inp.name in weights:
+            continue
+        tensor = inp.type.tensor_type
+        shape = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else 1 for d in tensor.shape.dim]
+        dtype = helper.tensor_dtype_to_np_dtype(tensor.elem_type)
+        feed[inp.name] = (rng.standard_normal(shape).astype(dtype) if np.issubdtype(dtype, np.floating)
+                          else np.zeros(shape, dtype))
+    return feed
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(ln.strip() for ln in str(exc).splitlines() if ln.strip()) or type(exc).__name__
+    return text[:300]
 
 
 def describe_load_error(path: Path, exc: BaseException) -> str:

@@ -50,6 +50,8 @@ class DataSource(abc.ABC):
     name: str
     labelled: bool = False
     num_classes: int | None = None
+    inputs_per_sample: int = 1
+    """How many model inputs one sample feeds (an .npz may hold one array per input)."""
 
     def __init__(self, reference: str, transform: Transform = Transform()):
         self.reference = reference
@@ -98,6 +100,21 @@ class DataSource(abc.ABC):
     def samples(self, spec: InputSpec, limit: int) -> list:
         """The first ``limit`` single inputs (batch of one each)."""
         return [x for x, _ in self.batches(dataclass_replace_batch(spec, 1), limit=limit)]
+
+    def labelled_sample_lists(self, specs, limit: int, names=None) -> tuple[list[list], list[int] | None]:
+        """Up to ``limit`` samples, each the list of the model's inputs (batch of one), and their labels."""
+        if len(specs) != 1:
+            raise ConfigError(f"data source '{self.reference}' feeds one input, but the model takes {len(specs)}",
+                              hint="give an .npz with one array per model input (named after the inputs, or x0, x1, ...)")
+        xs, ys = [], []
+        for x, y in self.batches(dataclass_replace_batch(specs[0], 1), limit=limit):
+            xs.append([x])
+            ys.append(None if y is None else int(y.reshape(-1)[0]))
+        return xs, (ys if ys and all(y is not None for y in ys) else None)
+
+    def sample_lists(self, specs, limit: int, names=None) -> list[list]:
+        """Up to ``limit`` samples, each the list of the model's inputs (batch of one)."""
+        return self.labelled_sample_lists(specs, limit, names)[0]
 
     def to_chw(self, image: np.ndarray, spec: InputSpec) -> np.ndarray:
         _, channels, height, width = spec.shape
@@ -223,24 +240,77 @@ class FolderSource(DataSource):
 
 
 class NpzSource(DataSource):
-    """An ``.npz`` with ``x`` (N,C,H,W model inputs, or N,H,W,C / N,H,W images) and optional ``y``."""
+    """An ``.npz`` of real samples.  One model input: ``x`` (N,C,H,W model inputs, or N,H,W,C / N,H,W
+    images).  Several inputs: one array per input, named after the model's inputs (``input_ids``,
+    ``attention_mask``) or positional ``x0``, ``x1``, ...; integer arrays stay integers.  Labels, when
+    present, are ``y`` (or ``labels`` / ``targets``)."""
 
     name = "npz"
+    LABEL_KEYS = ("y", "labels", "targets")
 
     def __init__(self, reference: str, transform: Transform = Transform()):
         super().__init__(reference, transform)
         try:
             with np.load(reference, allow_pickle=False) as data:
                 arrays = dict(data)
-        except (OSError, ValueError) as exc:
+        except ValueError as exc:
+            if "pickle" in str(exc).lower():
+                raise UserError(f"{reference} holds Python objects (pickled arrays); mobilize reads only plain "
+                                f"numeric arrays from .npz files") from None
             raise UserError(f"cannot read {reference} as .npz: {exc}") from exc
-        key = next((k for k in ("x", "inputs", "images", "data") if k in arrays), None)
-        if key is None:
-            raise UserError(f"{reference} has no input array", hint=f"name it 'x'; it has: {', '.join(arrays)}")
-        self.x = arrays[key]
-        self.y = next((arrays[k] for k in ("y", "labels", "targets") if k in arrays), None)
+        except (OSError, EOFError) as exc:
+            raise UserError(f"cannot read {reference} as .npz: {exc}") from exc
+        except Exception as exc:  # zipfile.BadZipFile and friends: the file is not an .npz at all
+            raise UserError(f"cannot read {reference} as .npz: not a valid .npz file ({type(exc).__name__})") from exc
+        label_key = next((k for k in self.LABEL_KEYS if k in arrays), None)
+        inputs = {k: v for k, v in arrays.items() if k != label_key}
+        positional = sorted((k for k in inputs if k[:1] == "x" and k[1:].isdigit()), key=lambda k: int(k[1:]))
+        single = next((k for k in ("x", "inputs", "images", "data") if k in inputs), None)
+        if positional:
+            self.input_keys = positional
+        elif single is not None and len(inputs) == 1:
+            self.input_keys = [single]
+        elif inputs:
+            self.input_keys = list(inputs)
+        else:
+            raise UserError(f"{reference} has no input array", hint=f"name it 'x' (or one array per model input); "
+                                                                   f"it has: {', '.join(arrays) or 'nothing'}")
+        counts = {len(inputs[k]) for k in self.input_keys}
+        if len(counts) != 1:
+            raise UserError(f"{reference}: the input arrays hold different numbers of samples "
+                            f"({', '.join(f'{k}: {len(inputs[k])}' for k in self.input_keys)})")
+        self.arrays = inputs
+        self.inputs_per_sample = len(self.input_keys)
+        self.x = inputs[self.input_keys[0]]
+        self.y = arrays[label_key] if label_key else None
         self.labelled = self.y is not None
         self.num_classes = int(self.y.max()) + 1 if self.labelled else None
+
+    def labelled_sample_lists(self, specs, limit: int, names=None) -> tuple[list[list], list[int] | None]:
+        """Samples for models with any number of inputs; ``names`` (the model's input names) reorder the
+        arrays when the file names them."""
+        if len(specs) == 1 and self.inputs_per_sample == 1:
+            return super().labelled_sample_lists(specs, limit)
+        import torch
+
+        if len(specs) != self.inputs_per_sample:
+            raise ConfigError(f"{self.reference} holds {self.inputs_per_sample} input array(s) "
+                              f"({', '.join(self.input_keys)}), but the model takes {len(specs)}")
+        keys = list(self.input_keys)
+        if names and set(names) <= set(self.arrays):
+            keys = list(names)
+        xs = []
+        for i in range(min(limit, len(self.x))):
+            sample = []
+            for key, spec in zip(keys, specs):
+                arr = np.asarray(self.arrays[key][i])
+                if tuple(arr.shape) != tuple(spec.shape[1:]):
+                    raise ConfigError(f"{self.reference}: array '{key}' has samples of shape {arr.shape}, but the "
+                                      f"model input is {spec}")
+                sample.append(torch.from_numpy(np.ascontiguousarray(arr[None])).to(spec.torch_dtype))
+            xs.append(sample)
+        ys = [int(v) for v in self.y[:len(xs)]] if self.labelled else None
+        return xs, ys
 
     def __len__(self) -> int:
         return len(self.x)

@@ -26,8 +26,15 @@ class MemoryFormat(enum.StrEnum):
 _DTYPES = {
     "float": "float32", "float32": "float32", "half": "float16", "float16": "float16",
     "double": "float64", "float64": "float64", "int64": "int64", "long": "int64",
-    "int32": "int32", "int": "int32", "uint8": "uint8", "int8": "int8", "bool": "bool",
+    "int32": "int32", "int": "int32", "int16": "int16", "uint8": "uint8", "int8": "int8", "bool": "bool",
+    "bfloat16": "bfloat16",
 }
+
+
+def input_type_name(torch_dtype_name: str) -> str:
+    """A torch dtype name (``float32``, ``torch.int64``) in ``--input_type`` spelling (``float``, ``int64``)."""
+    name = str(torch_dtype_name).replace("torch.", "")
+    return "float" if name == "float32" else name
 
 
 @dataclasses.dataclass(frozen=True)

@@ -43,6 +43,28 @@ class ModelSource:
         return self.reference.split(":")[-1]
 
 
+def module_size_bytes(module: Any) -> int:
+    """The size of an eager model: its state_dict serialized as ``torch.save`` writes it (packed int8
+    weights included, which ``parameters()`` does not list).  The one eager-size figure bench and compare report."""
+    import io
+
+    import torch
+
+    class _Counter(io.RawIOBase):
+        size = 0
+
+        def writable(self) -> bool:
+            return True
+
+        def write(self, b) -> int:
+            self.size += len(b)
+            return len(b)
+
+    counter = _Counter()
+    torch.save(module.state_dict(), counter)
+    return counter.size
+
+
 def resolve_model(reference: str, *, trust_pickle: bool = False) -> ModelSource | Artifact:
     reference = reference.strip()
     if not reference:

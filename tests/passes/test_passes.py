@@ -8,7 +8,7 @@ from torch import nn
 
 from mobilize.errors import ConfigError, UnsupportedModelError
 from mobilize.passes import PASSES
-from mobilize.passes.base import Context
+from mobilize.context import Context
 from mobilize.passes.quantize import QuantizeConfig
 from mobilize.sources.data import open_data
 from mobilize.sources.inputs import InputSpec
@@ -26,7 +26,7 @@ def test_fuse_finds_every_conv_bn_in_mobilenet_v2():
     ctx = Context()
     fused = run_pass("fuse", model, ctx)
     assert n_bn == 52
-    assert ctx.state["fused"] == {"conv_bn": 52, "conv_bn_relu": 35}
+    assert ctx.fused == {"conv_bn": 52, "conv_bn_relu": 35}
     assert not any(isinstance(m, nn.BatchNorm2d) for m in fused.modules())
     assert sum(isinstance(m, torch.ao.nn.intrinsic.ConvReLU2d) for m in fused.modules()) == 35
     assert any(isinstance(m, nn.BatchNorm2d) for m in model.modules()), "input model must not be modified"
@@ -74,7 +74,7 @@ def test_fuse_hand_written_forward_and_reasons():
     model = randomize_bn(HandWritten())
     ctx = Context()
     fused = run_pass("fuse", model, ctx)
-    assert ctx.state["fused"] == {"conv_bn": 2, "conv_bn_relu": 1, "linear_relu": 1}
+    assert ctx.fused == {"conv_bn": 2, "conv_bn_relu": 1, "linear_relu": 1}
     notes = "\n".join(ctx.notes)
     assert "ReLU after b_bn is a function call" in notes
     assert "c: its output feeds more than one op" in notes
@@ -99,7 +99,7 @@ def test_fuse_falls_back_to_sequentials_when_not_traceable():
     ctx = Context()
     fused = run_pass("fuse", model, ctx)
     assert "not FX-traceable" in ctx.notes[0]
-    assert ctx.state["fused"] == {"conv_bn": 1, "conv_bn_relu": 1}
+    assert ctx.fused == {"conv_bn": 1, "conv_bn_relu": 1}
     x = torch.rand(1, 3, 8, 8)
     with torch.no_grad():
         torch.testing.assert_close(fused(x), model(x), atol=1e-5, rtol=0)
@@ -187,7 +187,7 @@ def test_interfaces_none_core_full(digits_model):
         q = run_pass("quantize", run_pass("fuse", digits_model, ctx), ctx, interface=interface, engine="x86",
                      calibration_samples=16)
         if interface == "full":
-            scale, zero_point = ctx.state["input_qparams"]
+            scale, zero_point = ctx.quant.input_qparams
             inp = torch.quantize_per_tensor(x, scale, zero_point, torch.quint8)
         else:
             inp = x
@@ -202,7 +202,7 @@ def test_eager_mode_full_interface_on_quantizable_zoo_model():
     model = ZOO.get("toy_classifier").build(blocks=2, first=8, last=16, num_classes=10)
     q = run_pass("quantize", run_pass("fuse", model, ctx), ctx, interface="full", engine="x86", calibration_samples=8)
     assert "eager mode" in "\n".join(ctx.notes)
-    scale, zp = ctx.state["input_qparams"]
+    scale, zp = ctx.quant.input_qparams
     out = q(torch.quantize_per_tensor(torch.randn(1, 3, 32, 32), scale, zp, torch.quint8))
     assert out.dtype == torch.quint8
 

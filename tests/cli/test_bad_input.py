@@ -7,17 +7,7 @@ import os
 import pytest
 import torch
 
-from tests.conftest import tiny_model
-
-
-def assert_one_line_error(code: int, err: str, *fragments: str) -> None:
-    assert code == 2
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1, err
-    assert lines[0].startswith("mobilize: error: ")
-    assert "Traceback" not in err
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
+from tests.conftest import assert_one_line_error, tiny_model
 
 
 def test_missing_file(run_cli, tmp_path):
@@ -25,8 +15,8 @@ def test_missing_file(run_cli, tmp_path):
 
 
 def test_unknown_suffix(run_cli, tmp_path):
-    (tmp_path / "model.tflite").write_bytes(b"x")
-    assert_one_line_error(*run_cli("bench", tmp_path / "model.tflite")[::2], "unknown model file suffix '.tflite'", ".onnx")
+    (tmp_path / "model.mlmodel").write_bytes(b"x")
+    assert_one_line_error(*run_cli("bench", tmp_path / "model.mlmodel")[::2], "unknown model file suffix '.mlmodel'", ".onnx")
 
 
 @pytest.mark.parametrize("suffix,fragment", [

@@ -16,8 +16,8 @@ from torch import nn
 from mobilize.artifact import Artifact
 from mobilize.errors import AccuracyError, ConfigError, ExportError, UnsupportedModelError
 from mobilize.exporters import EXPORTERS
-from mobilize.exporters._bundled_program import read_test_cases
-from mobilize.exporters._executorch_pte import program_bytes, read_program
+from mobilize.formats.bpte import read_test_cases
+from mobilize.formats.pte import program_bytes, read_program
 from mobilize.exporters.executorch import (
     ExecuTorchConfig,
     bundled_inputs,
@@ -25,9 +25,9 @@ from mobilize.exporters.executorch import (
     verify_bundled_program,
 )
 from mobilize.passes import PASSES
-from mobilize.passes.base import Context
+from mobilize.context import Context
 from mobilize.runtimes.base import open_session
-from mobilize.runtimes.executorch import check_pte_header
+from mobilize.formats.pte import check_header as check_pte_header
 from mobilize.sources.data import open_data
 from mobilize.sources.inputs import InputSpec, MemoryFormat
 from mobilize.zoo import ZOO
@@ -211,7 +211,8 @@ def test_qat_without_labels_and_eager_quantized_input_are_config_errors(tmp_path
     ctx = Context(input_specs=[DIGITS], data=open_data("sample-photos"))
     with pytest.raises(ConfigError, match="qat fine-tunes on labelled data, but 'sample-photos' has no labels"):
         EXPORTERS.get("executorch")(ExecuTorchConfig(quantize="qat")).export(nn.Identity(), ctx, tmp_path / "q")
-    ctx = Context(input_specs=[DIGITS], state={"quantized": True})
+    ctx = Context(input_specs=[DIGITS])
+    ctx.quant.quantized = True
     with pytest.raises(ConfigError, match="ExecuTorch quantizes with PT2E itself.*drop the eager quantize"):
         EXPORTERS.get("executorch")().export(nn.Identity(), ctx, tmp_path / "e")
 
@@ -223,7 +224,7 @@ def test_int8_dynamic_on_a_linear_model(tmp_path):
     assert exporter.details["delegation"]["delegated_by_op"].get("aten.linear") == 2
     x = torch.randn(1, 64)
     err = float((run_pte(art.path, [x])[0] - mlp(x)).abs().max())
-    assert 0 < err < exporter.verify_tolerance(None) and err < 0.05 * float(mlp(x).abs().max())
+    assert 0 < err < exporter.expectation(None).atol and err < 0.05 * float(mlp(x).abs().max())
 
 
 # -- fallbacks and failures, named ------------------------------------------------------------------
@@ -332,4 +333,4 @@ def test_full_size_mobilenet_v2(tmp_path, quantize):
     assert exporter.details["delegation"]["delegated_percent"] == 100.0
     x = open_data("sample-photos").samples(InputSpec((1, 3, 224, 224)), 1)[0]
     err = float((run_pte(art.path, [x])[0] - model(x)).abs().max())
-    assert err <= (1e-4 if quantize == "none" else exporter.verify_tolerance(None))
+    assert err <= (1e-4 if quantize == "none" else exporter.expectation(None).atol)

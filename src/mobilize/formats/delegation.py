@@ -205,7 +205,7 @@ def _devtools_counts(gm: Any) -> dict[str, int] | None:
 
 
 def _from_pte(path: str | Path) -> DelegationReport:
-    from mobilize.exporters._executorch_pte import program_bytes, read_program
+    from mobilize.formats.pte import program_bytes, read_program
 
     summary = read_program(program_bytes(path))
     portable = collections.Counter()

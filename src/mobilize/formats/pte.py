@@ -16,7 +16,26 @@ import collections
 import dataclasses
 from pathlib import Path
 
-_PROGRAM_ID, _BUNDLE_ID = b"ET", b"BP"
+PROGRAM_ID = b"ET"
+"""File identifier of a program flatbuffer at bytes 4..8 ('ET12' in executorch 1.5)."""
+BUNDLE_ID = b"BP"
+"""File identifier of a bundled program ('BP08' in executorch 1.5, from bundled_program_schema.fbs)."""
+
+SCALAR_TYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16", 6: "float32", 7: "float64",
+                11: "bool", 15: "bfloat16"}
+"""ExecuTorch ScalarType codes (c10 numbering) -> torch dtype names."""
+
+
+def check_header(path, identifiers: tuple[bytes, ...] = (PROGRAM_ID, BUNDLE_ID)) -> bytes:
+    """A flatbuffer's file identifier sits at bytes 4..8 ('ET12' for programs, 'BP08' for bundled ones);
+    returns it.  The runtime aborts the whole process on a corrupt file, so check before handing it over."""
+    from mobilize.errors import UnsupportedModelError
+
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+    if len(head) < 8 or not any(head[4:8].startswith(i) for i in identifiers):
+        raise UnsupportedModelError(f"{path} is not an ExecuTorch program (no ExecuTorch flatbuffer header)")
+    return head[4:8]
 
 
 @dataclasses.dataclass
@@ -36,7 +55,7 @@ class ProgramSummary:
 def program_bytes(path: str | Path) -> bytes:
     """The serialized program of a ``.pte``, or the one embedded in a ``.bpte``."""
     data = Path(path).read_bytes()
-    if data[4:6] != _BUNDLE_ID:
+    if data[4:6] != BUNDLE_ID:
         return data
     # BundledProgram.program is field 2 (vtable offset 8), a [ubyte] vector.  Read it with plain
     # flatbuffers: the generated reader lives in executorch.devtools, whose import costs ~0.5 s.

@@ -15,11 +15,11 @@ from torch import nn
 from mobilize.artifact import Artifact
 from mobilize.errors import ConfigError
 from mobilize.exporters import EXPORTERS
-from mobilize.passes.base import Context
+from mobilize.context import Context
 from mobilize.runtimes.base import RuntimeOptions, open_session
 from mobilize.sources.data import open_data
 from mobilize.sources.inputs import InputSpec, make_random_inputs
-from tests.test_bad_input import assert_one_line_error
+from tests.conftest import assert_one_line_error
 
 LIGHT_RESNET50 = Path(onnx.__file__).parent / "backend/test/data/light/light_resnet50.onnx"
 DIGITS_SPEC = InputSpec((1, 1, 8, 8))

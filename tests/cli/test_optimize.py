@@ -8,7 +8,7 @@ import json
 import pytest
 
 from mobilize.recipe import Recipe, builtin_recipe_names, dump_recipe, load_recipe
-from tests.test_bad_input import assert_one_line_error
+from tests.conftest import assert_one_line_error
 
 USER_MODEL = '''
 import torch

@@ -1,0 +1,113 @@
+"""The one build path: recipe + model -> prepared module + artifacts; and the one artifact check.
+
+``optimize``, compare's worker (and tune and sweep after them) call :func:`build`; nothing else
+runs passes and exporters.  :func:`verify_artifact` runs a built file and the module it came
+from on the same inputs and lets the verify core judge them by what the exporter promised.
+
+    >>> from mobilize.build import build, verify_artifact
+    >>> result = build(model, load_recipe("onnx-int8"), Context(input_specs=specs, data=data), Path("out/m"))
+    >>> [b.artifact.path.name for b in result.artifacts], result.quantized
+    (['m.onnx'], True)
+    >>> verify_artifact(result.artifacts[0], result.module, result.context).rule
+    'quantized-sqnr'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Callable
+
+from mobilize.accuracy.verify import DEFAULT_POLICY, Kind, Policy, Verdict, compare_outputs, judge
+from mobilize.artifact import Artifact
+from mobilize.context import Context
+from mobilize.errors import ConfigError
+from mobilize.recipe import Recipe
+
+
+@dataclasses.dataclass
+class Built:
+    """One exported file and what it promises."""
+
+    artifact: Artifact
+    kind: Kind
+    """Against the prepared module: float (to rounding) or quantized (the exporter quantized it)."""
+    atol: float
+    details: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Exporter facts for reports (e.g. ExecuTorch's ``delegation``)."""
+
+
+@dataclasses.dataclass
+class BuildResult:
+    module: Any
+    """The prepared module (after the passes), or the source artifact when the recipe had no passes."""
+    context: Context
+    artifacts: list[Built]
+
+    @property
+    def quantized(self) -> bool:
+        """Whether the result computes in int8 against the float model (a pass or an exporter quantized it)."""
+        return self.context.quant.quantized or any(b.kind == Kind.QUANTIZED for b in self.artifacts)
+
+    @property
+    def kind(self) -> Kind:
+        return Kind.QUANTIZED if self.quantized else Kind.FLOAT
+
+
+def prepare(model: Any, recipe: Recipe, ctx: Context, echo: Callable[[str], None] | None = None) -> Any:
+    """Run the recipe's passes, in order (each on a copy unless its config says inplace)."""
+    from mobilize.passes import PASSES
+
+    if recipe.passes and not hasattr(model, "forward"):
+        raise ConfigError(f"recipe '{recipe.name}' has passes, which need a PyTorch model; this is a "
+                          f"{getattr(model, 'format', type(model).__name__)} file",
+                          hint="use a model reference (zoo:, file.py:Class) or a recipe without passes")
+    for step in recipe.passes:
+        if echo:
+            echo(f"pass {step.name}")
+        model = PASSES.get(step.name)(step.config)(model, ctx)
+    return model
+
+
+def build(model: Any, recipe: Recipe, ctx: Context, stem: str | Path | None,
+          echo: Callable[[str], None] | None = None) -> BuildResult:
+    """Passes, then every exporter of the recipe; artifacts are written as ``stem`` + each suffix."""
+    from mobilize.exporters import EXPORTERS
+
+    module = prepare(model, recipe, ctx, echo)
+    built = []
+    if recipe.exports and stem is None:
+        raise ConfigError(f"recipe '{recipe.name}' exports files but no output path was given")
+    for step in recipe.exports:
+        if echo:
+            echo(f"export {step.name}")
+        exporter = EXPORTERS.get(step.name)(step.config)
+        art = exporter.export(module, ctx, Path(stem), recipe.to_dict())
+        expectation = exporter.expectation(ctx)
+        built.append(Built(art, expectation.kind, expectation.atol, dict(getattr(exporter, "details", None) or {})))
+    return BuildResult(module, ctx, built)
+
+
+def verify_inputs(ctx: Context, count: int = 4) -> list[list]:
+    """The inputs an artifact is checked on: real samples when there is data, else seeded random ones."""
+    if ctx.data is not None:
+        return ctx.data.sample_lists(ctx.input_specs, count)
+    return [ctx.example_inputs(seed=123 + i) for i in range(min(count, 2))]
+
+
+def verify_artifact(built: Built, module: Any, ctx: Context, policy: Policy = DEFAULT_POLICY) -> Verdict:
+    """Run the artifact and the module it came from on the same inputs; the verify core judges."""
+    import torch
+
+    from mobilize.runtimes.base import flatten_outputs, open_session
+
+    samples = verify_inputs(ctx)
+    with open_session(built.artifact) as session:
+        got = [session.run(inputs) for inputs in samples]
+    if hasattr(module, "forward"):
+        with torch.inference_mode():
+            expected = [flatten_outputs(module(*inputs)) for inputs in samples]
+    else:
+        with open_session(module) as ref:
+            expected = [ref.run(inputs) for inputs in samples]
+    return judge(compare_outputs(got, expected), built.kind, policy)

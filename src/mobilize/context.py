@@ -1,0 +1,77 @@
+"""Typed pipeline state shared by passes, exporters and the build: what flows beside the module.
+
+Passes record facts here as fields (``ctx.quant.quantized``, ``ctx.fused``), never as string
+keys, so a reader finds every writer and reader of a fact with one search.
+
+    >>> from mobilize.context import Context
+    >>> from mobilize.sources.inputs import InputSpec
+    >>> ctx = Context(input_specs=[InputSpec((1, 3, 32, 32))])
+    >>> ctx.quant.quantized, ctx.target.name
+    (False, 'host')
+    >>> ctx.note("fuse", "fused 3 Conv-BN"); ctx.notes
+    ['fuse: fused 3 Conv-BN']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from mobilize.errors import ConfigError
+from mobilize.sources.inputs import InputSpec, make_random_inputs
+from mobilize.target import Target, host_target
+
+
+@dataclasses.dataclass
+class QuantState:
+    """What a quantize pass did to the module (eager ``torch.ao.quantization``)."""
+
+    quantized: bool = False
+    engine: str | None = None
+    """Kernel library the int8 module targets: x86, fbgemm, qnnpack."""
+    interface: str | None = None
+    """none, core (float in/out) or full (quantized in/out)."""
+    mode: str | None = None
+    """static, dynamic or qat."""
+    input_qparams: tuple[float, int] | None = None
+    """(scale, zero_point) a ``full`` interface expects its quint8 input in."""
+    calibration_samples: int = 0
+
+
+@dataclasses.dataclass
+class Context:
+    """What flows beside the module through passes and exporters."""
+
+    input_specs: list[InputSpec] = dataclasses.field(default_factory=list)
+    data: Any = None
+    """A DataSource for calibration (None: no real data)."""
+    target: Target = dataclasses.field(default_factory=host_target)
+    """The device the artifacts are for; decides CPU-dependent choices (reduce_range, int8 engine)."""
+    applied: list[str] = dataclasses.field(default_factory=list)
+    """Names of the steps run so far, in order."""
+    notes: list[str] = dataclasses.field(default_factory=list)
+    timings_ms: dict[str, float] = dataclasses.field(default_factory=dict)
+    quant: QuantState = dataclasses.field(default_factory=QuantState)
+    fused: dict[str, int] | None = None
+    """Counts of fused patterns (conv_bn, conv_bn_relu, conv_relu, linear_relu) once ``fuse`` ran."""
+    channels_last: bool = False
+    details: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Structured facts passes leave for the report, one key per pass (e.g. ``prune``: parameters, MACs,
+    sparsity); compare copies them into the variant's result."""
+
+    def note(self, step: str, text: str) -> None:
+        self.notes.append(f"{step}: {text}")
+
+    def example_inputs(self, seed: int = 0) -> list:
+        if not self.input_specs:
+            raise ConfigError("the model's input shape is unknown", hint='give --input_dims, e.g. "1,3,224,224"')
+        return make_random_inputs(self.input_specs, seed)
+
+    def calibration_inputs(self, limit: int) -> list[list]:
+        """Real samples when a data source is given, else a note and seeded random inputs."""
+        if self.data is not None and self.data.inputs_per_sample == len(self.input_specs):
+            return self.data.sample_lists(self.input_specs, limit)
+        why = ("no data source" if self.data is None else
+               f"'{self.data.reference}' feeds {self.data.inputs_per_sample} input(s), the model takes {len(self.input_specs)}")
+        self.note("data", f"{why}: using {min(limit, 8)} seeded random inputs (give --data for real samples)")
+        return [self.example_inputs(seed) for seed in range(min(limit, 8))]

@@ -1,0 +1,40 @@
+"""The outcomes a variant can end in; the stage a failure happened in decides which.
+
+    >>> Outcome.for_stage("load")
+    <Outcome.LOAD_FAIL: 'LOAD_FAIL'>
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class Outcome(enum.StrEnum):
+    PENDING = "PENDING"
+    """Not started yet (a report written mid-run)."""
+    RUNNING = "RUNNING"
+    """Built, loaded and checked; timed rounds under way."""
+    OK = "OK"
+    OVER_BUDGET = "OVER_BUDGET"
+    """Works, but loses more accuracy than the budget allows: kept in the table, never recommended."""
+    MISMATCH = "MISMATCH"
+    """Outputs are not what the variant's kind promises."""
+    EXPORT_FAIL = "EXPORT_FAIL"
+    LOAD_FAIL = "LOAD_FAIL"
+    RUN_FAIL = "RUN_FAIL"
+    TIMEOUT = "TIMEOUT"
+    INTERRUPTED = "INTERRUPTED"
+    """The run was stopped (Ctrl-C, SIGTERM) while this variant was in flight."""
+
+    @classmethod
+    def for_stage(cls, stage: str | None) -> "Outcome":
+        return _STAGE_OUTCOME.get(stage or "", cls.RUN_FAIL)
+
+    @property
+    def finished(self) -> bool:
+        return self not in (Outcome.PENDING, Outcome.RUNNING)
+
+
+_STAGE_OUTCOME = {"start": Outcome.EXPORT_FAIL, "export": Outcome.EXPORT_FAIL, "passes": Outcome.EXPORT_FAIL,
+                  "build": Outcome.EXPORT_FAIL, "load": Outcome.LOAD_FAIL, "run": Outcome.RUN_FAIL,
+                  "accuracy": Outcome.RUN_FAIL, "bench": Outcome.RUN_FAIL}

@@ -1,0 +1,105 @@
+"""report.html in a real browser (Debian's chromium, headless): the charts are drawn and no label
+overlaps another or leaves its chart.  Layout is measured by the browser (getBoundingClientRect)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from mobilize.report.html import render_html
+
+MEASURE = """<script>
+(function () {
+  const out = {};
+  for (const id of ["latency-chart", "pareto-chart", "size-chart"]) {
+    const svg = document.getElementById(id);
+    if (!svg) { out[id] = null; continue; }
+    const frame = svg.getBoundingClientRect();
+    const labels = [...svg.querySelectorAll("text")].map(t => {
+      const b = t.getBoundingClientRect();  // after transforms (the rotated axis title)
+      return {text: t.textContent, cls: t.getAttribute("class") || "", x: b.left - frame.left, y: b.top - frame.top,
+              w: b.width, h: b.height};
+    });
+    out[id] = {marks: svg.querySelectorAll("rect,circle,polyline").length, labels: labels,
+               width: svg.width.baseVal.value, height: svg.height.baseVal.value};
+  }
+  const pre = document.createElement("pre");
+  pre.id = "layout-check";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+})();
+</script>"""
+
+
+def browser() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        pytest.fail("chromium is not installed: scripts/setup.sh installs Debian's chromium (apt-get install chromium)")
+    return path
+
+
+def measure(html: str, tmp_path) -> dict:
+    page = tmp_path / "report.html"
+    page.write_text(html.replace("</body>", MEASURE + "</body>"))
+    run = subprocess.run([browser(), "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    found = re.search(r'<pre id="layout-check">(.*?)</pre>', run.stdout, re.S)
+    assert found, run.stderr[-2000:]
+    return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">"))
+
+
+def overlaps(labels: list[dict], slack: float = 0.5) -> list[tuple[str, str]]:
+    bad = []
+    for i, a in enumerate(labels):
+        for b in labels[i + 1:]:
+            if (a["x"] + slack < b["x"] + b["w"] and b["x"] + slack < a["x"] + a["w"]
+                    and a["y"] + slack < b["y"] + b["h"] and b["y"] + slack < a["y"] + a["h"]):
+                bad.append((a["text"], b["text"]))
+    return bad
+
+
+def crowded_report() -> dict:
+    """Ten variants whose points nearly coincide: the hard case for label placement."""
+    variants = []
+    for i in range(10):
+        p50 = 2.0 + 0.02 * i
+        variants.append({
+            "name": f"variant-with-a-long-name-{i}", "outcome": "OK", "stage": None, "notes": [], "artifact": None,
+            "format": "onnx", "runtime": "onnxruntime", "size_bytes": 1_000_000 + i, "kind": "float",
+            "latency_ms_p50": p50, "latency_ms_p10": p50 * 0.95, "latency_ms_p90": p50 * 1.1,
+            "latency_ms_round_medians": [p50 * 0.98, p50, p50 * 1.03],
+            "accuracy": {"top1": 98.0 + 0.05 * (i % 3), "samples": 539, "cosine": 0.999, "sqnr_db": 40.0,
+                         "max_abs": 0.01, "finite": True},
+            "verdict": {"outcome": "OK", "rule": "float-sqnr", "reason": "SQNR 40 dB >= 60 dB"},
+            "speedup": {"ratio": 1.0, "low": 0.9, "high": 1.1, "significant": False},
+        })
+    return {"model": "zoo:test", "plan": "crowded", "data": "digits:test", "threads": 2, "rounds": 3, "iterations": 30,
+            "complete": True, "labelled": True, "accuracy_samples": 539, "reference_variant": variants[0]["name"],
+            "recommended": {"name": variants[0]["name"], "reason": "a tie", "tied": [variants[1]["name"]]},
+            "variants": variants}
+
+
+def check_charts(layout: dict) -> None:
+    for chart in ("latency-chart", "pareto-chart", "size-chart"):
+        got = layout[chart]
+        assert got is not None and got["marks"] > 0, f"{chart} was not drawn"
+        for label in got["labels"]:
+            assert label["w"] > 0, f"{chart}: label {label['text']!r} has no extent"
+            assert -0.5 <= label["x"] and label["x"] + label["w"] <= got["width"] + 0.5, (chart, label)
+            assert -0.5 <= label["y"] and label["y"] + label["h"] <= got["height"] + 0.5, (chart, label)
+        assert not overlaps(got["labels"]), (chart, overlaps(got["labels"]))
+
+
+def test_crowded_charts_have_no_overlapping_labels(tmp_path):
+    layout = measure(render_html(crowded_report()), tmp_path)
+    check_charts(layout)
+    points = [lb for lb in layout["pareto-chart"]["labels"] if lb["cls"] == "point-label"]
+    assert len(points) == 10
+
+
+def test_a_real_compare_report_renders(misbehaving_report, tmp_path):
+    check_charts(measure(render_html(misbehaving_report), tmp_path))

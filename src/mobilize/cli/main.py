@@ -15,7 +15,7 @@ from typing import Sequence
 
 from mobilize.errors import InternalError, MobilizeError
 
-SUBCOMMANDS = ("bench", "optimize", "compare", "list", "lint")
+SUBCOMMANDS = ("bench", "optimize", "compare", "list", "lint", "sweep", "tune")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,46 @@
+"""Architecture lint: what in a model is unfriendly to mobile backends, where, what it costs, what to do.
+
+Importing this package is cheap; ``lint()`` loads torch and the checks when called.
+
+    >>> from mobilize.lint import LintConfig, lint
+    >>> report = lint("zoo:toy_classifier", LintConfig(targets=("xnnpack",)))
+    >>> [f.module for f in report.findings if f.rule == "channels"][:2]
+    ['features.3', 'features.9']
+    >>> report.fired          # a warning fired: `mobilize lint --strict` exits 1
+    True
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from mobilize.lint.config import ALL_TARGETS, LintConfig, parse_targets
+from mobilize.lint.report import (
+    Finding,
+    LayerRow,
+    LintReport,
+    Profile,
+    Rule,
+    Severity,
+    TargetSupport,
+    UnsupportedOp,
+    summary_dict,
+)
+
+__all__ = ["ALL_TARGETS", "Finding", "LayerRow", "LintConfig", "LintReport", "Profile", "Rule", "Severity",
+           "TargetSupport", "UnsupportedOp", "lint", "lint_section", "parse_targets", "summary_dict"]
+
+
+def lint(reference_or_module: Any, config: LintConfig = LintConfig(), *, input_specs: Sequence[Any] | None = None,
+         data: str | None = None, trust_pickle: bool = False) -> LintReport:
+    """Run every check, the per-layer profile and the target probes on a model reference or ``nn.Module``."""
+    from mobilize.lint.core import lint as run
+
+    return run(reference_or_module, config, input_specs=input_specs, data=data, trust_pickle=trust_pickle)
+
+
+def lint_section(reference_or_module: Any, config: LintConfig = LintConfig(), *, top: int = 20,
+                 **kwargs: Any) -> dict[str, Any]:
+    """The lint summary and the per-layer profile as a JSON-able dict, for another report (``compare``) to embed;
+    draw it with ``mobilize.lint.html.render_fragment``."""
+    return summary_dict(lint(reference_or_module, config, **kwargs), top=top)

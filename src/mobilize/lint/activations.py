@@ -1,0 +1,187 @@
+"""Rule ``activation``: activations other than ReLU, ReLU6, Hardswish and Hardsigmoid.
+
+Clamp-like activations fuse into the conv before them (one kernel, no extra pass over memory)
+and are exact in int8.  GELU, SiLU, Mish, ELU, Softplus, Sigmoid and Tanh run as separate ops,
+are transcendental (a lookup table or a polynomial in int8 kernels) and have no fused conv
+kernel in eager quantization or XNNPACK.  With ``--data`` each one's int8 error is measured on
+the real samples: its input and output quantized per-tensor (uint8, min/max calibration over
+the samples) as an int8 pipeline would, compared with float, as SQNR in dB.
+
+    >>> report = lint(model_with_gelu_and_silu, LintConfig(targets=()), data="digits")
+    >>> [(f.module, f.numbers["replacement"], f.numbers.get("int8_sqnr_db")) for f in report.findings]
+    [('', 'Hardswish', 37.65), ('stem.2', 'ReLU (or Hardswish)', 36.91)]
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from mobilize.lint.graph import BNS, CONVS, ModelView
+from mobilize.lint.report import Finding, Rule, Severity
+
+FLAGGED = {
+    "gelu": "ReLU (or Hardswish)", "silu": "Hardswish", "swish": "Hardswish", "mish": "Hardswish",
+    "elu": "ReLU", "selu": "ReLU", "celu": "ReLU", "softplus": "ReLU", "sigmoid": "Hardsigmoid",
+    "tanh": "Hardtanh",
+}
+"""Activation (lower-case op or class name) -> the clamp-like replacement that fuses and quantizes exactly."""
+
+
+def kind_of(view: ModelView, item: Any) -> str | None:
+    """The flagged activation an nn.Module or a graph node is (``gelu``), else None."""
+    if item is None:
+        return None
+    name = type(item).__name__ if isinstance(item, nn.Module) else view.op_name(item)
+    name = name.lower().rstrip("_")
+    return name if name in FLAGGED else None
+
+
+def check(view: ModelView) -> list[Finding]:
+    sites = _sites(view)
+    errors = _int8_errors(view, sites) if view.samples and sites else {}
+    findings = []
+    for key, (path, kind, node) in sites.items():
+        replacement = FLAGGED[kind]
+        after = _after_conv(view, node)
+        fused = (f"after {after}: a {replacement.split(' ')[0]} there would fuse into the conv; it runs as a separate "
+                 f"pass" if after else "runs as its own op")
+        where = "" if node is None or node.op == "call_module" else f" (a {kind}() call in its forward)"
+        numbers: dict[str, Any] = {"activation": kind, "replacement": replacement,
+                                   "activation_bytes": _bytes(view, path, node)}
+        numbers.update(errors.get(key, {}))
+        measured = (f"; int8 SQNR {numbers['int8_sqnr_db']:.1f} dB on {numbers['int8_samples']} samples of "
+                    f"'{view.data_reference}'" if "int8_sqnr_db" in numbers else "")
+        findings.append(Finding(
+            Rule.ACTIVATION, Severity.WARN, path,
+            f"{kind}{where} {fused}, and is transcendental in int8 (lookup/polynomial, not a clamp){measured}",
+            f"use {replacement}, then fine-tune briefly (the swap changes the function)", numbers,
+            location=view.location(node) if node is not None else None))
+    return findings
+
+
+def _sites(view: ModelView) -> dict[str, tuple[str, str, Any]]:
+    """key -> (module path, activation kind, graph node or None)."""
+    sites = {}
+    if view.gm is not None:
+        for i, node in enumerate(view.nodes):
+            if node.op not in ("call_module", "call_function", "call_method"):
+                continue
+            kind = kind_of(view, view.module_of(node) if node.op == "call_module" else node)
+            if kind:
+                sites[f"{node.name}"] = (view.owner(node), kind, node)
+        return sites
+    for path, m in view.modules.items():
+        kind = kind_of(view, m)
+        if kind and view.calls(path):
+            sites[path] = (path, kind, None)
+    return sites
+
+
+def _after_conv(view: ModelView, node) -> str | None:
+    """``Conv2d features.3`` when the activation reads a conv (or a conv's BN) directly."""
+    if node is None or not node.args or not isinstance(node.args[0], torch.fx.Node):
+        return None
+    prev = node.args[0]
+    m = view.module_of(prev)
+    if isinstance(m, BNS) and prev.args and isinstance(prev.args[0], torch.fx.Node):
+        prev, m = prev.args[0], view.module_of(prev.args[0])
+    return f"{type(m).__name__} {prev.target}" if isinstance(m, CONVS + (nn.Linear,)) else None
+
+
+def _bytes(view: ModelView, path: str, node) -> int:
+    meta = node.meta.get("tensor_meta") if node is not None else None
+    if meta is not None and hasattr(meta, "shape"):
+        return math.prod(meta.shape) * meta.dtype.itemsize
+    st = view.stats.get(path)
+    return st.output_bytes if st else 0
+
+
+# -- measured int8 error -------------------------------------------------------------------------------
+def _int8_errors(view: ModelView, sites: dict) -> dict[str, dict[str, Any]]:
+    samples = view.samples[:view.config.int8_samples]
+    inputs: dict[str, list] = {key: [] for key in sites}
+    fns: dict[str, Callable] = {}
+    for key, (path, _kind, node) in sites.items():
+        fn = _as_function(view, path, node)
+        if fn is not None:
+            fns[key] = fn
+    if view.gm is not None:
+        wanted = {sites[k][2]: k for k in fns}
+        recorder = _Recorder(view.gm, wanted, inputs)
+        with torch.no_grad():
+            for sample in samples:
+                recorder.run(*sample)
+    else:
+        handles = [view.modules[sites[k][0]].register_forward_pre_hook(_pre_hook(inputs[k])) for k in fns]
+        try:
+            with torch.no_grad():
+                for sample in samples:
+                    view.module(*sample)
+        finally:
+            for h in handles:
+                h.remove()
+    out = {}
+    for key, fn in fns.items():
+        if inputs[key]:
+            x = torch.cat([t.reshape(1, -1) for t in inputs[key]], dim=1).float()
+            out[key] = {**int8_error(fn, x), "int8_samples": len(inputs[key])}
+    return out
+
+
+def _as_function(view: ModelView, path: str, node) -> Callable | None:
+    if node is None or node.op == "call_module":
+        m = view.modules[path if node is None else node.target]
+        return lambda x: m(x)
+    rest = list(node.args[1:])
+    if any(isinstance(a, torch.fx.Node) for a in rest + list(node.kwargs.values())):
+        return None
+    if node.op == "call_method":
+        return lambda x: getattr(x, node.target)(*rest, **node.kwargs)
+    return lambda x: node.target(x, *rest, **node.kwargs)
+
+
+class _Recorder(torch.fx.Interpreter):
+    """Runs the traced graph and keeps the first input of the wanted nodes."""
+
+    def __init__(self, gm, wanted: dict, inputs: dict):
+        super().__init__(gm)
+        self.wanted, self.inputs = wanted, inputs
+
+    def run_node(self, n):
+        key = self.wanted.get(n)
+        if key is not None:
+            args, _ = self.fetch_args_kwargs_from_env(n)
+            if args and isinstance(args[0], torch.Tensor):
+                self.inputs[key].append(args[0].detach().clone())
+        return super().run_node(n)
+
+
+def _pre_hook(store: list):
+    def hook(_module, args):
+        if args and isinstance(args[0], torch.Tensor):
+            store.append(args[0].detach().clone())
+    return hook
+
+
+def fake_quant(t: torch.Tensor, lo: float, hi: float, levels: int = 256) -> torch.Tensor:
+    """Per-tensor affine quantize-dequantize over [lo, hi] (zero kept exact, as int8 kernels require)."""
+    lo, hi = min(lo, 0.0), max(hi, 0.0)
+    scale = (hi - lo) / (levels - 1) or 1.0
+    zero = round(-lo / scale)
+    return (torch.clamp(torch.round(t / scale) + zero, 0, levels - 1) - zero) * scale
+
+
+def int8_error(fn: Callable, x: torch.Tensor) -> dict[str, float]:
+    """SQNR (dB) and max abs error of ``fn`` run as int8 would run it: quantized input, quantized output."""
+    with torch.no_grad():
+        y = fn(x)
+        qy = fake_quant(fn(fake_quant(x, float(x.min()), float(x.max()))), float(y.min()), float(y.max()))
+    noise = float(((y - qy) ** 2).sum())
+    signal = float((y ** 2).sum())
+    sqnr = float("inf") if noise == 0 else 10 * math.log10(signal / noise) if signal > 0 else float("-inf")
+    return {"int8_sqnr_db": round(sqnr, 2), "int8_max_abs_error": float((y - qy).abs().max()),
+            "output_range": [float(y.min()), float(y.max())]}

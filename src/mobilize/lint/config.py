@@ -1,0 +1,78 @@
+"""How ``mobilize lint`` runs: which targets, the rules' thresholds, the timing.  Cheap to import (no torch).
+
+    >>> LintConfig(targets=parse_targets("xnnpack,nnapi")).targets
+    ('xnnpack', 'nnapi')
+    >>> LintConfig.from_dict({"channel_divisor": 16}).channel_divisor
+    16
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+from mobilize.errors import ConfigError
+
+ALL_TARGETS = ("xnnpack", "onnxruntime", "nnapi", "litert")
+
+
+@dataclasses.dataclass(frozen=True)
+class LintConfig:
+    targets: tuple[str, ...] = ALL_TARGETS
+    """Target backends to probe: xnnpack, onnxruntime, nnapi, litert (empty: none)."""
+    channel_divisor: int = 8
+    """Channel counts should be multiples of this (the float vector width of mobile kernels)."""
+    depthwise_min_in_channels: int = 16
+    """Standard convs with fewer input channels (image stems) are not suggested as depthwise-separable."""
+    depthwise_min_factor: float = 3.0
+    """Flag a standard conv when depthwise-separable would need this many times fewer MACs."""
+    int8_samples: int = 16
+    """Real samples (from data) for the measured int8 error of flagged activations."""
+    xnnpack_lower: bool = False
+    """Lower completely for XNNPACK (slower) instead of stopping once the partitioner has tagged the graph."""
+    onnxruntime_providers: tuple[str, ...] = ()
+    """Execution providers to try, preferred first (empty: every provider this onnxruntime has, CPU last)."""
+    time: bool | None = None
+    """Measure per-layer time on ONNX Runtime; None: when data is given."""
+    time_runs: int = 20
+    time_warmup: int = 3
+    time_threads: int = 1
+    seed: int = 0
+    """Seed of the random example inputs the profile and the probes use."""
+
+    def __post_init__(self) -> None:
+        unknown = [t for t in self.targets if t not in ALL_TARGETS]
+        if unknown:
+            raise ConfigError(f"unknown lint target '{unknown[0]}'", hint=f"choose from: {', '.join(ALL_TARGETS)}, all")
+        if self.channel_divisor < 1 or self.time_runs < 1 or self.time_threads < 1 or self.time_warmup < 0:
+            raise ConfigError("channel_divisor, time_runs and time_threads must be at least 1, time_warmup at least 0")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "LintConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ConfigError(f"unknown lint option '{unknown[0]}'", hint=f"options: {', '.join(sorted(names))}")
+        data = {k: tuple(v) if k in ("targets", "onnxruntime_providers") else v for k, v in data.items()}
+        return cls(**data)
+
+
+def parse_targets(text: str | Sequence[str] | None) -> tuple[str, ...]:
+    """``"all"``, ``"none"``, ``"xnnpack,nnapi"`` or a list of names -> target tuple."""
+    if text is None:
+        return ALL_TARGETS
+    items = [t.strip().lower() for part in ([text] if isinstance(text, str) else text) for t in part.split(",")]
+    items = [t for t in items if t]
+    if "all" in items:
+        return ALL_TARGETS
+    if items == ["none"]:
+        return ()
+    for t in items:
+        if t not in ALL_TARGETS:
+            raise ConfigError(f"unknown lint target '{t}'", hint=f"choose from: {', '.join(ALL_TARGETS)}, all, none")
+    return tuple(dict.fromkeys(items))
+
+

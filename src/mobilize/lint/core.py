@@ -1,0 +1,182 @@
+"""``lint(model, config)``: run every check family, the per-layer profile and the target probes.
+
+    >>> from mobilize.lint import LintConfig, lint
+    >>> report = lint("zoo:toy_classifier", LintConfig(targets=("xnnpack",)), input_specs=[InputSpec((1, 3, 64, 64))])
+    >>> sorted(report.rules()), report.target("xnnpack").partitions
+    (['channels', 'requires-grad'], 1)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import time
+from typing import Any, Sequence
+
+from mobilize.errors import ConfigError
+from mobilize.lint import activations, batchnorm, channels, depthwise, residual, training
+from mobilize.lint.config import LintConfig
+from mobilize.lint.report import Finding, LintReport, Rule, Severity, TargetSupport
+from mobilize.sources.inputs import InputSpec
+
+CHECKS = (channels.check, batchnorm.check, activations.check, depthwise.check, training.check, residual.check)
+"""The check families, in report order."""
+_RULE_ORDER = {r: i for i, r in enumerate(Rule)}
+_LABELS = {"xnnpack": "XNNPACK (ExecuTorch)", "onnxruntime": "ONNX Runtime", "nnapi": "the NNAPI converter",
+           "litert": "LiteRT"}
+_FIXES = {
+    "xnnpack": "replace it with an op XNNPACK takes or move it out of the model (pre/post-processing): every op left "
+               "out runs on portable kernels and splits the graph",
+    "onnxruntime": "replace it with an op the preferred provider supports, or accept the CPU fallback",
+    "nnapi": "the converter takes whole models only: replace it, or use ExecuTorch/LiteRT for Android",
+    "litert": "replace it with an op LiteRT's delegate takes, or move it out of the model",
+}
+
+
+def lint(model: Any, config: LintConfig = LintConfig(), *, input_specs: Sequence[InputSpec] | None = None,
+         data: str | None = None, trust_pickle: bool = False) -> LintReport:
+    """Check a model (reference or ``nn.Module``) for what is unfriendly to mobile backends; never changes it."""
+    with _one_thread():
+        return _lint(model, config, input_specs, data, trust_pickle)
+
+
+@contextlib.contextmanager
+def _one_thread():
+    """The checks run many tiny ops (folds on 8x8 inputs, fake-tensor passes): one intra-op thread is faster and
+    steadier than a pool on a busy machine.  Restored afterwards; the measured timing sets its own threads."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _lint(model: Any, config: LintConfig, input_specs, data: str | None, trust_pickle: bool) -> LintReport:
+    import torch
+
+    from mobilize.lint.graph import ModelView
+    from mobilize.lint.profile import build_profile
+    from mobilize.lint.targets import ProbeInput, probe
+    from mobilize.sources.inputs import make_random_inputs
+
+    timings: dict[str, float] = {}
+    start = time.perf_counter()
+    module, name, specs = _resolve(model, input_specs, trust_pickle)
+    if isinstance(model, torch.nn.Module):
+        module = copy.deepcopy(module)  # the caller's model: forward passes in training mode would move BN statistics
+    example = make_random_inputs(specs, config.seed)
+    samples = _samples(data, specs, config) if data else None
+    with torch.no_grad():
+        view = ModelView.build(module, example, config, samples, data)
+    timings["graph_s"] = time.perf_counter() - start
+    findings: list[Finding] = []
+    for check in CHECKS:
+        t0 = time.perf_counter()
+        findings += check(view)
+        timings[f"{check.__module__.rsplit('.', 1)[-1]}_s"] = time.perf_counter() - t0
+    profile = build_profile(view)
+    notes = list(view.notes)
+    runnable = module
+    if any(m.training for m in module.modules()):
+        runnable = copy.deepcopy(module).eval()
+        notes.append("the model has modules in training mode: targets and timing used an eval-mode copy")
+    subject = ProbeInput(runnable, example, config)
+    targets: list[TargetSupport] = []
+    for target in config.targets:
+        result = probe(target, subject)
+        timings[f"{target}_s"] = result.seconds
+        targets.append(result)
+        findings += _target_findings(result)
+    if config.time or (config.time is None and data):
+        t0 = time.perf_counter()
+        notes += _measure_time(profile, subject, _batches(samples or [], specs), data or "")
+        timings["time_s"] = time.perf_counter() - t0
+    order = {path: i for i, path in enumerate(view.modules)}
+    findings.sort(key=lambda f: (f.severity != Severity.WARN, _RULE_ORDER[f.rule], f.target or "",
+                                 order.get(f.module, len(order))))
+    timings["total_s"] = time.perf_counter() - start
+    return LintReport(name, findings, targets, profile, notes, {k: round(v, 3) for k, v in timings.items()})
+
+
+def _measure_time(profile: Any, subject: Any, batches: list[list], data: str) -> list[str]:
+    """Per-layer time on ONNX Runtime; a note instead when it cannot be measured (the rest of the lint stands)."""
+    import importlib.util
+
+    from mobilize.errors import MobilizeError
+    from mobilize.lint.timing import measure_time
+
+    missing = [p for p in ("onnx", "onnxruntime", "onnxscript") if importlib.util.find_spec(p) is None]
+    if missing:
+        return [f"per-layer time not measured: {', '.join(missing)} not installed (pip install {' '.join(missing)})"]
+    try:
+        profile.timed_on = measure_time(profile, subject, batches, data)
+    except MobilizeError as exc:  # the model does not export to ONNX or load in ONNX Runtime: said, not fatal
+        return [f"per-layer time not measured: {exc}"]
+    return []
+
+
+def _resolve(model: Any, input_specs, trust_pickle: bool) -> tuple[Any, str, list[InputSpec]]:
+    import torch
+
+    from mobilize.sources.models import resolve_model
+
+    if isinstance(model, torch.nn.Module):
+        specs = list(input_specs or getattr(model, "input_specs", None) or [])
+        name = type(model).__name__
+    else:
+        source = resolve_model(str(model), trust_pickle=trust_pickle)
+        if not hasattr(source, "module"):
+            raise ConfigError(f"lint checks a PyTorch model; {model} is an exported file ({source.format})",
+                              hint="point at the model's code (zoo:NAME, file.py:Class, pkg.mod:factory)")
+        model, name, specs = source.module, str(source.reference), list(input_specs or source.input_specs)
+    if not specs:
+        raise ConfigError("the model's input shape is unknown", hint='give --input_dims, e.g. "1,3,224,224"')
+    specs = [s if isinstance(s, InputSpec) else InputSpec(tuple(s)) for s in specs]
+    return model, name, specs
+
+
+def _samples(data: str, specs: list[InputSpec], config: LintConfig) -> list[list]:
+    from mobilize.sources.data import open_data
+
+    source = open_data(data)
+    if source.inputs_per_sample != len(specs):
+        raise ConfigError(f"data source '{data}' feeds {source.inputs_per_sample} input(s); the model takes {len(specs)}")
+    return source.sample_lists(specs, max(config.int8_samples, 1))
+
+
+def _batches(samples: list[list], specs: list[InputSpec]) -> list[list]:
+    """Samples (batch of one each) grouped to the model's batch size, for the exported model's fixed shapes."""
+    import torch
+
+    batch = specs[0].shape[0] if specs and specs[0].shape else 1
+    if batch == 1:
+        return samples
+    return [[torch.cat([s[i] for s in samples[j:j + batch]]) for i in range(len(specs))]
+            for j in range(0, len(samples) - batch + 1, batch)]
+
+
+def _target_findings(result: TargetSupport) -> list[Finding]:
+    label = _LABELS[result.target]
+    if result.status == "unavailable":
+        return []
+    pieces = ("" if result.partitions is None else
+              f"; {_LABELS[result.target]} then runs none of the model" if result.partitions == 0 else
+              f"; the graph splits into {result.partitions} partition(s)")
+    if result.status == "failed" and not result.unsupported:
+        return [Finding(Rule.TARGET_SUPPORT, Severity.WARN, "", f"{label}: {result.summary}",
+                        "make the model convert for this target first (the message names the line and the way out)",
+                        {"target": result.target, "partitions": result.partitions}, target=result.target)]
+    findings = []
+    for op in result.unsupported:
+        where = ", ".join(m or "(model)" for m in op.modules[:4]) + (" ..." if len(op.modules) > 4 else "")
+        findings.append(Finding(
+            Rule.TARGET_SUPPORT, Severity.WARN, op.modules[0] if op.modules else "",
+            f"{label} does not take {op.op} ({op.count} node(s) in {where or '(model)'}): {op.reason}{pieces}",
+            op.fix or _FIXES[result.target],
+            {"target": result.target, "op": op.op, "nodes": op.count, "modules": op.modules,
+             "partitions": result.partitions, "ops_total": result.ops_total, "ops_supported": result.ops_supported},
+            target=result.target, location=op.location))
+    return findings

@@ -1,0 +1,240 @@
+"""What the checks read: the model, its FX graph (where it traces), and what one forward pass measured per module.
+
+One seeded forward pass records, for every module, its input/output shapes, output bytes, calls
+and its own MACs (``torch.utils.flop_counter``, the MACs its children do not account for).
+``torch.fx`` gives the dataflow (what follows a conv, which ``+`` adds two tensors) with each
+node's module path and source line.  Models FX cannot trace still get every module-level check;
+the graph-only checks say they were skipped.
+
+    >>> view = ModelView.build(ZOO.get("mobilenet_v2").build(), [torch.randn(1, 3, 64, 64)], LintConfig())
+    >>> add = next(n for n in view.nodes if n.op == "call_function" and n.name == "add")
+    >>> view.stats["features.0.0"].macs, view.owner(add)
+    (884736, 'features.3')
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import operator
+from typing import Any
+
+import torch
+from torch import nn
+
+from mobilize.errors import headline
+from mobilize.formats.delegation import source_location
+
+CONVS = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
+BNS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
+FUSABLE_ACTIVATIONS = (nn.ReLU, nn.ReLU6, nn.Hardswish, nn.Hardsigmoid, nn.Hardtanh)
+FUSABLE_FUNCTIONS = {"relu", "relu_", "relu6", "hardswish", "hardsigmoid", "hardtanh", "hardtanh_"}
+"""Activations backends fuse into the conv before them and quantize exactly (clamps and piecewise-linear)."""
+WIDTH_PRESERVING = {"relu", "relu_", "relu6", "hardswish", "hardsigmoid", "hardtanh", "gelu", "silu", "sigmoid",
+                    "tanh", "mish", "elu", "dropout", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
+                    "adaptive_max_pool2d", "flatten", "contiguous", "add", "iadd", "mul", "imul", "batch_norm"}
+"""Op names whose output keeps the channel count of their (first) input: a width change flows through them."""
+TENSOR_BINARY = {operator.add, operator.iadd, operator.mul, operator.imul, torch.add, torch.mul}
+TENSOR_BINARY_METHODS = {"add", "add_", "mul", "mul_"}
+"""Elementwise ops that, between two tensors, eager quantization needs as FloatFunctional."""
+
+
+@dataclasses.dataclass
+class ModuleStats:
+    """What one forward pass measured for one module (its first call)."""
+
+    path: str
+    type_name: str
+    calls: int = 0
+    input_shapes: list[tuple[int, ...]] = dataclasses.field(default_factory=list)
+    output_shapes: list[tuple[int, ...]] = dataclasses.field(default_factory=list)
+    output_bytes: int = 0
+    macs: int = 0
+    """MACs this module does itself (total minus its children's), summed over its calls."""
+    total_macs: int = 0
+    params: int = 0
+    """Parameters owned directly (not by children)."""
+
+
+def measure(module: nn.Module, example: list) -> tuple[dict[str, ModuleStats], int]:
+    """One forward pass with hooks on every module and the flop counter: per-module stats, total MACs."""
+    stats: dict[str, ModuleStats] = {}
+    handles = []
+    for path, m in module.named_modules():
+        st = stats[path] = ModuleStats(path, type(m).__name__,
+                                       params=sum(p.numel() for p in m.parameters(recurse=False)))
+        handles.append(m.register_forward_hook(_recorder(st)))
+    try:
+        counter = _count(module, example, fake=True)
+    except Exception:  # noqa: BLE001 - the model's forward cannot run on fake tensors (data-dependent): run it for real
+        for st in stats.values():
+            st.calls, st.input_shapes, st.output_shapes, st.output_bytes = 0, [], [], 0
+        counter = _count(module, example, fake=False)
+    finally:
+        for h in handles:
+            h.remove()
+    totals = _macs_by_path(counter.get_flop_counts(), type(module).__name__)
+    for path, st in stats.items():
+        st.total_macs = totals.get(path, 0)
+        children = sum(totals.get(f"{path}.{name}" if path else name, 0) for name, _ in
+                       module.get_submodule(path).named_children())
+        st.macs = max(0, st.total_macs - children)
+    return stats, int(counter.get_total_flops() // 2)
+
+
+def _count(module: nn.Module, example: list, fake: bool) -> Any:
+    """One forward pass under the flop counter; on fake tensors (shapes only, no arithmetic) when ``fake``."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.no_grad(), contextlib.ExitStack() as stack:
+        if fake:
+            mode = stack.enter_context(_fake_mode())
+            example = [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in example]
+        counter = stack.enter_context(FlopCounterMode(display=False))
+        module(*example)
+    return counter
+
+
+def _fake_mode() -> Any:
+    # torch._subclasses is torch's own shape-propagation machinery (torch.export runs on it); parameters are
+    # converted as they are used, so the module is not copied.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    return FakeTensorMode(allow_non_fake_inputs=True)
+
+
+def _recorder(st: ModuleStats):
+    def hook(_module, inputs, output):
+        st.calls += 1
+        if st.calls > 1:
+            return
+        st.input_shapes = [tuple(t.shape) for t in _tensors(inputs)]
+        outs = _tensors(output)
+        st.output_shapes = [tuple(t.shape) for t in outs]
+        st.output_bytes = sum(t.numel() * t.element_size() for t in outs)
+    return hook
+
+
+def _tensors(value: Any) -> list:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
+
+
+def _macs_by_path(counts: dict[str, dict], root_name: str) -> dict[str, int]:
+    """FlopCounterMode keys (``MobileNetV2.features.0``) → module paths (``features.0``), FLOPs → MACs."""
+    out: dict[str, int] = {}
+    for key, by_op in counts.items():
+        if key == "Global":
+            continue
+        path = "" if key == root_name else key[len(root_name) + 1:] if key.startswith(root_name + ".") else key
+        out[path] = int(sum(by_op.values()) // 2)
+    return out
+
+
+@dataclasses.dataclass
+class ModelView:
+    """The model, its graph and its measurements: what every check reads."""
+
+    module: nn.Module
+    example: list
+    config: Any
+    modules: dict[str, nn.Module]
+    stats: dict[str, ModuleStats]
+    total_macs: int
+    gm: torch.fx.GraphModule | None = None
+    trace_error: str | None = None
+    samples: list[list] | None = None
+    """Real input samples (``--data``), for the measured int8 error; None without data."""
+    data_reference: str | None = None
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def build(cls, module: nn.Module, example: list, config: Any, samples: list[list] | None = None,
+              data_reference: str | None = None) -> "ModelView":
+        stats, total = measure(module, example)
+        view = cls(module, example, config, dict(module.named_modules()), stats, total, samples=samples,
+                   data_reference=data_reference)
+        view.gm, view.trace_error = _trace(module, example)
+        if view.gm is None:
+            view.notes.append(f"the model is not FX-traceable ({view.trace_error}): the checks that need the dataflow "
+                              f"graph (functional activations, x + y adds, what sits between a conv and its BN) "
+                              f"looked at modules only")
+        return view
+
+    # -- graph helpers ------------------------------------------------------------------------------
+    @property
+    def nodes(self) -> list[torch.fx.Node]:
+        return list(self.gm.graph.nodes) if self.gm is not None else []
+
+    def module_of(self, node: torch.fx.Node) -> nn.Module | None:
+        return self.modules.get(node.target) if node.op == "call_module" else None
+
+    def owner(self, node: torch.fx.Node) -> str:
+        """The module path a node belongs to: the module it calls, else the innermost module whose forward ran it."""
+        if node.op == "call_module":
+            return str(node.target)
+        stack = node.meta.get("nn_module_stack") or {}
+        if not stack:
+            return ""
+        path = list(stack.values())[-1][0]
+        return path if path in self.modules else list(stack)[-1]
+
+    @staticmethod
+    def location(node: torch.fx.Node) -> str | None:
+        loc = source_location(node)
+        return loc["location"] if loc else None
+
+    @staticmethod
+    def is_tensor(value: Any) -> bool:
+        return isinstance(value, torch.fx.Node) and isinstance(value.meta.get("tensor_meta"), _tensor_meta_type())
+
+    def calls(self, path: str) -> int:
+        return self.stats[path].calls if path in self.stats else 0
+
+    def op_name(self, node: torch.fx.Node) -> str:
+        """``conv2d``, ``relu``, ``add``, ``BatchNorm2d`` (module nodes: the module's class)."""
+        if node.op == "call_module":
+            m = self.modules.get(node.target)
+            return type(m).__name__ if m is not None else str(node.target)
+        if node.op == "call_method":
+            return str(node.target)
+        if node.op == "call_function":
+            return getattr(node.target, "__name__", str(node.target)).lstrip("_")
+        return node.op
+
+
+def _tensor_meta_type():
+    from torch.fx.passes.shape_prop import TensorMetadata
+
+    return TensorMetadata
+
+
+def _trace(module: nn.Module, example: list) -> tuple[torch.fx.GraphModule | None, str | None]:
+    """Symbolic trace with stack traces recorded, then shapes propagated on the example inputs."""
+    from torch.fx.passes.shape_prop import ShapeProp
+
+    tracer = torch.fx.Tracer()
+    tracer.record_stack_traces = True
+    try:
+        graph = tracer.trace(module)
+        gm = torch.fx.GraphModule(tracer.root, graph)
+    except Exception as exc:  # the model's own Python (data-dependent branches, unsupported constructs)
+        return None, headline(exc)[:160]
+    try:
+        with torch.no_grad():
+            ShapeProp(gm, fake_mode=_fake_mode()).propagate(*example)
+        return gm, None
+    except Exception:  # noqa: BLE001 - not runnable on fake tensors (data-dependent): propagate real ones
+        pass
+    try:
+        with torch.no_grad():
+            ShapeProp(gm).propagate(*example)
+    except Exception as exc:  # the traced graph does not run as the module did: use the graph without shapes
+        return gm, f"shape propagation failed: {headline(exc)[:120]}"
+    return gm, None
+

@@ -1,0 +1,74 @@
+"""Per-target op support, found by really converting or partitioning the model: one probe per file.
+
+``xnnpack`` partitions the exported graph with ExecuTorch's XnnpackPartitioner; ``onnxruntime``
+exports ONNX and reads the providers' node assignment; ``nnapi`` runs PyTorch's NNAPI converter;
+``litert`` converts with litert-torch and reads which ops the LiteRT interpreter's delegate took.
+A probe whose packages are missing says so (status ``unavailable``, with the pip command).
+
+    >>> from mobilize.lint.targets import probe
+    >>> probe("xnnpack", ProbeInput(mobilenet_v2, [torch.randn(1, 3, 64, 64)], LintConfig())).summary
+    'XNNPACK takes all 153 ops in 1 partition(s)'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib
+import importlib.util
+import logging
+import time
+from typing import Any
+
+from mobilize.lint.config import ALL_TARGETS as TARGETS
+from mobilize.lint.report import TargetSupport
+
+
+@dataclasses.dataclass
+class ProbeInput:
+    """What every probe gets: the eval-mode module, seeded example inputs, the config, and a cache the
+    probes and the timing share (the ONNX export is made once)."""
+
+    module: Any
+    example: list
+    config: Any
+    cache: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def probe(name: str, subject: ProbeInput) -> TargetSupport:
+    plugin = importlib.import_module(f"mobilize.lint.targets.{name}")
+    missing = [p for p in plugin.PACKAGES if importlib.util.find_spec(p) is None]
+    if missing:
+        return TargetSupport(name, "unavailable", plugin.HOW,
+                             summary=f"not checked: {', '.join(missing)} not installed (pip install {plugin.PIP})")
+    start = time.perf_counter()
+    with quiet_torch_logs():
+        result = plugin.probe(subject)
+    result.seconds = round(time.perf_counter() - start, 3)
+    return result
+
+
+@contextlib.contextmanager
+def quiet_torch_logs():
+    """torch.export prints the partial graph to sys.stderr when a capture fails, and dynamo logs at WARNING
+    ("Unable to find user code corresponding to {u0}"); the probe's result carries the one line that matters."""
+    import io
+
+    loggers = [logging.getLogger(name) for name in list(logging.root.manager.loggerDict)
+               if name == "torch" or name.startswith("torch.")]
+    saved = [(lg, lg.level) for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            yield
+    finally:
+        for lg, level in saved:
+            lg.setLevel(level)
+
+
+def module_path_from_stack(stack: dict | None) -> str:
+    """The innermost module path of a torch.export ``nn_module_stack`` (``""``: the model's own forward)."""
+    if not stack:
+        return ""
+    return str(list(stack.values())[-1][0])

@@ -6,6 +6,7 @@ Importing this package is cheap: torch and the runtimes load when first used.
 from mobilize.accuracy.verify import Kind, Policy, Verdict
 from mobilize.compare.runner import CompareConfig  # before the api: the function `compare` must win the name
 from mobilize.api import bench, compare, load, optimize
+from mobilize.lint import LintConfig, lint  # noqa: E402  (after the subpackage import: the function wins the name)
 from mobilize.artifact import Artifact, Format
 from mobilize.bench.harness import BenchConfig
 from mobilize.errors import (
@@ -23,8 +24,8 @@ from mobilize.sources.models import ModelSource, resolve_model
 
 __all__ = [
     "AccuracyError", "Artifact", "BackendUnavailableError", "BenchConfig", "CompareConfig", "ConfigError",
-    "ExportError", "Format", "InputSpec", "InternalError", "Kind", "MobilizeError", "ModelSource", "Policy",
-    "UnsupportedModelError", "UserError", "Verdict", "bench", "compare", "load", "optimize", "parse_input_specs",
+    "ExportError", "Format", "InputSpec", "InternalError", "Kind", "LintConfig", "MobilizeError", "ModelSource", "Policy",
+    "UnsupportedModelError", "UserError", "Verdict", "bench", "compare", "lint", "load", "optimize", "parse_input_specs",
     "resolve_model",
 ]
 __version__ = "0.1.0"

@@ -57,6 +57,9 @@ class ReferenceDone:
     """Per sample: the float model's top-1 equals the label."""
     output_names: list[str]
     num_outputs: int
+    lint: dict[str, Any] | None = None
+    """mobilize.lint's summary and per-layer profile of the float model (no target probes), or None."""
+    lint_error: str | None = None
 
 
 @dataclasses.dataclass

@@ -179,6 +179,7 @@ class PlanRun:
             "accuracy_samples": ref.samples if ref else None, "labelled": ref.labelled if ref else None,
             "reference_variant": self.reference_name, "policy": self.cfg.policy.to_json(),
             "recommended": self.recommended, "peak_memory_mb_total": self.peak_memory_mb or None,
+            "lint": ref.lint if ref else None,
             "variants": [r.to_json() for r in self.results.values()],
         }
 
@@ -234,6 +235,8 @@ class PlanRun:
             raise UserError(f"the float reference failed: {exc.message}") from None
         finally:
             ref.finish()
+        if self.reference.lint_error:
+            self.results[self.reference_name].note(f"lint: could not analyse the model: {self.reference.lint_error}")
         self.tick("float reference outputs")
 
     def _variant(self, v) -> None:

@@ -121,7 +121,22 @@ def make_reference(job: Job) -> ReferenceDone:
     names = output_names(raw[0])
     torch.save({"state_dict": state, "outputs": outs, "labels": ys, "names": names}, job.reference_path)
     correct = compare_outputs(outs, outs, ys).correct if ys is not None else None
-    return ReferenceDone(len(xs), ys is not None, correct, names, len(outs[0]))
+    lint, lint_error = _lint_section(source, job)
+    return ReferenceDone(len(xs), ys is not None, correct, names, len(outs[0]), lint, lint_error)
+
+
+def _lint_section(source, job: Job) -> tuple[dict | None, str | None]:
+    """The architecture lint and per-layer profile for the report: module checks and MACs only (the target
+    probes and timings are `mobilize lint`'s job).  A lint failure is a note, never a failed compare."""
+    from mobilize.errors import MobilizeError, headline
+    from mobilize.lint import LintConfig, lint_section
+
+    try:
+        return lint_section(source.module, LintConfig(targets=(), time=False), input_specs=_specs(job)), None
+    except MobilizeError as exc:
+        return None, str(exc)
+    except Exception as exc:  # the lint's own graph capture failing on an unusual model: report it, go on
+        return None, f"{type(exc).__name__}: {headline(exc)}"
 
 
 def _prepare(job: Job):

@@ -247,8 +247,17 @@ Generated {esc(report.get('created', ''))} by mobilize {esc(report.get('mobilize
 """
 
 
-EXTRA_SECTIONS: list = []
-"""Renderers ``report -> html`` for optional sections (lint summary, per-layer profile) added by other parts."""
+def lint_section(report: dict[str, Any]) -> str:
+    """The architecture lint and the per-layer profile of the float model (mobilize.lint)."""
+    if not report.get("lint"):
+        return ""
+    from mobilize.lint.html import render_fragment
+
+    return "<h2>Architecture lint and per-layer profile</h2>" + render_fragment(report["lint"])
+
+
+EXTRA_SECTIONS: list = [lint_section]
+"""Renderers ``report -> html`` for optional sections."""
 
 
 def _num(value: Any, suffix: str = "", digits: int = 2) -> str | None:

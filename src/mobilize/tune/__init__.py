@@ -1,0 +1,410 @@
+"""``mobilize tune``: the fastest artifact within an accuracy budget.
+
+The search builds every candidate recipe (ONNX fp32; ONNX static int8 with MinMax, Entropy and
+Percentile calibration; ExecuTorch fp32 and int8 when asked for), checks each against the float
+model on real samples with the verify core (:func:`mobilize.accuracy.verify.judge` for the
+correctness half, :func:`~mobilize.accuracy.verify.judge_budget` with the user's
+:class:`~mobilize.accuracy.verify.Policy` for the budget), and when an ONNX int8 candidate misses
+the budget it localises the layers that cost accuracy (:mod:`mobilize.tune.onnx_drift`) and keeps
+the worst of them in float, one more at a time, until the budget holds.  Every candidate within
+budget is then timed in interleaved rounds (:func:`mobilize.bench.rounds.schedule`); the winner is
+the fastest, and its lead over the runner-up is tested on the paired round medians
+(:func:`mobilize.accuracy.stats.ratio_ci`): when the interval contains 1.0 the report names the tie.
+
+Built artifacts are cached by the hash of their recipe, so a recipe reached twice is built once.
+Ctrl-C (or the time budget) stops the search and keeps the best found so far.
+
+    >>> from mobilize.tune import tune
+    >>> result = tune(model, [InputSpec((1, 3, 96, 96))], data="digits:test", calibration="digits:train",
+    ...               policy=Policy(max_drop_points=0.5), out_dir="out/tune", stem="digits")
+    >>> result.winner.name, str(result.winner.verdict.outcome), result.tie_with
+    ('onnx-int8-minmax', 'OK', ['onnx-fp32', 'onnx-int8-entropy', 'onnx-int8-percentile'])
+    >>> [p.name for p in result.files]
+    ['digits-tune.onnx', 'digits-tune.yaml', 'tune-report.json']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import shutil
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from mobilize.accuracy.verify import DEFAULT_POLICY, Kind, Policy, Verdict
+from mobilize.errors import ConfigError
+
+RUNTIMES = ("onnxruntime", "executorch")
+CALIBRATIONS = ("minmax", "entropy", "percentile")
+EVAL_SAMPLES = 200
+"""Labelled samples every candidate is judged on (the same for all, so differences are paired)."""
+DRIFT_SAMPLES = 32
+"""Samples the per-layer localisation runs on."""
+MAX_EXCLUSIONS = 8
+"""Greedy exclusion stops after keeping this many layers in float."""
+ROUNDS = 7
+ITERATIONS = 20
+
+
+@dataclasses.dataclass
+class Candidate:
+    """One recipe tried by the search."""
+
+    name: str
+    recipe: Any
+    """A :class:`mobilize.recipe.Recipe`."""
+    runtime: str
+    path: Path | None = None
+    kind: Kind = Kind.FLOAT
+    verdict: Verdict | None = None
+    top1: float | None = None
+    drop_points: float | None = None
+    drop_ci: tuple[float, float] | None = None
+    cosine: float | None = None
+    excluded: tuple[str, ...] = ()
+    """Node names kept in float (ONNX int8 with exclusions)."""
+    round_medians_ms: list[float] = dataclasses.field(default_factory=list)
+    latency_ms_p50: float | None = None
+    build_s: float = 0.0
+    lost: str | None = None
+    """Why it is not the winner (None for the winner)."""
+    error: str | None = None
+
+    @property
+    def within_budget(self) -> bool:
+        return self.verdict is not None and self.verdict.ok
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "runtime": self.runtime, "kind": str(self.kind),
+                "path": str(self.path) if self.path else None, "recipe": self.recipe.to_dict(),
+                "verdict": self.verdict.to_json() if self.verdict else None, "top1": self.top1,
+                "top1_drop_points": self.drop_points, "top1_drop_ci": list(self.drop_ci) if self.drop_ci else None,
+                "cosine": self.cosine, "excluded_nodes": list(self.excluded), "latency_ms_p50": self.latency_ms_p50,
+                "round_medians_ms": self.round_medians_ms, "build_s": round(self.build_s, 3), "lost": self.lost,
+                "error": self.error}
+
+
+@dataclasses.dataclass
+class TuneResult:
+    candidates: list[Candidate]
+    winner: Candidate | None
+    reference_top1: float | None
+    tie_with: list[str]
+    """Candidates whose speed the winner's does not beat significantly (paired rounds, 95%)."""
+    layers: dict[str, list[Any]]
+    """Per-layer drift tables (candidate name -> ranked :class:`~mobilize.tune.onnx_drift.LayerError`)."""
+    interrupted: bool
+    search_s: float
+    files: list[Path] = dataclasses.field(default_factory=list)
+    diagnoses: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    """"Why is int8 not faster" for int8 candidates no faster than their fp32 twin."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"winner": self.winner.name if self.winner else None, "tie_with": self.tie_with,
+                "reference_top1": self.reference_top1, "interrupted": self.interrupted,
+                "search_s": round(self.search_s, 2), "candidates": [c.to_json() for c in self.candidates],
+                "layers": {k: [l.to_json() for l in v] for k, v in self.layers.items()},
+                "diagnoses": self.diagnoses, "files": [str(p) for p in self.files]}
+
+
+def recipe_hash(recipe: Any) -> str:
+    return hashlib.sha256(json.dumps(recipe.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def onnx_recipe(name: str, **options: Any) -> Any:
+    from mobilize.recipe import Recipe
+
+    step = {"onnx": options} if options else "onnx"
+    return Recipe.from_dict({"name": name, "description": f"tune: {name}", "exports": [step]}, name)
+
+
+def candidate_recipes(runtimes: Sequence[str], calibration_samples: int = 100) -> list[tuple[str, Any, str]]:
+    """(name, recipe, runtime) of the search's starting points, fp32 first for each runtime."""
+    from mobilize.recipe import load_recipe
+
+    out: list[tuple[str, Any, str]] = []
+    for rt in runtimes:
+        if rt == "onnxruntime":
+            out.append(("onnx-fp32", onnx_recipe("onnx-fp32"), rt))
+            for cal in CALIBRATIONS:
+                out.append((f"onnx-int8-{cal}", onnx_recipe(f"onnx-int8-{cal}", quantize="static", calibration=cal,
+                                                            calibration_samples=calibration_samples), rt))
+        elif rt == "executorch":
+            out.append(("executorch-fp32", load_recipe("executorch-fp32"), rt))
+            out.append(("executorch-int8", load_recipe("executorch-int8"), rt))
+        else:
+            raise ConfigError(f"tune does not search runtime '{rt}'", hint=f"choose from: {', '.join(RUNTIMES)}")
+    return out
+
+
+class _Search:
+    """State of one search: the float model, the evaluation samples, the artifact cache."""
+
+    def __init__(self, module: Any, specs: list, data: str, calibration: str | None, out_dir: Path, stem: str,
+                 policy: Policy, echo: Callable[[str], None], eval_samples: int):
+        import torch
+
+        from mobilize.runtimes.base import flatten_outputs
+        from mobilize.sources.data import open_data
+
+        self.module, self.specs, self.policy, self.echo = module, specs, policy, echo
+        self.out_dir, self.stem = out_dir, stem
+        self.work = out_dir / "tune-cache"
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.calibration = calibration or data
+        source = open_data(data)
+        self.samples, self.labels = source.labelled_sample_lists(specs, eval_samples)
+        if not self.samples:
+            raise ConfigError(f"data source '{data}' gave no samples")
+        with torch.inference_mode():
+            self.reference = [flatten_outputs(module(*s)) for s in self.samples]
+        self.reference_correct = None
+        if self.labels is not None:
+            self.reference_correct = [int(r[0].reshape(-1).argmax()) == y for r, y in zip(self.reference, self.labels)]
+        self.cache: dict[str, tuple[Path, Kind]] = {}
+        self.fp32_onnx: Path | None = None
+
+    @property
+    def reference_top1(self) -> float | None:
+        return None if self.reference_correct is None else 100.0 * sum(self.reference_correct) / len(self.reference_correct)
+
+    def context(self) -> Any:
+        from mobilize.context import Context
+        from mobilize.sources.data import open_data
+
+        return Context(input_specs=list(self.specs), data=open_data(self.calibration))
+
+    def build(self, c: Candidate) -> None:
+        """Build (or take from the cache) and judge one candidate."""
+        from mobilize.build import build
+
+        key = recipe_hash(c.recipe)
+        t0 = time.perf_counter()
+        if key not in self.cache:
+            # ONNX int8 variants quantize the fp32 ONNX file built once (same graph the torch export gives)
+            source = self.module
+            if c.runtime == "onnxruntime" and self.fp32_onnx is not None and c.name != "onnx-fp32":
+                from mobilize.artifact import Artifact, Format
+
+                source = Artifact(path=self.fp32_onnx, format=Format.ONNX, input_specs=list(self.specs))
+            result = build(source, c.recipe, self.context(), self.work / f"{self.stem}-{key}")
+            built = result.artifacts[0]
+            kind = Kind.QUANTIZED if result.quantized else built.kind
+            self.cache[key] = (built.artifact.path, kind)
+        c.path, c.kind = self.cache[key]
+        if c.name == "onnx-fp32":
+            self.fp32_onnx = c.path
+        c.build_s = time.perf_counter() - t0
+        self.judge(c)
+
+    def outputs(self, path: Path, samples: Sequence[Sequence[Any]] | None = None) -> list[list[Any]]:
+        from mobilize.runtimes.base import open_session
+
+        with open_session(_artifact(path, self.specs), threads=1) as session:
+            return [session.run(s) for s in (samples if samples is not None else self.samples)]
+
+    def judge(self, c: Candidate) -> None:
+        from mobilize.accuracy.metrics import compare_outputs
+        from mobilize.accuracy.stats import paired_drop_ci
+        from mobilize.accuracy.verify import judge, judge_budget
+
+        comparison = compare_outputs(self.outputs(c.path), self.reference, self.labels)
+        verdict = judge(comparison, c.kind, self.policy)
+        c.cosine = comparison.cosine_mean
+        if comparison.correct is not None and self.reference_correct is not None:
+            c.top1 = comparison.top1
+            c.drop_points = self.reference_top1 - c.top1
+            c.drop_ci = paired_drop_ci(self.reference_correct, comparison.correct)
+        c.verdict = judge_budget(verdict, drop_points=c.drop_points, drop_ci=c.drop_ci, cosine=c.cosine,
+                                 labelled=c.drop_points is not None, policy=self.policy)
+
+
+def tune(module: Any, input_specs: Sequence[Any], *, data: str, calibration: str | None = None,
+         policy: Policy = DEFAULT_POLICY, runtimes: Sequence[str] = ("onnxruntime",), out_dir: Any = "out",
+         stem: str = "model", time_budget_s: float | None = None, eval_samples: int = EVAL_SAMPLES,
+         calibration_samples: int = 100, max_exclusions: int = MAX_EXCLUSIONS, rounds: int = ROUNDS,
+         iterations: int = ITERATIONS, echo: Callable[[str], None] = lambda _text: None) -> TuneResult:
+    """Search recipes for the fastest artifact within ``policy``'s budget; write it, its recipe and a report.
+
+    ``data`` gives the (labelled, if possible) samples every candidate is judged on; ``calibration``
+    the samples int8 ranges are calibrated on (default: ``data``)."""
+    from mobilize.recipe import dump_recipe
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    search = _Search(module, list(input_specs), data, calibration, out, stem, policy, echo, eval_samples)
+    candidates: list[Candidate] = []
+    layers: dict[str, list[Any]] = {}
+    interrupted = False
+
+    def out_of_time() -> bool:
+        return time_budget_s is not None and time.perf_counter() - start > time_budget_s
+
+    try:
+        for name, recipe, runtime in candidate_recipes(runtimes, calibration_samples):
+            if out_of_time():
+                echo(f"time budget reached: {name} and later candidates not tried")
+                break
+            c = Candidate(name, recipe, runtime)
+            candidates.append(c)
+            _try(search, c, echo)
+        # int8 ONNX over budget: keep the worst layers in float, greedily, for the best-calibrated variant
+        onnx_int8 = [c for c in candidates if c.name.startswith("onnx-int8") and c.path and c.verdict]
+        if onnx_int8 and not any(c.within_budget for c in onnx_int8) and search.fp32_onnx and not out_of_time():
+            base = max(onnx_int8, key=lambda c: (c.verdict.outcome != "MISMATCH", c.top1 or 0.0, c.cosine or 0.0))
+            layers[base.name] = _exclude_greedily(search, base, candidates, max_exclusions, out_of_time, echo)
+    except KeyboardInterrupt:
+        interrupted = True
+        echo("interrupted: keeping the best candidate found so far")
+
+    winner, tie_with = _choose(candidates, search.samples[0], rounds, iterations, interrupted, echo)
+    result = TuneResult(candidates, winner, search.reference_top1, tie_with, layers, interrupted,
+                        time.perf_counter() - start)
+    if not interrupted:
+        result.diagnoses = _diagnose(candidates, search, echo)
+    if winner is not None:
+        artifact = out / f"{stem}-tune{winner.path.suffix}"
+        shutil.copyfile(winner.path, artifact)
+        recipe = out / f"{stem}-tune.yaml"
+        dump_recipe(winner.recipe, recipe)
+        result.files += [artifact, recipe]
+    report = out / "tune-report.json"
+    result.files.append(report)
+    report.write_text(json.dumps({**result.to_json(), "policy": policy.to_json()}, indent=2, default=str) + "\n")
+    return result
+
+
+def _try(search: _Search, c: Candidate, echo: Callable[[str], None]) -> None:
+    from mobilize.errors import MobilizeError
+
+    echo(f"build {c.name}")
+    try:
+        search.build(c)
+    except MobilizeError as exc:  # a recipe that does not apply to this model is a lost candidate, not a failure
+        c.error = str(exc).splitlines()[0]
+        c.lost = f"failed: {c.error}"
+        echo(f"  {c.name}: {c.lost}")
+        return
+    echo(f"  {c.name}: {c.verdict.outcome} ({c.verdict.reason})")
+
+
+def _exclude_greedily(search: _Search, base: Candidate, candidates: list[Candidate], limit: int,
+                      out_of_time: Callable[[], bool], echo: Callable[[str], None]) -> list[Any]:
+    """Localise ``base``'s drift, then keep the worst layers in float one more at a time until the budget holds."""
+    import dataclasses as dc
+
+    from mobilize.recipe import Recipe, Step
+    from mobilize.tune import onnx_drift
+
+    pre = onnx_drift.preprocessed_float(search.fp32_onnx, search.work / f"{search.stem}-fp32-pre.onnx")
+    feeds = onnx_drift.feeds_for(pre, search.context().calibration_inputs(DRIFT_SAMPLES))
+    ranked = onnx_drift.localise(pre, base.path, feeds)
+    echo(f"per-layer drift of {base.name} on {len(feeds)} samples (worst first):")
+    for line in onnx_drift.format_table(ranked):
+        echo("  " + line)
+    step = base.recipe.exports[0]
+    excluded: list[str] = []
+    for k, layer in enumerate(ranked[:limit], 1):
+        if out_of_time():
+            echo("time budget reached: exclusion search stopped")
+            break
+        new = [n for n in layer.nodes if n not in excluded]
+        if not new:
+            continue
+        excluded += new
+        config = dc.replace(step.config, exclude_nodes=tuple(excluded))
+        name = f"{base.name}-float{k}"
+        recipe = Recipe(name, (), (Step("onnx", config),), base.recipe.runtime,
+                        f"tune: {base.name} with {len(excluded)} node(s) kept in float")
+        c = Candidate(name, recipe, base.runtime, excluded=tuple(excluded))
+        candidates.append(c)
+        echo(f"keep {layer.tensor} in float ({', '.join(new)})")
+        _try(search, c, echo)
+        if c.within_budget:
+            break
+    return ranked
+
+
+def _choose(candidates: list[Candidate], sample: list, rounds: int, iterations: int, interrupted: bool,
+            echo: Callable[[str], None]) -> tuple[Candidate | None, list[str]]:
+    """Time every candidate within budget in interleaved rounds; the fastest wins; name a tie."""
+    from mobilize.accuracy.stats import ratio_ci
+
+    ok = [c for c in candidates if c.within_budget]
+    for c in candidates:
+        if c.lost is None and not c.within_budget and c.verdict is not None:
+            c.lost = f"{c.verdict.outcome}: {c.verdict.reason}"
+    if not ok:
+        return None, []
+    if len(ok) > 1:
+        try:
+            _time(ok, sample, 2 if interrupted else rounds, iterations, echo)
+        except KeyboardInterrupt:
+            echo("interrupted while timing: choosing on the rounds measured so far")
+    timed = [c for c in ok if c.latency_ms_p50 is not None] or ok
+    winner = min(timed, key=lambda c: c.latency_ms_p50 if c.latency_ms_p50 is not None else math.inf)
+    tie_with = []
+    for c in timed:
+        if c is winner:
+            continue
+        ci = ratio_ci(c.round_medians_ms, winner.round_medians_ms)
+        if c.latency_ms_p50 is None or not ci.significant:
+            tie_with.append(c.name)
+            c.lost = (f"tie: {winner.name} is {ci.ratio:.2f}x as fast (95% CI {ci.low:.2f}-{ci.high:.2f}, includes 1); "
+                      f"{winner.name} kept as the faster median")
+        else:
+            c.lost = f"slower: {winner.name} is {ci.ratio:.2f}x as fast (95% CI {ci.low:.2f}-{ci.high:.2f})"
+    return winner, tie_with
+
+
+def _time(cands: list[Candidate], sample: list, rounds: int, iterations: int, echo: Callable[[str], None]) -> None:
+    from mobilize.bench.harness import timed_loop
+    from mobilize.bench.rounds import schedule
+    from mobilize.runtimes.base import open_session
+
+    sessions, prepared = {}, {}
+    try:
+        for c in cands:
+            s = open_session(_artifact(c.path, None), threads=1)
+            sessions[c.name] = s
+            prepared[c.name] = s.prepare(sample)
+        echo(f"timing {len(cands)} candidate(s) within budget: {rounds} interleaved rounds of {iterations}")
+        got = schedule([c.name for c in cands], lambda n, k: timed_loop(sessions[n].run_prepared, prepared[n], k),
+                       rounds, iterations)
+    finally:
+        for s in sessions.values():
+            s.close()
+    for c in cands:
+        r = got[c.name]
+        c.round_medians_ms = [round(x, 4) for x in r.round_medians_ms]
+        c.latency_ms_p50 = statistics.median(r.round_medians_ms) if r.round_medians_ms else None
+
+
+def _artifact(path: Path, specs: Sequence[Any] | None) -> Any:
+    from mobilize.artifact import Artifact, format_for_path
+
+    return Artifact(path=Path(path), format=format_for_path(path), input_specs=list(specs or []))
+
+
+def _diagnose(candidates: list[Candidate], search: _Search, echo: Callable[[str], None]) -> list[dict[str, Any]]:
+    """For ONNX int8 candidates timed no faster than ONNX fp32: where the time goes."""
+    fp32 = next((c for c in candidates if c.name == "onnx-fp32" and c.latency_ms_p50), None)
+    if fp32 is None:
+        return []
+    out = []
+    for c in candidates:
+        if c.runtime == "onnxruntime" and c.kind == Kind.QUANTIZED and c.latency_ms_p50 and \
+                c.latency_ms_p50 >= fp32.latency_ms_p50:
+            from mobilize.tune.why import why_not_faster
+
+            d = why_not_faster(fp32.path, c.path, search.samples[0])
+            for line in d.lines():
+                echo(line)
+            out.append({"candidate": c.name, **d.to_json()})
+            break  # one diagnosis is enough for the report; they share the cause
+    return out

@@ -1,0 +1,149 @@
+"""``mobilize optimize ... --emit-app DIR``: a minimal CMake project per artifact, ready to build.
+
+Each project is ``main.cpp`` (load the file, feed the bundled input or a raw float32 file, print
+the top-5 outputs and the latency), the shared headers, ``model_info.h`` (the artifact's path
+and input shape), ``input.raw`` (one real sample from ``--data``, else a seeded random tensor)
+and a ``CMakeLists.txt`` that finds LibTorch or ExecuTorch in the installed wheels — the same
+template the native benchmark is built from — with the Android NDK / iOS settings in its header.
+An ExecuTorch artifact with a bundled program beside it (``.bpte``) gets an app that runs the
+bundled input and checks it against the bundled expected output.
+
+    >>> apps, notes = emit_apps(result["artifacts"], "apps/", data="digits")
+    >>> apps[0].folder.name, apps[0].build_command
+    ('digits_mobilenet_v2-executorch-fp32-executorch', 'cmake -S /.../apps/... -B /.../build && cmake --build /.../build')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+from mobilize.artifact import Artifact, Format
+from mobilize.errors import BackendUnavailableError
+from mobilize.sources.inputs import InputSpec, make_random_inputs
+
+APP_SOURCES = {"torch": "app_torch.cpp", "executorch": "app_executorch.cpp"}
+APP_HEADERS = {"torch": ("tensor_file.h",), "executorch": ("tensor_file.h", "bpte.h")}
+PROJECT = "app"
+
+
+@dataclasses.dataclass(frozen=True)
+class EmittedApp:
+    folder: Path
+    artifact: Path
+    """The file the app loads by default (a .bpte beside a .pte when there is one)."""
+    format: str
+    input_source: str
+    """Where ``input.raw`` came from: ``data:digits`` or ``random-with-seed:0``."""
+
+    @property
+    def build_command(self) -> str:
+        return f"cmake -S {self.folder} -B {self.folder / 'build'} && cmake --build {self.folder / 'build'}"
+
+    def describe(self) -> str:
+        """One line for the terminal, with the folder relative to the working directory when inside it."""
+        folder = Path(os.path.relpath(self.folder)) if self.folder.is_relative_to(Path.cwd()) else self.folder
+        return (f"app {folder}  ({self.format}, input {self.input_source}): "
+                f"cmake -S {folder} -B {folder / 'build'} && cmake --build {folder / 'build'}")
+
+    @property
+    def binary(self) -> Path:
+        return self.folder / "build" / PROJECT
+
+    def to_json(self) -> dict[str, Any]:
+        return {"folder": str(self.folder), "artifact": str(self.artifact), "format": self.format,
+                "input_source": self.input_source, "build": self.build_command, "run": str(self.binary)}
+
+
+def emit_apps(artifacts: Sequence[dict[str, Any]], out_dir: str | Path, *, data: str | None = None, seed: int = 0,
+              input_specs: Sequence[InputSpec] | None = None) -> tuple[list[EmittedApp], list[str]]:
+    """An app project for every artifact a native runtime can load; returns the apps and notes
+    for the artifacts left out (other formats, several inputs, a wheel without C++ files)."""
+    from mobilize.native.runner import FAMILY_FOR_FORMAT
+
+    apps: list[EmittedApp] = []
+    notes: list[str] = []
+    for entry in artifacts:
+        path, fmt = Path(entry["artifact"]), Format(entry["format"])
+        if fmt not in FAMILY_FOR_FORMAT:
+            notes.append(f"emit-app: no native app for {path.name} ({fmt}); apps are made for .pt, .ptl and .pte files")
+            continue
+        specs = list(input_specs or Artifact.from_file(path).input_specs)
+        if len(specs) != 1 or any(d <= 0 for d in specs[0].shape) or specs[0].dtype != "float":
+            notes.append(f"emit-app: {path.name} takes {len(specs)} input(s): "
+                         f"{'; '.join(str(s) for s in specs) or 'shape unknown'}; the app skeleton feeds one float "
+                         f"input of known shape (edit main.cpp of another app, or give --input_dims)")
+            continue
+        try:
+            apps.append(emit_app(path, fmt, Path(out_dir) / f"{path.stem}-{fmt}", specs[0], data=data, seed=seed))
+        except BackendUnavailableError as exc:
+            notes.append(f"emit-app: no app for {path.name}: {exc}")
+    return apps, notes
+
+
+def emit_app(path: Path, fmt: Format, folder: Path, spec: InputSpec, *, data: str | None = None,
+             seed: int = 0) -> EmittedApp:
+    """Write one app project for the artifact at ``path`` into ``folder``."""
+    from mobilize.native.build import find_package, write_project
+    from mobilize.native.runner import FAMILY_FOR_FORMAT
+
+    family = FAMILY_FOR_FORMAT[fmt]
+    package = find_package(family)
+    model = path.resolve()
+    bundled = model.with_suffix(".bpte")
+    if fmt == Format.EXECUTORCH and model.suffix == ".pte" and bundled.is_file():
+        model = bundled
+    folder = folder.resolve()
+    source = APP_SOURCES[family]
+    write_project(folder, package, PROJECT, "main.cpp", (Path(__file__).parent / "cpp" / source).read_text(),
+                  APP_HEADERS[family])
+    sample, input_source = _sample(spec, data, seed)
+    (folder / "input.raw").write_bytes(sample.float().contiguous().numpy().tobytes())
+    (folder / "model_info.h").write_text(_model_info(model, fmt, folder / "input.raw", spec))
+    app = EmittedApp(folder, model, str(fmt), input_source)
+    (folder / "README.md").write_text(_readme(app, path.resolve(), spec))
+    return app
+
+
+def _sample(spec: InputSpec, data: str | None, seed: int):
+    if data is not None:
+        from mobilize.sources.data import open_data
+
+        x, _ = next(iter(open_data(data).batches(spec, limit=spec.shape[0])))
+        return x, f"data:{data}"
+    return make_random_inputs([spec], seed)[0], f"random-with-seed:{seed}"
+
+
+def _c_string(text: str) -> str:
+    return '"' + re.sub(r'(["\\])', r"\\\1", text) + '"'
+
+
+def _model_info(model: Path, fmt: Format, raw: Path, spec: InputSpec) -> str:
+    return "\n".join([
+        "// Written by mobilize optimize --emit-app: what this app loads when run with no arguments.",
+        "#pragma once",
+        f"#define MOBILIZE_MODEL_PATH {_c_string(str(model))}",
+        f"#define MOBILIZE_INPUT_PATH {_c_string(str(raw))}",
+        f"#define MOBILIZE_INPUT_DIMS {{{', '.join(str(d) for d in spec.shape)}}}",
+        f"#define MOBILIZE_LITE {1 if fmt == Format.LITE else 0}",
+        "",
+    ])
+
+
+def _readme(app: EmittedApp, artifact: Path, spec: InputSpec) -> str:
+    runtime = "ExecuTorch (XNNPACK delegate)" if app.format == "executorch" else "LibTorch"
+    return f"""# App skeleton for {artifact.name}
+
+`main.cpp` loads `{app.artifact.name}` with {runtime}, feeds one input, prints the top-5 outputs
+and the median latency of 20 runs.  Built against the libraries in the installed Python wheel;
+see the top of `CMakeLists.txt` for an Android NDK or iOS build of the same runtime.
+
+    {app.build_command}
+    {app.binary}                                  # the default model and input (model_info.h)
+    {app.binary} {artifact} input.raw        # any model file, any raw input
+
+`input.raw` is one input ({', '.join(map(str, spec.shape))}, float32, row-major) from {app.input_source}.
+"""

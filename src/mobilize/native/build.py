@@ -1,0 +1,290 @@
+"""Build mobilize's native benchmarks once per toolchain and wheel, and cache them on disk.
+
+The C++ sources ship in ``mobilize/native/cpp``; they are compiled with CMake against the LibTorch
+and ExecuTorch that the installed ``torch`` and ``executorch`` wheels carry (headers, shared
+libraries, CMake packages).  A binary is keyed by compiler, CMake, wheel versions and locations,
+and a hash of the sources, kept under ``$MOBILIZE_CACHE_DIR/native`` (default
+``~/.cache/mobilize/native``) and installed atomically, so concurrent builds never expose a
+half-written file.  Anything missing (no compiler, no CMake, a wheel without headers) is a
+one-line ``BackendUnavailableError`` that names it and says how to get it.
+
+    >>> from mobilize.native.build import ensure_binary
+    >>> path = ensure_binary("executorch")        # ~10 s the first time, then instant
+    >>> path.name
+    'bench_executorch'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+from mobilize.errors import BackendUnavailableError, ConfigError
+
+CPP_DIR = Path(__file__).parent / "cpp"
+SHARED_HEADERS = ("tensor_file.h", "bench_common.h", "bpte.h")
+"""Headers every native program may include; copied next to its source."""
+LIB_SUFFIX = ".dylib" if sys.platform == "darwin" else ".so"
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """A runtime family: the wheel that carries it and the CMake template that finds it."""
+
+    name: str
+    """``torch`` (TorchScript and lite interpreter through LibTorch) or ``executorch``."""
+    package: str
+    """The Python distribution whose wheel ships the C++ runtime."""
+    template: str
+    """CMakeLists template in ``cpp/`` (placeholders ``@PROJECT@``, ``@SOURCE@``, ``@<ROOT_VAR>@``)."""
+    root_var: str
+    """The CMake cache variable that points the template at the runtime package."""
+    required: tuple[str, ...]
+    """Files (relative to the package folder) a build needs; ``{lib}`` is the shared-library suffix."""
+
+
+FAMILIES = {
+    "torch": Family("torch", "torch", "CMakeLists.torch.txt", "TORCH_CMAKE_DIR", (
+        "include/torch/script.h", "include/torch/csrc/jit/mobile/import.h",
+        "share/cmake/Torch/TorchConfig.cmake", "lib/libtorch_cpu{lib}", "lib/libc10{lib}")),
+    "executorch": Family("executorch", "executorch", "CMakeLists.executorch.txt", "EXECUTORCH_ROOT", (
+        "include/executorch/extension/module/module.h", "include/executorch/extension/tensor/tensor.h",
+        "share/cmake/executorch-config.cmake", "lib/libexecutorch{lib}", "lib/libexecutorch_backend_xnnpack{lib}",
+        "lib/libexecutorch_kernels_optimized{lib}", "lib/libexecutorch_threadpool{lib}")),
+}
+
+BENCH_SOURCES = {"torch": "bench_torch.cpp", "executorch": "bench_executorch.cpp"}
+"""The benchmark program of each family (its binary is named after the source)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Toolchain:
+    cxx: str
+    """Absolute path of the C++ compiler (``$MOBILIZE_CXX``, else ``$CXX``, else ``c++``)."""
+    cxx_version: str
+    cmake: str
+    cmake_version: str
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimePackage:
+    family: Family
+    root: Path
+    """The installed package folder (``site-packages/torch``)."""
+    version: str
+
+    @property
+    def cmake_value(self) -> str:
+        return str(self.root / "share" / "cmake") if self.family.name == "torch" else str(self.root)
+
+
+def cache_root() -> Path:
+    """``$MOBILIZE_CACHE_DIR/native``, default ``~/.cache/mobilize/native``."""
+    base = os.environ.get("MOBILIZE_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "mobilize")
+    return Path(base) / "native"
+
+
+def _first_line(cmd: list[str]) -> str:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unknown ({type(exc).__name__})"
+    text = (out.stdout or out.stderr).strip()
+    return text.splitlines()[0] if text else "unknown"
+
+
+def find_toolchain() -> Toolchain:
+    """The C++ compiler and CMake a native build uses; refuses in one line when one is missing."""
+    env = "MOBILIZE_CXX" if os.environ.get("MOBILIZE_CXX") else "CXX" if os.environ.get("CXX") else None
+    name = os.environ[env] if env else "c++"
+    cxx = shutil.which(name)
+    if cxx is None:
+        where = f" (from ${env})" if env else ""
+        raise BackendUnavailableError(
+            f"the native runner needs a C++17 compiler, and '{name}'{where} was not found",
+            hint="install one (Debian/Ubuntu: apt-get install g++; macOS: xcode-select --install) "
+                 "or point $MOBILIZE_CXX at it")
+    cmake_name = os.environ.get("MOBILIZE_CMAKE", "cmake")
+    cmake = shutil.which(cmake_name)
+    if cmake is None:
+        raise BackendUnavailableError(
+            f"the native runner needs CMake 3.19 or newer, and '{cmake_name}' was not found",
+            hint="pip install cmake, or apt-get install cmake, or point $MOBILIZE_CMAKE at it")
+    return Toolchain(cxx, _first_line([cxx, "--version"]), cmake, _first_line([cmake, "--version"]))
+
+
+def find_package(family_name: str) -> RuntimePackage:
+    """The installed wheel of a runtime family, checked for the C++ files a build needs."""
+    family = FAMILIES[family_name]
+    spec = importlib.util.find_spec(family.package)
+    if spec is None or not spec.submodule_search_locations:
+        raise BackendUnavailableError(f"the native {family.name} runner needs the Python package '{family.package}' "
+                                      f"(its wheel carries the C++ runtime)", hint=f"pip install {family.package}")
+    root = Path(list(spec.submodule_search_locations)[0])
+    missing = [rel.format(lib=LIB_SUFFIX) for rel in family.required
+               if not (root / rel.format(lib=LIB_SUFFIX)).exists()]
+    version = importlib.metadata.version(family.package)
+    if missing:
+        raise BackendUnavailableError(
+            f"the {family.package} {version} wheel at {root} has no C++ runtime to build against "
+            f"(missing {', '.join(missing)})",
+            hint=f"install a {family.package} wheel that ships include/, lib/ and its CMake package "
+                 f"(the PyPI wheels for Linux x86_64 and macOS arm64 do), or build {family.package} from source")
+    return RuntimePackage(family, root, version)
+
+
+def render_cmakelists(package: RuntimePackage, project: str, source: str) -> str:
+    text = (CPP_DIR / package.family.template).read_text()
+    return (text.replace("@PROJECT@", project).replace("@SOURCE@", source)
+            .replace(f"@{package.family.root_var}@", package.cmake_value))
+
+
+def build_key(parts: dict[str, str]) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _key_parts(source: str, toolchain: Toolchain, package: RuntimePackage) -> dict[str, str]:
+    files = (source, package.family.template, *SHARED_HEADERS)
+    return {
+        "sources": hashlib.sha256(b"".join((CPP_DIR / f).read_bytes() for f in files)).hexdigest(),
+        "build_py": hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
+        "cxx": f"{toolchain.cxx} {toolchain.cxx_version}",
+        "cmake": toolchain.cmake_version,
+        "package": f"{package.family.package}=={package.version} at {package.root}",
+        "machine": f"{platform.system()} {platform.machine()}",
+    }
+
+
+def write_project(folder: Path, package: RuntimePackage, project: str, source: str,
+                  main_text: str | None = None, headers: tuple[str, ...] = SHARED_HEADERS) -> None:
+    """A CMake project in ``folder``: the source (``main_text`` or the shipped file), the headers it
+    includes and a CMakeLists.txt pointing at the installed wheel."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / source).write_text(main_text if main_text is not None else (CPP_DIR / source).read_text())
+    for header in headers:
+        shutil.copyfile(CPP_DIR / header, folder / header)
+    (folder / "CMakeLists.txt").write_text(render_cmakelists(package, project, source))
+
+
+def cmake_build(source_dir: Path, build_dir: Path, toolchain: Toolchain, what: str,
+                log: Path | None = None) -> None:
+    """Configure and build a CMake project (Release); a failure names its stage and the log file."""
+    jobs = str(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+    steps = [("configure", [toolchain.cmake, "-S", str(source_dir), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
+                            f"-DCMAKE_CXX_COMPILER={toolchain.cxx}"]),
+             ("compile", [toolchain.cmake, "--build", str(build_dir), "-j", jobs])]
+    log = log or build_dir / "build.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a") as fh:
+        for stage, cmd in steps:
+            fh.write("$ " + " ".join(cmd) + "\n")
+            fh.flush()
+            done = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, text=True)
+            if done.returncode != 0:
+                raise BackendUnavailableError(f"building {what} failed at {stage}: {_first_error(log)}",
+                                              hint=f"full log: {log}")
+
+
+def _first_error(log: Path) -> str:
+    lines = log.read_text(errors="replace").splitlines()
+    for line in lines:
+        if "error" in line.lower() and not line.startswith("$ "):
+            return line.strip()[:300]
+    return (lines[-1].strip() if lines else "no output")[:300]
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path`` (a second process building the same binary waits, then reuses it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        try:
+            import fcntl
+        except ImportError:  # no fcntl (Windows): builds may race, the atomic install keeps them safe
+            yield
+            return
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def install_atomically(built: Path, final: Path) -> None:
+    """Copy to a temp name in the final folder, then rename over the final name."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", dir=final.parent)
+    os.close(fd)
+    try:
+        shutil.copy2(built, tmp)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, final)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+@dataclasses.dataclass(frozen=True)
+class BuiltBinary:
+    path: Path
+    family: str
+    cached: bool
+    """True when the binary was already in the cache (no compiler ran)."""
+    build_s: float
+    """Seconds spent configuring and compiling (0 when cached)."""
+
+
+def ensure_binary(family: str, echo: Callable[[str], None] | None = None) -> Path:
+    """The benchmark binary of ``family`` (``torch`` or ``executorch``), built on first use."""
+    return build_binary(family, echo).path
+
+
+def build_binary(family: str, echo: Callable[[str], None] | None = None) -> BuiltBinary:
+    if family not in FAMILIES:
+        raise ConfigError(f"unknown native runtime family '{family}'", hint=f"choose one of: {', '.join(FAMILIES)}")
+    package = find_package(family)
+    toolchain = find_toolchain()
+    source = BENCH_SOURCES[family]
+    name = Path(source).stem
+    parts = _key_parts(source, toolchain, package)
+    folder = cache_root() / f"{name}-{build_key(parts)}"
+    final = folder / name
+    if final.is_file() and os.access(final, os.X_OK):
+        return BuiltBinary(final, family, True, 0.0)
+    with _locked(cache_root() / f".{folder.name}.lock"):
+        if final.is_file() and os.access(final, os.X_OK):  # another process built it meanwhile
+            return BuiltBinary(final, family, True, 0.0)
+        if echo:
+            echo(f"building {name} against {package.family.package} {package.version} "
+                 f"({toolchain.cxx_version}); cached in {folder}")
+        t0 = time.perf_counter()
+        cache_root().mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=f".{folder.name}-", dir=cache_root()) as tmp:
+            work = Path(tmp)
+            write_project(work / "src", package, name, source)
+            log = folder.parent / f"{folder.name}.build.log"
+            log.unlink(missing_ok=True)
+            cmake_build(work / "src", work / "build", toolchain, name, log=log)
+            built = work / "build" / name
+            if not built.is_file():
+                raise BackendUnavailableError(f"building {name} produced no binary", hint=f"full log: {log}")
+            build_s = time.perf_counter() - t0
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "build.json").write_text(json.dumps({**parts, "build_s": round(build_s, 1)}, indent=2) + "\n")
+            install_atomically(built, final)
+            log.unlink(missing_ok=True)
+    return BuiltBinary(final, family, False, build_s)

@@ -1,0 +1,127 @@
+"""The openvino exporter and runtime: each recipe exports, loads, runs and passes the verify core; int8 IRs
+hold FakeQuantize ops and int8 weights; the inference precision is explicit (f32 never a silent bf16) and
+the runtime reports what each layer really ran in; the runtime contract; one-line errors for bad input."""
+
+from __future__ import annotations
+
+import collections
+import json
+
+import pytest
+import torch
+
+from mobilize.accuracy.verify import Kind
+from mobilize.artifact import Artifact, Format
+from mobilize.build import build, verify_artifact
+from mobilize.context import Context
+from mobilize.errors import ConfigError, UnsupportedModelError
+from mobilize.exporters import EXPORTERS
+from mobilize.recipe import load_recipe
+from mobilize.runtimes.base import open_session
+from mobilize.sources.data import open_data
+from mobilize.sources.inputs import InputSpec
+from tests.conftest import INPUT_SHAPE, tiny_input, tiny_model
+
+ov = pytest.importorskip("openvino")
+
+RECIPES = ("openvino-fp32", "openvino-int8", "openvino-bf16", "openvino-fp16")
+OpenVino = EXPORTERS.get("openvino")
+CAPABILITIES = ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+HAS_BF16, HAS_FP16 = "BF16" in CAPABILITIES, "FP16" in CAPABILITIES
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    out = tmp_path_factory.mktemp("openvino")
+    results = {}
+    for name in RECIPES:
+        ctx = Context(input_specs=[InputSpec(INPUT_SHAPE)], data=open_data("sample-photos"))
+        recipe = load_recipe(name)
+        if name == "openvino-int8":
+            recipe = recipe.with_option("calibration_samples", 16)
+        results[name] = build(tiny_model(), recipe, ctx, out / name)
+    return results
+
+
+@pytest.mark.parametrize("name,kind,ran_in", [
+    ("openvino-fp32", Kind.FLOAT, "f32"),
+    ("openvino-int8", Kind.QUANTIZED, "int8"),
+    ("openvino-bf16", Kind.REDUCED, "bf16" if HAS_BF16 else "f32"),
+    ("openvino-fp16", Kind.REDUCED, "f16" if HAS_FP16 else "f32"),
+])
+def test_openvino_recipe_passes_the_verify_core(built, name, kind, ran_in):
+    result = built[name]
+    [art] = result.artifacts
+    assert art.kind == kind and art.artifact.path.suffix == ".xml"
+    verdict = verify_artifact(art, result.module, result.context)
+    assert verdict.ok, verdict.reason
+    with open_session(art.artifact, threads=1) as session:
+        details = session.details()
+    assert details["ran_in"].startswith(ran_in) and "(2 of 2 conv/matmul layers" in details["ran_in"], details["ran_in"]
+    if kind == Kind.FLOAT:  # the point of pinning: OpenVINO's own default on AMX CPUs is bf16
+        assert details["compiled"]["inference_precision_hint"] == "f32"
+
+
+def test_openvino_int8_ir_is_quantized(built):
+    model = ov.Core().read_model(str(built["openvino-int8"].artifacts[0].artifact.path))
+    ops = collections.Counter(op.get_type_name() for op in model.get_ordered_ops())
+    constants = collections.Counter(op.get_output_element_type(0).get_type_name()
+                                    for op in model.get_ordered_ops() if op.get_type_name() == "Constant")
+    assert ops["FakeQuantize"] >= 3 and constants["i8"] >= 2  # activations + conv and linear weights
+    float_model = ov.Core().read_model(str(built["openvino-fp32"].artifacts[0].artifact.path))
+    assert not any(op.get_type_name() == "FakeQuantize" for op in float_model.get_ordered_ops())
+
+
+def test_openvino_ir_files_and_manifest(built, tmp_path):
+    art = built["openvino-fp16"].artifacts[0].artifact
+    xml, weights = art.path, art.path.with_suffix(".bin")
+    assert weights.exists() and art.size_bytes == xml.stat().st_size + weights.stat().st_size
+    assert not [f for f in xml.parent.iterdir() if f.name.startswith(".")], "no temp files left behind"
+    assert json.loads(art.manifest_path.read_text())["size_bytes"] == art.size_bytes
+    model = ov.Core().read_model(str(xml))
+    assert model.get_rt_info(["runtime_options", "INFERENCE_PRECISION_HINT"]).astype(str) == "f16"
+    assert any(op.get_output_element_type(0).get_type_name() == "f16"
+               for op in model.get_ordered_ops() if op.get_type_name() == "Constant")  # fp16 weights
+
+
+def test_openvino_runtime_contract(built):
+    """Latency hint, one stream, the thread count given; reloading with other threads keeps the answers."""
+    x, reference = tiny_input(), tiny_model()(tiny_input())
+    session = open_session(Artifact.from_file(built["openvino-fp32"].artifacts[0].artifact.path), threads=1)
+    try:
+        assert session.name == "openvino" and session.declared_input_specs()[0].shape == INPUT_SHAPE
+        torch.testing.assert_close(session.run([x])[0], reference, atol=1e-5, rtol=1e-4)
+        session.set_threads(2)
+        compiled = session.details()["compiled"]
+        assert (compiled["inference_num_threads"], compiled["num_streams"], compiled["performance_hint"]) == \
+            ("2", "1", "LATENCY")
+        torch.testing.assert_close(session.run([x])[0], reference, atol=1e-5, rtol=1e-4)
+    finally:
+        session.close()
+
+
+def test_onnx_files_run_in_f32_on_openvino(tmp_path):
+    path = tmp_path / "tiny.onnx"
+    torch.onnx.export(tiny_model(), (tiny_input(),), str(path), dynamo=False, input_names=["input"])
+    with open_session(Artifact.from_file(path), runtime="openvino", threads=1) as session:
+        assert session.details()["compiled"]["inference_precision_hint"] == "f32"
+        torch.testing.assert_close(session.run([tiny_input()])[0], tiny_model()(tiny_input()), atol=1e-5, rtol=1e-4)
+    art = OpenVino().export(Artifact.from_file(path), Context(input_specs=[InputSpec(INPUT_SHAPE)]), tmp_path / "ir")
+    with open_session(art, threads=1) as session:  # the ONNX file converted to IR
+        torch.testing.assert_close(session.run([tiny_input()])[0], tiny_model()(tiny_input()), atol=1e-5, rtol=1e-4)
+
+
+def test_openvino_bad_inputs_are_one_line_errors(tmp_path):
+    ctx = Context(input_specs=[InputSpec(INPUT_SHAPE)])
+    with pytest.raises(ConfigError, match="not a tflite file"):
+        OpenVino().export(Artifact(tmp_path / "m.tflite", Format.TFLITE), ctx, tmp_path / "m")
+    with pytest.raises(ConfigError, match="calibration_samples must be at least 1"):
+        OpenVino.Config(calibration_samples=0)
+    two = Context(input_specs=[InputSpec(INPUT_SHAPE), InputSpec(INPUT_SHAPE)])
+    with pytest.raises(ConfigError, match="supports models with one input; this one has 2"):
+        OpenVino(OpenVino.Config(quantize="int8")).export(tiny_model(), two, tmp_path / "m")
+    bad = tmp_path / "bad.xml"
+    bad.write_text("<net><layers></net>")
+    with pytest.raises(UnsupportedModelError, match="OpenVINO could not read") as info:
+        open_session(Artifact.from_file(bad))
+    assert "\n" not in str(info.value)

@@ -7,11 +7,13 @@ cd "$(dirname "$0")/.."
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
-if ! .venv/bin/python -c "import mobilize, torch, executorch, onnxruntime, tqdm, pytest" 2>/dev/null \
+if ! .venv/bin/python -c "import mobilize, torch, executorch, onnxruntime, tqdm, pytest, openvino, ray, torch_pruning" 2>/dev/null \
    || [ pyproject.toml -nt .venv/.mobilize-installed ]; then
     .venv/bin/pip install --quiet --upgrade pip
     .venv/bin/pip install --quiet "torch==2.13.0"
-    .venv/bin/pip install --quiet -e ".[test]" "torch==2.13.0"
+    .venv/bin/pip install --quiet -e ".[test,runtimes,compress,sweep]" "torch==2.13.0" "numpy==2.4.6"
+    # OpenVINO sends usage telemetry unless opted out; mobilize never asks for it.
+    .venv/bin/opt_in_out --opt_out >/dev/null 2>&1 || true
     touch .venv/.mobilize-installed
 fi
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then

@@ -55,7 +55,7 @@ def tiny_input() -> torch.Tensor:
 @pytest.fixture(scope="session")
 def artifacts(tmp_path_factory) -> dict[str, Path]:
     """A TinyNet artifact per format: torchscript (.pt, with a bundled input), lite (.ptl),
-    exported program (.pt2), executorch (.pte, XNNPACK), onnx (.onnx)."""
+    exported program (.pt2), executorch (.pte, XNNPACK), onnx (.onnx), tflite (.tflite, mobilize's litert exporter)."""
     from torch.utils.bundled_inputs import augment_model_with_bundled_inputs, bundle_large_tensor
 
     out = tmp_path_factory.mktemp("artifacts")
@@ -76,6 +76,12 @@ def artifacts(tmp_path_factory) -> dict[str, Path]:
         pte = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()]).to_executorch()
         paths["executorch"].write_bytes(pte.buffer)
         torch.onnx.export(model, (x,), str(paths["onnx"]), dynamo=False, input_names=["input"])
+    from mobilize.context import Context
+    from mobilize.exporters import EXPORTERS
+    from mobilize.sources.inputs import InputSpec
+
+    paths["tflite"] = EXPORTERS.get("litert")().export(model, Context(input_specs=[InputSpec(INPUT_SHAPE)]),
+                                                       out / "tiny").path
     return paths
 
 

@@ -19,12 +19,10 @@ from tests.conftest import tiny_input, tiny_model
 
 # Which fixture artifact each runtime is tested on.
 RUNTIME_FORMATS = {"eager": "eager", "torchscript": "torchscript", "lite": "lite",
-                   "executorch": "executorch", "onnxruntime": "onnx", "openvino": "onnx"}
-TOLERANCE = {"executorch": 1e-4, "onnxruntime": 1e-4, "openvino": 1e-3}
+                   "executorch": "executorch", "onnxruntime": "onnx", "openvino": "onnx", "litert": "tflite"}
+TOLERANCE = {"executorch": 1e-4, "onnxruntime": 1e-4, "openvino": 1e-4, "litert": 1e-4}
 # Runtimes with no case here, and why (each runs the same checks elsewhere).
-RUNTIME_EXCLUDED = {"litert": "the shared artifacts fixture (tests/conftest.py) has no .tflite; "
-                              "tests/exporters/test_litert.py runs this contract on a TinyNet .tflite",
-                    "nnapi_host": "the shared artifacts fixture has no NNAPI file; test_exporter_contract exports TinyNet "
+RUNTIME_EXCLUDED = {"nnapi_host": "the shared artifacts fixture has no NNAPI file; test_exporter_contract exports TinyNet "
                                   "with the nnapi exporter and runs it in this runtime, tests/exporters/test_nnapi.py "
                                   "runs the rest of this contract"}
 

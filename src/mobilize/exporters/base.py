@@ -63,10 +63,6 @@ class Exporter(abc.ABC):
         """What the file promises against the module it was exported from (the one tolerance method)."""
         return Expectation(Kind.FLOAT, self.tolerance)
 
-    def expectation(self, ctx: Context | None) -> Expectation:
-        """What the file promises against the module it was exported from (the one tolerance method)."""
-        return Expectation(Kind.FLOAT, self.tolerance)
-
     def check_available(self) -> None:
         for pkg in self.packages:
             if importlib.util.find_spec(pkg) is None:

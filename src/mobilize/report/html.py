@@ -211,7 +211,7 @@ def render_html(report: dict[str, Any]) -> str:
                  _num(v.get("latency_ms_p90")), speed_text(v),
                  _num(v["size_bytes"] / 1e6 if v.get("size_bytes") else None),
                  _num(acc.get("top1")), drop_text(acc), _num(acc.get("cosine"), digits=5), sqnr_text(acc),
-                 _num(acc.get("max_abs"), digits=3)]
+                 _num(acc.get("max_abs"), digits=3), v.get("ran_in") or v.get("kind")]
         rows.append(f'<tr><td>{esc(v["name"])}</td><td class="l {cls}">{esc(v["outcome"])}'
                     f'{" (" + esc(v["stage"]) + ")" if v.get("stage") else ""}</td>'
                     + "".join(f"<td>{esc(c) if c is not None else '-'}</td>" for c in cells)
@@ -235,7 +235,7 @@ Generated {esc(report.get('created', ''))} by mobilize {esc(report.get('mobilize
 <h2>Latency</h2>{latency_chart(variants)}
 <h2>Latency vs accuracy ({esc(metric)})</h2>{accuracy_chart(variants, metric)}
 <h2>Results</h2><table><tr><th>variant</th><th>outcome</th><th>format</th><th>runtime</th><th>p50 ms</th><th>p90 ms</th>
-<th>speedup</th><th>size MB</th><th>top-1 %</th><th>drop</th><th>cosine</th><th>SQNR dB</th><th>max abs</th><th>rule</th></tr>
+<th>speedup</th><th>size MB</th><th>top-1 %</th><th>drop</th><th>cosine</th><th>SQNR dB</th><th>max abs</th><th>ran in</th><th>rule</th></tr>
 {''.join(rows)}</table>
 <p class="muted">~ marks a difference inside its 95% interval of no difference: a tie. Speed-ups are against
 {esc(report.get('reference_variant'))}, from paired round medians.</p>
@@ -256,7 +256,25 @@ def lint_section(report: dict[str, Any]) -> str:
     return "<h2>Architecture lint and per-layer profile</h2>" + render_fragment(report["lint"])
 
 
-EXTRA_SECTIONS: list = [lint_section]
+def compression_section(report: dict[str, Any]) -> str:
+    """Parameters, MACs and sparsity of every variant a prune step changed, beside its speed and accuracy."""
+    rows = [v for v in report["variants"] if v.get("prune")]
+    if not rows:
+        return ""
+    cells = []
+    for v in rows:
+        p, acc = v["prune"], v.get("accuracy") or {}
+        cells.append("<tr>" + "".join(f"<td>{esc(c) if c is not None else '-'}</td>" for c in (
+            v["name"], p.get("method"), f"{p.get('params_before', 0):,} → {p.get('params_after', 0):,}",
+            f"{p.get('macs_before', 0):,} → {p.get('macs_after', 0):,}", _num(p.get("sparsity_percent"), "%"),
+            _num(v.get("latency_ms_p50")), _num(acc.get("top1")))) + "</tr>")
+    return ("<h2>Compression</h2><table><tr><th>variant</th><th>method</th><th>parameters</th><th>MACs</th>"
+            "<th>sparsity</th><th>p50 ms</th><th>top-1 %</th></tr>" + "".join(cells) + "</table>"
+            '<p class="muted">Unstructured sparsity leaves every tensor dense: dense runtimes multiply the zeros, so '
+            "only structured pruning changes MACs and speed.</p>")
+
+
+EXTRA_SECTIONS: list = [lint_section, compression_section]
 """Renderers ``report -> html`` for optional sections."""
 
 

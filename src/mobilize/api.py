@@ -49,8 +49,12 @@ def bench(
     echo: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Benchmark one model reference or artifact; returns the report dict (units in names)."""
+    from mobilize.checks import check_at_least, check_threads
     from mobilize.runtimes.base import RuntimeOptions
 
+    check_threads(threads)
+    check_at_least(config.iterations, 1, "--iter")
+    check_at_least(config.warmup, 0, "--warmup")
     threads = threads or default_threads()
     target = resolve_model(reference, trust_pickle=trust_pickle)
     cls = session_class(target, runtime)
@@ -129,19 +133,11 @@ def model_stem(reference: str) -> str:
 
 
 def check_output_dir(out_dir) -> "Path":
-    """Fail before any work if the output folder cannot be used."""
-    from pathlib import Path
+    """Fail before any work if the output folder cannot be used (created here if missing); stale
+    temporaries of killed runs in it are removed."""
+    from mobilize.paths import Outputs
 
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"output folder {out} is a file", hint="give a folder path with -o")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"cannot create output folder {out}: {exc.strerror}") from exc
-    if not os.access(out, os.W_OK):
-        raise ConfigError(f"output folder {out} is not writable")
-    return out
+    return Outputs().folder(out_dir, "-o")
 
 
 def optimize(
@@ -156,19 +152,61 @@ def optimize(
     trust_pickle: bool = False,
     verify: bool = True,
     progress: Callable[[int, int, str], None] | None = None,
+    isolate: bool = True,
+    log_path: Any = None,
 ) -> dict[str, Any]:
-    """Run a recipe's passes and exporters; write artifacts and manifests; verify each artifact."""
-    from mobilize.build import build, verify_artifact
-    from mobilize.context import Context
-    from mobilize.errors import AccuracyError
+    """Run a recipe's passes and exporters; write artifacts and manifests; verify each artifact.
+
+    The work runs in a child process (unless ``isolate=False``), so a native crash in an exporter or a
+    runtime is an error naming its stage (``log_path``: where that process's stderr goes, for the error's
+    last lines).  Files are written into a staging folder inside ``out_dir`` and moved into place only
+    when every artifact was built and verified: a failed run leaves no artifact and no manifest."""
+    import shutil
+
+    from mobilize import paths
+    from mobilize.isolate import run_isolated
     from mobilize.recipe import Recipe, load_recipe
     from mobilize.sources.data import open_data
-    from mobilize.target import Target, host_cpu
+    from mobilize.target import Target
+
+    from mobilize.sources.models import check_reference
 
     recipe = recipe if isinstance(recipe, Recipe) else load_recipe(recipe)
     if engine:
         recipe = recipe.with_option("engine", engine)
+    Target.parse(target)
+    check_reference(reference)  # a bad reference, --data or --target fails before any work
+    if data:
+        open_data(data)
     out = check_output_dir(out_dir)
+    staging = paths.staging_dir(out)
+    job = (reference, recipe.to_dict(), str(staging), data, target, list(input_specs or []), trust_pickle, verify)
+    try:
+        if isolate:
+            report = run_isolated(build_and_verify, *job, what="optimize", progress=progress, log_path=log_path,
+                                  crash_hint="nothing was written")
+        else:
+            report = build_and_verify(*job, progress=progress)
+        paths.commit_staging(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return paths.relocate(report, staging, out)
+
+
+def build_and_verify(reference: str, recipe: dict[str, Any], out_dir: str, data: str | None, target: str | None,
+                     input_specs: list[InputSpec], trust_pickle: bool, verify: bool,
+                     progress: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
+    """optimize's work (in its child process): resolve the model, run the recipe, verify every artifact."""
+    from pathlib import Path
+
+    from mobilize.build import build, verify_artifact
+    from mobilize.context import Context
+    from mobilize.errors import AccuracyError
+    from mobilize.recipe import Recipe
+    from mobilize.sources.data import open_data
+    from mobilize.target import Target, host_cpu
+
+    recipe = Recipe.from_dict(recipe, recipe.get("name", "custom"))
     source = resolve_model(reference, trust_pickle=trust_pickle)
     ctx = Context(input_specs=list(input_specs or source.input_specs), data=open_data(data) if data else None,
                   target=Target.parse(target))
@@ -185,7 +223,8 @@ def optimize(
             progress(done, total, text)
         done += 1
 
-    result = build(model, recipe, ctx, out / f"{model_stem(reference)}-{recipe.name}", echo=step)
+    _check_forward(source, ctx, reference)
+    result = build(model, recipe, ctx, Path(out_dir) / f"{model_stem(reference)}-{recipe.name}", echo=step)
     artifacts, mismatches = [], []
     for built in result.artifacts:
         art = built.artifact
@@ -204,8 +243,23 @@ def optimize(
     if progress:
         progress(total, total, "done")
     if mismatches:
-        raise AccuracyError("artifacts do not match the prepared model: " + "; ".join(mismatches), stage="verify")
+        raise AccuracyError("artifacts do not match the prepared model: " + "; ".join(mismatches), stage="verify",
+                            hint="nothing was written; --no-verify keeps files that were not checked")
     return report
+
+
+def _check_forward(source: Any, ctx: Any, reference: str) -> None:
+    """One forward of the model on seeded inputs before any export: a model that fails on the given input
+    shape, or returns no tensor at all, is told so here, in one line, instead of deep inside an exporter."""
+    from mobilize.errors import UnsupportedModelError
+
+    if not hasattr(source, "module") or not ctx.input_specs or any(d <= 0 for s in ctx.input_specs for d in s.shape):
+        return
+    with open_session(source) as session:
+        outputs = session.run(ctx.example_inputs())
+    if not outputs:
+        raise UnsupportedModelError(f"the forward of '{reference}' returned no tensor",
+                                    hint="forward must return a tensor, a tuple or a dict of tensors")
 
 
 def default_data(reference: str, specs: Sequence[InputSpec]) -> str | None:
@@ -235,7 +289,9 @@ def compare(model: str | None = None, plan: Any = "default", config: Any = None,
     import datetime
 
     import mobilize
+    from mobilize.checks import check_at_least, check_positive, check_threads
     from mobilize.compare.runner import CompareConfig, run_plan
+    from mobilize.paths import remove_previous
     from mobilize.plan import Plan, load_plan
     from mobilize.report.json_report import write_reports
     from mobilize.target import Target, host_cpu
@@ -246,22 +302,21 @@ def compare(model: str | None = None, plan: Any = "default", config: Any = None,
     plan = plan if isinstance(plan, Plan) else load_plan(plan)
     if variants:
         plan = plan.select(list(variants))
-    if cfg.iterations < 1 or cfg.rounds < 1:
-        raise ConfigError("--iter and --rounds must be at least 1")
-    if cfg.accuracy_samples < 1:
-        raise ConfigError(f"--accuracy-samples must be at least 1, got {cfg.accuracy_samples}")
-    if cfg.timeout_s <= 0:
-        raise ConfigError(f"--timeout must be more than 0 seconds, got {cfg.timeout_s:g}")
+    check_at_least(cfg.iterations, 1, "--iter")
+    check_at_least(cfg.rounds, 1, "--rounds")
+    check_at_least(cfg.accuracy_samples, 1, "--accuracy-samples")
+    check_positive(cfg.timeout_s, "--timeout", " seconds")
+    check_threads(cfg.threads)
     target = Target.parse(cfg.target)
     out = check_output_dir(cfg.out_dir)
-    source = resolve_model(model, trust_pickle=cfg.trust_pickle)
-    if not hasattr(source, "module"):
-        raise ConfigError(f"compare needs a PyTorch model to derive variants from; {model} is a {source.format} file",
-                          hint="use mobilize bench for a single artifact")
-    specs = list(cfg.input_specs or source.input_specs)
+    facts = model_facts_isolated(model, cfg.trust_pickle, len(cfg.input_specs), cfg.timeout_s)
+    if facts["format"] != "eager":
+        raise ConfigError(f"compare needs a PyTorch model to derive variants from; {model} is a {facts['format']} "
+                          f"file", hint="use mobilize bench for a single artifact")
+    specs = list(cfg.input_specs or facts["input_specs"])
     if not specs:
         raise ConfigError("the model's input shape is unknown", hint='give --input_dims, e.g. "1,3,224,224"')
-    names = input_names(source.module, len(specs))
+    names = facts["input_names"]
     data = cfg.data or default_data(model, specs)
     if data is not None:
         _check_data_fits(specs, data, names)
@@ -280,9 +335,42 @@ def compare(model: str | None = None, plan: Any = "default", config: Any = None,
             report.setdefault(key, value)
         write_reports(report, out)
 
+    # The folder holds this run's results only: an older report (or its artifacts) beside a new one misleads.
+    removed = remove_previous(out, RUN_FILES)
+    if removed:
+        meta["notes"].append(f"removed the previous run's {', '.join(removed)} from {out} before this run")
     report = run_plan(cfg, plan, progress=progress, on_update=save)
     save(report)
     return report
+
+
+RUN_FILES = ("report.json", "report.html", "artifacts", "logs")
+"""What a compare run writes into its output folder (and removes from an earlier run there first)."""
+
+
+def model_facts(reference: str, trust_pickle: bool, spec_count: int,
+                progress: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
+    """What compare needs to know before its workers start: the format, the declared input specs and the
+    forward's input names (for ``spec_count`` inputs, or as many as it declares)."""
+    if progress:
+        progress(0, 1, "build the model")
+    source = resolve_model(reference, trust_pickle=trust_pickle)
+    specs = list(getattr(source, "input_specs", None) or [])
+    module = getattr(source, "module", None)
+    names = input_names(module, spec_count or len(specs)) if module is not None else []
+    return {"format": str(source.format), "input_specs": specs, "input_names": names}
+
+
+def model_facts_isolated(reference: str, trust_pickle: bool, spec_count: int, timeout_s: float) -> dict[str, Any]:
+    """:func:`model_facts` in a child process under the stage timeout: building a user's model runs its code
+    (import, constructor, unpickling), which may hang or crash.  The zoo's models are mobilize's own."""
+    from mobilize.isolate import run_isolated
+    from mobilize.sources.models import check_reference
+
+    check_reference(reference)
+    if reference.strip().startswith("zoo:"):
+        return model_facts(reference, trust_pickle, spec_count)
+    return run_isolated(model_facts, reference, trust_pickle, spec_count, what="model check", timeout_s=timeout_s)
 
 
 def input_names(module: Any, count: int) -> list[str]:

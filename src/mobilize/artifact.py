@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mobilize.errors import ConfigError, UserError
+from mobilize.paths import temp_prefix
 from mobilize.sources.inputs import InputSpec
 
 
@@ -86,7 +87,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write to a temp file in the same folder, then rename: no half-written file survives."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=temp_prefix("tmp", path.name), suffix=".tmp", dir=path.parent)
     os.chmod(tmp, _umask_mode())
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -111,7 +112,9 @@ class atomic_path:
 
     def __enter__(self) -> Path:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.stem}.", suffix=self.path.suffix, dir=self.path.parent)
+        # named after this process (mobilize.paths): a run killed mid-write leaves a temp the next run removes
+        fd, tmp = tempfile.mkstemp(prefix=temp_prefix("tmp", self.path.stem), suffix=self.path.suffix,
+                                   dir=self.path.parent)
         os.close(fd)
         os.chmod(tmp, _umask_mode())
         self.tmp = Path(tmp)

@@ -1,46 +1,219 @@
-"""Every bad input: one clear line on stderr, exit code 2, no traceback (unless --debug)."""
+"""Every bad input: one clear line on stderr, exit code 2, no traceback (unless --debug), and nothing
+left on disk but what the row says.
+
+The cases are a table: each row is the command, the exit code, the message fragments, and what the
+run may add to its folder.  In a command, ``{tmp}`` is the row's own folder, ``{art:FMT}`` an artifact
+of the shared tiny model (tests/conftest.py), ``{cut:FMT:P}`` a copy of it cut to P percent of its
+length.  A new way to go wrong is a new row.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 
 import pytest
 import torch
 
-from tests.conftest import assert_one_line_error, tiny_model
+from tests.conftest import assert_one_line_error, tiny_input, tiny_model
+
+BENCH = ("bench", "zoo:conv_bn_relu", "--input_dims", "1,3,16,16", "--iter", "2", "--warmup", "0")
+COMPARE = ("compare", "zoo:conv_bn_relu", "--input_dims", "1,3,16,16", "-o", "{tmp}/out")
+
+MODELS = """
+import torch
+
+class InitRaises(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        raise ValueError("no weights file here")
+
+class ReturnsNone(torch.nn.Module):
+    input_specs = [(1, 3, 16, 16)]
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+
+    def forward(self, x):
+        self.conv(x)
+
+class NotAModel:
+    pass
+"""
 
 
-def test_missing_file(run_cli, tmp_path):
-    assert_one_line_error(*run_cli("bench", tmp_path / "nope.pt")[::2], "model file not found", "nope.pt")
+@dataclasses.dataclass(frozen=True)
+class Case:
+    argv: tuple[str, ...]
+    fragments: tuple[str, ...]
+    code: int = 2
+    files: tuple[tuple[str, bytes | str], ...] = ()
+    """Files the row needs, created in its folder first (relative path, content)."""
+    left: tuple[str, ...] = ()
+    """What the run may add to the row's folder (relative paths); everything else stays as it was."""
 
 
-def test_unknown_suffix(run_cli, tmp_path):
-    (tmp_path / "model.mlmodel").write_bytes(b"x")
-    assert_one_line_error(*run_cli("bench", tmp_path / "model.mlmodel")[::2], "unknown model file suffix '.mlmodel'", ".onnx")
+CASES = {
+    # -- model references and files ------------------------------------------------------------------
+    "missing-file": Case(("bench", "{tmp}/nope.pt"), ("model file not found", "nope.pt")),
+    "unknown-suffix": Case(("bench", "{tmp}/model.mlmodel"), ("unknown model file suffix '.mlmodel'", ".onnx"),
+                           files=(("model.mlmodel", b"x"),)),
+    "unknown-zoo-name": Case(("bench", "zoo:mobilenet_v3"), ("unknown zoo model 'mobilenet_v3'",
+                                                             "did you mean: mobilenet_v2")),
+    "not-a-module": Case(("bench", "{tmp}/m.py:NotAModel"), ("not a torch.nn.Module",), files=(("m.py", MODELS),)),
+    "missing-class": Case(("bench", "{tmp}/m.py:Missing"), ("has no 'Missing'", "NotAModel"), files=(("m.py", MODELS),)),
+    "init-raises": Case(("bench", "{tmp}/m.py:InitRaises", "--input_dims", "1,3,16,16"),
+                        ("building", "m.py:InitRaises' failed: ValueError: no weights file here"),
+                        files=(("m.py", MODELS),)),
+    "sys-exit-on-import": Case(("bench", "{tmp}/exits.py:Net", "--input_dims", "1,3,16,16"),
+                               ("importing", "exits.py failed: it called sys.exit(3)", "__main__"),
+                               files=(("exits.py", "import sys\nsys.exit(3)\n"),)),
+    "optimize-forward-returns-none": Case(("optimize", "{tmp}/m.py:ReturnsNone", "--recipe", "torchscript-fp32",
+                                           "-o", "{tmp}/out"),
+                                          ("the forward of", "m.py:ReturnsNone' returned no tensor"),
+                                          files=(("m.py", MODELS),)),
+    "optimize-unknown-zoo-name": Case(("optimize", "zoo:nope", "-o", "{tmp}/out"), ("unknown zoo model 'nope'",)),
+    "optimize-onnx-wrong-input-dims": Case(("optimize", "zoo:conv_bn_relu", "--recipe", "onnx-fp32", "--input_dims",
+                                            "1,10", "-o", "{tmp}/out"),
+                                           ("[run] the model failed on inputs [1,10 float32]",)),
+    # -- corrupt and truncated files: checked before any runtime reads them ---------------------------
+    **{f"random-bytes-{suffix}": Case(("bench", f"{{tmp}}/corrupt{suffix}", "--input_dims", "1,3,32,32"), fragments,
+                                      files=((f"corrupt{suffix}", os.urandom(4096)),))
+       for suffix, fragments in [
+           (".pt", ("not a valid TorchScript file",)), (".ptl", ("not a valid TorchScript file",)),
+           (".pte", ("not an ExecuTorch program",)), (".bpte", ("not an ExecuTorch program",)),
+           (".onnx", ("not a valid ONNX model", "truncated or corrupt")),
+           (".pt2", ("not a valid ExportedProgram", "truncated or corrupt"))]},
+    **{f"truncated-{fmt}-{pct}": Case(("bench", f"{{cut:{fmt}:{pct}}}", "--iter", "2"), ("truncated or corrupt",))
+       for fmt in ("torchscript", "lite", "exported_program", "executorch", "bpte", "onnx") for pct in (10, 50, 99)},
+    "truncated-bpte-bundled-input": Case(("bench", "{cut:bpte:99}", "--use_bundled_input", "0"),
+                                         ("truncated or corrupt",)),
+    "pt-renamed-pt2": Case(("bench", "{tmp}/model.pt2"), ("not a valid ExportedProgram", "without an exported program"),
+                           files=(("model.pt2", "{art:torchscript}"),)),
+    # -- input specs -----------------------------------------------------------------------------------
+    "wrong-rank": Case(("bench", "zoo:conv_bn_relu", "--input_dims", "1,3", "--iter", "1"),
+                       ("the model failed on inputs [1,3 float32]",)),
+    "bad-dims": Case((*BENCH[:2], "--input_dims", "1,3,x"), ("bad --input_dims '1,3,x'",)),
+    "negative-dims": Case((*BENCH[:2], "--input_dims", "1,-3,4"), ("dimensions must be positive",)),
+    "empty-dims": Case((*BENCH[:2], "--input_dims", ""), ("--input_dims is empty",)),
+    "bad-type": Case((*BENCH[:2], "--input_dims", "1,3,8,8", "--input_type", "quaternion"),
+                     ("bad --input_type 'quaternion'", "int64")),
+    "type-count": Case((*BENCH[:2], "--input_dims", "1,3,8,8;1,10", "--input_type", "float;int64;uint8"),
+                       ("--input_type has 3 entries but --input_dims has 2",)),
+    "input-too-big-for-memory": Case((*BENCH[:2], "--input_dims", "1,3,600000,600000"),
+                                     ("cannot allocate 4320.0 GB for the inputs [1,3,600000,600000 float]",
+                                      "give smaller --input_dims")),
+    # -- data sources ------------------------------------------------------------------------------------
+    "npz-random-bytes": Case((*BENCH, "--data", "{tmp}/r.npz"), ("not a valid .npz file",),
+                             files=(("r.npz", os.urandom(3000)),)),
+    "data-path-missing": Case((*BENCH, "--data", "{tmp}/no/such/dir"), ("data not found", "no/such/dir")),
+    "data-npz-missing": Case((*BENCH, "--data", "{tmp}/gone.npz"), ("data file not found", "gone.npz")),
+    "data-unknown-name": Case((*BENCH, "--data", "digitz"), ("unknown data source 'digitz'",)),
+    "data-bad-count": Case((*BENCH, "--data", "sample-photos:many"), ("bad data source 'sample-photos:many'",)),
+    # -- options: one rule in every command ---------------------------------------------------------------
+    "unknown-runtime": Case((*BENCH, "--runtime", "onnxrt"), ("unknown runtime 'onnxrt'", "did you mean: onnxruntime")),
+    "bench-threads-0": Case((*BENCH, "--threads", "0"), ("--threads must be between 1 and",)),
+    "bench-threads-1000": Case((*BENCH, "--threads", "1000"), ("--threads must be between 1 and", "cores")),
+    "bench-pthreadpool-0": Case((*BENCH, "--pthreadpool_size", "0"), ("--pthreadpool_size must be between 1 and",)),
+    "bench-threads-disagree": Case((*BENCH, "--threads", "1", "--pthreadpool_size", "2"), ("disagree",)),
+    "bench-iter-0": Case((*BENCH, "--iter", "0"), ("--iter must be at least 1",)),
+    "io-binding-not-onnxruntime": Case((*BENCH, "--io-binding"), ("--io-binding is for onnxruntime only",
+                                                                  "runtime 'eager'")),
+    "compare-threads-0": Case((*COMPARE, "--threads", "0"), ("--threads must be between 1 and",)),
+    "compare-threads-1000": Case((*COMPARE, "--threads", "1000"), ("--threads must be between 1 and",)),
+    "compare-timeout-0": Case((*COMPARE, "--timeout", "0"), ("--timeout must be more than 0 seconds",)),
+    "compare-accuracy-samples-0": Case((*COMPARE, "--accuracy-samples", "0"), ("--accuracy-samples must be at least 1",)),
+    "compare-rounds-0": Case((*COMPARE, "--rounds", "0"), ("--rounds must be at least 1",)),
+    # -- outputs: checked before any work --------------------------------------------------------------
+    "json-in-proc": Case((*BENCH, "--json", "/proc/x.json"), ("cannot write --json /proc/x.json",)),
+    "json-is-a-folder": Case((*BENCH, "--json", "{tmp}/folder"), ("--json", "folder is a folder"),
+                             files=(("folder/keep.txt", "mine"),)),
+    "json-under-a-file": Case((*BENCH, "--json", "{tmp}/file.txt/x.json"), ("cannot create --json folder",
+                                                                           "is a file"),
+                              files=(("file.txt", "x"),)),
+    "optimize-output-is-a-file": Case(("optimize", "zoo:conv_bn_relu", "-o", "{tmp}/taken"), ("is a file",),
+                                      files=(("taken", "x"),)),
+    "optimize-json-in-proc": Case(("optimize", "zoo:conv_bn_relu", "-o", "{tmp}/out", "--json", "/proc/x.json"),
+                                  ("cannot write --json /proc/x.json",)),
+    "compare-output-in-proc": Case(("compare", "zoo:conv_bn_relu", "-o", "/proc/x/out"),
+                                   ("cannot create -o folder /proc/x/out",)),
+    "failed-run-removes-the-folder-it-made": Case((*BENCH[:2], "--input_dims", "1,3,x", "--json",
+                                                   "{tmp}/new/deeper/x.json"), ("bad --input_dims",)),
+}
 
 
-@pytest.mark.parametrize("suffix,fragment", [
-    (".pt", "not a valid TorchScript file"),
-    (".ptl", "not a valid TorchScript file"),
-    (".pte", "not an ExecuTorch program"),
-    (".onnx", "ONNX Runtime could not load"),
-    (".pt2", "not a valid ExportedProgram"),
-])
-def test_corrupt_file(run_cli, run_cli_process, tmp_path, suffix, fragment):
-    path = tmp_path / f"corrupt{suffix}"
-    path.write_bytes(os.urandom(4096))
-    run = run_cli_process if suffix == ".pte" else run_cli  # a corrupt .pte would abort the process
-    assert_one_line_error(*run("bench", path, "--input_dims", "1,3,32,32")[::2], fragment)
+@pytest.fixture(scope="module")
+def bpte(tmp_path_factory):
+    """A bundled program of the tiny model (one case), built directly with ExecuTorch."""
+    import warnings
+
+    from mobilize.exporters._bundled_program import build_bundled_program
+    from mobilize.formats.bpte import BundledCase
+
+    model, x = tiny_model(), tiny_input()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+        from executorch.exir import to_edge_transform_and_lower
+
+        manager = to_edge_transform_and_lower(torch.export.export(model, (x,)),
+                                              partitioner=[XnnpackPartitioner()]).to_executorch()
+    path = tmp_path_factory.mktemp("bpte") / "tiny.bpte"
+    with torch.no_grad():
+        path.write_bytes(build_bundled_program(manager, [BundledCase([x], [model(x)])]))
+    return path
 
 
-def test_input_spec_wrong_channels(run_cli):
-    code, _, err = run_cli("bench", "zoo:mobilenet_v2", "--input_dims", "1,1,64,64", "--iter", "1")
-    assert_one_line_error(code, err, "1,1,64,64", "expected input[1, 1, 64, 64] to have 3 channels")
+def snapshot(folder) -> set[str]:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*")}
 
 
-def test_input_spec_wrong_rank(run_cli):
-    code, _, err = run_cli("bench", "zoo:conv_bn_relu", "--input_dims", "1,3", "--iter", "1")
-    assert_one_line_error(code, err, "the model failed on inputs [1,3 float32]")
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input(run_cli, tmp_path, artifacts, bpte, name):
+    case = CASES[name]
+    files = {**artifacts, "bpte": bpte}
+    for rel, content in case.files:
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, str) and content.startswith("{art:"):
+            content = files[content[5:-1]].read_bytes()
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+
+    def expand(arg: str) -> str:
+        cut = re.fullmatch(r"\{cut:(\w+):(\d+)\}", arg)
+        if cut:
+            fmt, pct = cut.group(1), int(cut.group(2))
+            data = files[fmt].read_bytes()
+            path = tmp_path / f"cut-{pct}{files[fmt].suffix}"
+            path.write_bytes(data[:len(data) * pct // 100])
+            return str(path)
+        return arg.replace("{tmp}", str(tmp_path))
+
+    argv = [expand(a) for a in case.argv]
+    before = snapshot(tmp_path)
+    code, _, err = run_cli(*argv)
+    assert code == case.code, err
+    assert_one_line_error(code, err, *case.fragments)
+    assert "allow_pickle" not in err, "never suggest unsafe loading"
+    after = snapshot(tmp_path)
+    assert before <= after, f"removed: {before - after}"
+    assert after - before == set(case.left), f"left on disk: {sorted(after - before)}"
+
+
+def test_every_truncation_of_a_bundled_program_is_refused(bpte, tmp_path):
+    """Not just 10/50/99 %: lengths all through the file, and every one of its last 256 bytes."""
+    from mobilize.errors import UnsupportedModelError
+    from mobilize.formats.pte import check_complete
+
+    data = bpte.read_bytes()
+    check_complete(bpte)
+    cut = tmp_path / "cut.bpte"
+    for n in [*range(0, len(data), max(1, len(data) // 200)), *range(max(0, len(data) - 256), len(data))]:
+        cut.write_bytes(data[:n])
+        with pytest.raises(UnsupportedModelError):
+            check_complete(cut)
 
 
 @pytest.mark.parametrize("fmt", ["executorch", "onnx"])
@@ -49,33 +222,9 @@ def test_input_spec_checked_against_artifact(run_cli_process, artifacts, fmt):
     assert_one_line_error(code, err, "input 0 has shape 1,1,32,32 but the model expects 1,3,32,32")
 
 
-@pytest.mark.parametrize("dims,fragment", [
-    ("1,3,x", "bad --input_dims '1,3,x'"),
-    ("1,-3,4", "dimensions must be positive"),
-    ("", "--input_dims is empty"),
-])
-def test_bad_input_dims(run_cli, dims, fragment):
-    assert_one_line_error(*run_cli("bench", "zoo:conv_bn_relu", "--input_dims", dims)[::2], fragment)
-
-
-def test_bad_input_type(run_cli):
-    code, _, err = run_cli("bench", "zoo:conv_bn_relu", "--input_dims", "1,3,8,8", "--input_type", "quaternion")
-    assert_one_line_error(code, err, "bad --input_type 'quaternion'", "int64")
-
-
-def test_type_count_mismatch(run_cli):
-    code, _, err = run_cli("bench", "zoo:conv_bn_relu", "--input_dims", "1,3,8,8;1,10", "--input_type", "float;int64;uint8")
-    assert_one_line_error(code, err, "--input_type has 3 entries but --input_dims has 2")
-
-
-def test_unknown_zoo_name_suggests_closest(run_cli):
-    code, _, err = run_cli("bench", "zoo:mobilenet_v3")
-    assert_one_line_error(code, err, "unknown zoo model 'mobilenet_v3'", "did you mean: mobilenet_v2")
-
-
-def test_unknown_runtime(run_cli):
-    code, _, err = run_cli("bench", "zoo:conv_bn_relu", "--runtime", "onnxrt")
-    assert_one_line_error(code, err, "unknown runtime 'onnxrt'", "did you mean: onnxruntime")
+def test_input_spec_wrong_channels(run_cli):
+    code, _, err = run_cli("bench", "zoo:mobilenet_v2", "--input_dims", "1,1,64,64", "--iter", "1")
+    assert_one_line_error(code, err, "1,1,64,64", "expected input[1, 1, 64, 64] to have 3 channels")
 
 
 def test_pickled_module_refused_without_consent(run_cli, tmp_path):
@@ -108,9 +257,3 @@ def test_debug_shows_traceback(run_cli):
     code, _, err = run_cli("--debug", "bench", "zoo:mobilenet_v3")
     assert code == 2
     assert "Traceback" in err and err.strip().splitlines()[-1].startswith("mobilize: error:")
-
-
-def test_bad_python_reference(run_cli, tmp_path):
-    (tmp_path / "m.py").write_text("class NotAModel:\n    pass\n")
-    assert_one_line_error(*run_cli("bench", f"{tmp_path / 'm.py'}:NotAModel")[::2], "not a torch.nn.Module")
-    assert_one_line_error(*run_cli("bench", f"{tmp_path / 'm.py'}:Missing")[::2], "has no 'Missing'", "NotAModel")

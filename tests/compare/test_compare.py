@@ -66,7 +66,7 @@ def test_pareto_front():
 @pytest.mark.parametrize("args,fragment", [
     (["--plan", "fastest"], "unknown plan 'fastest'"),
     (["--plan", "default", "--variant", "onnx-int9"], "unknown variant 'onnx-int9'"),
-    (["--data", "nowhere/"], "unknown data source 'nowhere/'"),
+    (["--data", "nowhere/"], "data not found: nowhere/"),
 ])
 def test_bad_arguments_fail_before_work(run_cli, tmp_path, args, fragment):
     code, _, err = run_cli("compare", "zoo:toy_classifier", *args, "-o", tmp_path / "out")

@@ -55,12 +55,13 @@ def add_parser(sub) -> None:
     p.add_argument("--trust-pickle", action="store_true",
                    help="allow unpickling a torch.save()d model file (runs code from the file)")
     p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
-    p.set_defaults(run=run)
+    p.set_defaults(run=run, outputs=[("json", "--json", "file")])
 
 
 def run(args: argparse.Namespace) -> int:
     from mobilize.api import bench
     from mobilize.bench.harness import BenchConfig
+    from mobilize.checks import check_at_least, check_threads
     from mobilize.errors import ConfigError
     from mobilize.sources.inputs import parse_input_specs
 
@@ -71,11 +72,14 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("no model given", hint="mobilize bench MODEL (try zoo:mobilenet_v2)")
     if args.model_pos and args.model and args.model_pos != args.model:
         raise ConfigError(f"two models given: '{args.model_pos}' and --model '{args.model}'")
-    threads = args.threads or args.pthreadpool_size
-    if threads is not None and threads < 1:
-        raise ConfigError(f"--threads must be at least 1, got {threads}")
-    if args.warmup < 0:
-        raise ConfigError(f"--warmup must be 0 or more, got {args.warmup}")
+    check_threads(args.threads, "--threads")
+    check_threads(args.pthreadpool_size, "--pthreadpool_size")
+    if None not in (args.threads, args.pthreadpool_size) and args.threads != args.pthreadpool_size:
+        raise ConfigError(f"--threads {args.threads} and --pthreadpool_size {args.pthreadpool_size} disagree",
+                          hint="give one of them")
+    threads = args.threads if args.threads is not None else args.pthreadpool_size
+    check_at_least(args.warmup, 0, "--warmup")
+    check_at_least(args.iter, 1, "--iter")
     specs = None
     if args.input_dims is not None:
         specs = parse_input_specs(args.input_dims, args.input_type, args.input_memory_format)

@@ -44,22 +44,23 @@ def add_parser(sub) -> None:
                    help="show the runtimes' own stderr output (otherwise kept in DIR/logs)")
     p.add_argument("--trust-pickle", action="store_true", help="allow unpickling a torch.save()d model file")
     p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
-    p.set_defaults(run=run)
+    p.set_defaults(run=run, outputs=[("output", "-o", "folder")])
 
 
 def run(args: argparse.Namespace) -> int:
+    import time
     from pathlib import Path
 
     from mobilize.accuracy.verify import Policy
     from mobilize.api import compare
+    from mobilize.checks import check_threads
     from mobilize.cli.progress import Progress
     from mobilize.compare.runner import CompareConfig
     from mobilize.errors import ConfigError
     from mobilize.report.terminal import format_table, summary_lines
     from mobilize.sources.inputs import parse_input_specs
 
-    if args.threads is not None and args.threads < 1:
-        raise ConfigError(f"--threads must be at least 1, got {args.threads}")
+    check_threads(args.threads, "--threads")
     if args.max_drop < 0 or not 0 < args.min_cosine <= 1:
         raise ConfigError("--max-drop must be 0 or more and --min-cosine in (0, 1]")
     if args.input_type and not args.input_dims:
@@ -71,13 +72,14 @@ def run(args: argparse.Namespace) -> int:
                            trust_pickle=args.trust_pickle, target=args.target, verbose=args.verbose,
                            policy=Policy(max_drop_points=args.max_drop, min_cosine=args.min_cosine))
     progress = Progress()
+    started = int(time.time())  # whole seconds: file systems keep coarse modification times
     try:
         report = compare(args.model, plan=args.plan, config=config, variants=args.variant, progress=progress)
     except KeyboardInterrupt:
         progress.close()
         report_path = Path(args.output) / "report.json"
-        where = (f"results so far are in {report_path} and report.html" if report_path.exists()
-                 else "nothing was measured yet")
+        ours = report_path.exists() and report_path.stat().st_mtime >= started  # not an older run's report
+        where = f"results so far are in {report_path} and report.html" if ours else "nothing was measured yet"
         print(f"mobilize: interrupted; {where}", file=sys.stderr)
         return 130
     progress.close()

@@ -56,13 +56,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    from mobilize.paths import Outputs
+
+    outputs = Outputs()
+    code = _dispatch(args, outputs, debug)
+    if code != 0:
+        outputs.discard()  # a failed run leaves no empty folder it created behind
+    return code
+
+
+def _dispatch(args: argparse.Namespace, outputs, debug: bool) -> int:
+    """Check the command's outputs (declared with ``set_defaults(outputs=[(dest, flag, "folder"|"file")])``)
+    before any work, run it, and turn every error into one line and an exit code."""
     try:
+        for dest, flag, kind in getattr(args, "outputs", ()):
+            value = getattr(args, dest, None)
+            if value is not None:
+                (outputs.folder if kind == "folder" else outputs.file)(value, flag)
         return int(args.run(args) or 0)
     except InternalError as exc:
         return _internal(exc, debug)
     except MobilizeError as exc:
         if debug:
             traceback.print_exc()
+            _child_traceback(exc)
         print(f"mobilize: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -70,6 +87,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Exception as exc:
         return _internal(exc, debug)
+
+
+def _child_traceback(exc: BaseException) -> None:
+    """An error raised in a child process (mobilize.isolate) carries the child's traceback."""
+    trace = getattr(exc, "child_traceback", None)
+    if trace:
+        print(f"In the child process:\n{trace}", file=sys.stderr, end="")
 
 
 def _terminate_like_interrupt() -> None:
@@ -93,6 +117,7 @@ def _internal(exc: BaseException, debug: bool) -> int:
 
     if debug:
         traceback.print_exc()
+        _child_traceback(exc)
     what = str(exc) if isinstance(exc, InternalError) else f"{type(exc).__name__}: {headline(exc)}"
     print(f"mobilize: internal error (a bug in mobilize, not in your input): {what} — rerun with --debug for the "
           f"traceback and report it with that output", file=sys.stderr)

@@ -36,7 +36,8 @@ def add_parser(sub) -> None:
     p.add_argument("--trust-pickle", action="store_true", help="allow unpickling a torch.save()d model file")
     p.add_argument("--list-recipes", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
-    p.set_defaults(run=run)
+    p.set_defaults(run=run, outputs=[("output", "-o", "folder"), ("json", "--json", "file"),
+                                     ("emit_app", "--emit-app", "folder")])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,10 +53,10 @@ def run(args: argparse.Namespace) -> int:
     progress = Progress()
     log_path = None if args.verbose else Path(args.output) / "logs" / "optimize.log"
     try:
-        with capture_stderr(log_path if Path(args.output).is_dir() or not Path(args.output).exists() else None):
+        with capture_stderr(log_path if Path(args.output).is_dir() or not Path(args.output).exists() else None) as log:
             result = optimize(args.model, args.recipe, out_dir=args.output, data=args.data, engine=args.engine,
                               target=args.target, input_specs=specs, trust_pickle=args.trust_pickle,
-                              verify=not args.no_verify, progress=progress)
+                              verify=not args.no_verify, progress=progress, log_path=log.path)
     finally:
         progress.close()
     for note in result["notes"]:

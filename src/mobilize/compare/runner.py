@@ -13,7 +13,6 @@ import dataclasses
 import multiprocessing
 import shutil
 import signal
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -26,7 +25,9 @@ from mobilize.compare.messages import (
 )
 from mobilize.compare.results import VariantResult
 from mobilize.errors import InternalError, UserError
+from mobilize.isolate import start_ignoring_sigint
 from mobilize.outcome import Outcome
+from mobilize.paths import make_temp_dir, remove_stale
 
 Progress = Callable[[int, int, str], None]
 """Called with (steps done, steps in total, what is happening now)."""
@@ -75,7 +76,7 @@ class Worker:
 
         self.job = job
         self.process = ctx.Process(target=worker.main, args=(child, job), daemon=True)
-        self.process.start()
+        start_ignoring_sigint(self.process)  # an interrupt is the parent's to handle: it stops every worker
         child.close()
         self.stage = "start"
 
@@ -161,7 +162,8 @@ class PlanRun:
         self.complete = False
         out = Path(cfg.out_dir)
         self.log_dir = None if cfg.verbose else out / "logs"
-        self.workdir = Path(tempfile.mkdtemp(prefix="mobilize-compare-"))
+        self.workdir = make_temp_dir("compare")  # named after this process: a killed run's is removed next time
+        self.spawned: list[Worker] = []
 
     # -- bookkeeping ---------------------------------------------------------------------
     def tick(self, text: str, steps: int = 1) -> None:
@@ -185,6 +187,11 @@ class PlanRun:
 
     def save(self) -> None:
         self.update(self.report())
+
+    def spawn(self, job: Job) -> Worker:
+        worker = Worker(job)
+        self.spawned.append(worker)
+        return worker
 
     def job(self, kind: str, variant: dict, artifact: str | None = None) -> Job:
         cfg = self.cfg
@@ -213,6 +220,8 @@ class PlanRun:
             self.save()
             return self.report()
         except BaseException:
+            for w in self.spawned:  # Ctrl-C reaches the workers too, SIGTERM only this process: stop them now
+                w.kill()
             for r in self.results.values():
                 if r.outcome in (Outcome.RUNNING, Outcome.PENDING):
                     r.fail(Outcome.INTERRUPTED, r.stage or "start", "the run was stopped before this variant finished")
@@ -223,16 +232,20 @@ class PlanRun:
             for w in self.workers.values():
                 w.stop()
             shutil.rmtree(self.workdir, ignore_errors=True)
+            remove_stale(self.cfg.out_dir)  # half-written files of workers that were killed
 
     def _reference(self) -> None:
         self.status("float reference: build the model once, run it on the accuracy samples")
-        ref = Worker(self.job("reference", {"name": "reference"}))
+        ref = self.spawn(self.job("reference", {"name": "reference"}))
         try:
             self.reference = ref.expect(ReferenceDone, self.cfg.timeout_s)
         except StageFailure as exc:
             if exc.internal:
                 raise InternalError(f"the float reference failed: {exc.message}") from None
             raise UserError(f"the float reference failed: {exc.message}") from None
+        except BaseException:
+            ref.kill()  # interrupted: do not wait for it
+            raise
         finally:
             ref.finish()
         if self.reference.lint_error:
@@ -246,9 +259,14 @@ class PlanRun:
         try:
             if v.export:
                 self.status(f"{v.name}: export")
-                builder = Worker(self.job("build", v.to_dict()))
+                builder = self.spawn(self.job("build", v.to_dict()))
                 try:
                     built = builder.expect(Built, self.cfg.timeout_s)
+                except StageFailure:
+                    raise
+                except BaseException:
+                    builder.kill()  # interrupted: do not wait for it
+                    raise
                 finally:
                     builder.finish()
                 r.artifact, r.format, r.size_bytes, r.kind = built.artifact, built.format, built.size_bytes, built.kind
@@ -257,7 +275,7 @@ class PlanRun:
                 r.details.update(built.details)
                 self.tick(f"{v.name}: exported")
             self.status(f"{v.name}: load and accuracy")
-            w = Worker(self.job("run", v.to_dict(), built.artifact if built else None))
+            w = self.spawn(self.job("run", v.to_dict(), built.artifact if built else None))
             ready = w.expect(Ready, self.cfg.timeout_s)
             self._ready(r, ready)
             if ready.measures_latency:

@@ -41,6 +41,36 @@ def bundle_tolerances(path: str | Path) -> tuple[float, float]:
     return DEFAULT_ATOL, DEFAULT_RTOL
 
 
+def check_bundle(data: bytes, what: str) -> None:
+    """Refuse a bundled program cut short: the embedded program (sizes, segments, offsets) and every
+    bundled test case (inputs, expected outputs, their tensor data) must lie inside the file."""
+    from mobilize.formats.pte import CheckedReader, Incomplete, check_program
+
+    try:
+        if len(data) < 8 or data[4:6] != b"BP":
+            raise Incomplete("no 'BP' file identifier")
+        reader = CheckedReader(data)
+        root = reader.root()
+        start, count = reader.vector(root, 8, 1)  # BundledProgram.program: [ubyte]
+        if count == 0:
+            raise Incomplete("it holds no program")
+        for suite in reader.tables(root, 6):  # method_test_suites
+            reader.string(suite, 4)  # method_name
+            for case in reader.tables(suite, 6):  # test_cases
+                for field in (4, 6):  # inputs, expected_outputs: [Value {val_type, val}]
+                    for value in reader.tables(case, field):
+                        kind = reader.field(value, 4)
+                        tensor = reader.table(value, 6)
+                        if kind is not None and reader.u8(kind) == 1 and tensor is not None:  # ValueUnion.Tensor
+                            reader.vector(tensor, 6, 4)  # sizes
+                            reader.vector(tensor, 8, 1)  # data
+                            reader.vector(tensor, 10, 1)  # dim_order
+    except Incomplete as exc:
+        raise UnsupportedModelError(f"{what} is truncated or corrupt ({len(data)} bytes): {exc}",
+                                    hint="export it again, or copy the whole file") from None
+    check_program(bytes(data[start:start + count]), f"the program inside {what}")
+
+
 def read_test_cases(path: str | Path, method: str = METHOD) -> list[BundledCase]:
     """Deserialize the bundled test cases (inputs and expected outputs as torch tensors)."""
     import importlib

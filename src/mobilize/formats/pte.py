@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import struct
 from pathlib import Path
 
 PROGRAM_ID = b"ET"
@@ -50,6 +51,127 @@ class ProgramSummary:
     """Backend id (``XnnpackBackend``) -> delegate call instructions."""
     operators: list[str]
     """Every operator the program's kernel calls need, ``name.overload``."""
+
+
+class Incomplete(Exception):
+    """A flatbuffer offset or a declared size points past the end of the data."""
+
+
+class CheckedReader:
+    """Bounds-checked reads of a flatbuffer: the generated readers (and the runtime) trust every offset,
+    so a file cut short reads past its end, returns garbage or aborts the process."""
+
+    def __init__(self, data: bytes, limit: int | None = None):
+        self.data = data
+        self.limit = len(data) if limit is None else min(limit, len(data))
+
+    def _get(self, fmt: str, pos: int) -> int:
+        if pos < 0 or pos + struct.calcsize(fmt) > self.limit:
+            raise Incomplete(f"an offset points at byte {pos}, past the end ({self.limit} bytes)")
+        return struct.unpack_from(fmt, self.data, pos)[0]
+
+    def u8(self, pos: int) -> int:
+        return self._get("<B", pos)
+
+    def u32(self, pos: int) -> int:
+        return self._get("<I", pos)
+
+    def u64(self, pos: int) -> int:
+        return self._get("<Q", pos)
+
+    def root(self) -> int:
+        return self.u32(0)
+
+    def field(self, table: int, offset: int) -> int | None:
+        """The position of a table's field (``offset`` is its vtable slot: 4, 6, 8, ...), None if absent."""
+        vtable = table - self._get("<i", table)
+        if offset >= self._get("<H", vtable):
+            return None
+        slot = self._get("<H", vtable + offset)
+        return table + slot if slot else None
+
+    def table(self, table: int, offset: int) -> int | None:
+        pos = self.field(table, offset)
+        return None if pos is None else pos + self.u32(pos)
+
+    def vector(self, table: int, offset: int, element_bytes: int) -> tuple[int, int]:
+        """(start of the elements, count) of a vector field, its whole extent checked; (0, 0) if absent."""
+        pos = self.field(table, offset)
+        if pos is None:
+            return 0, 0
+        start = pos + self.u32(pos)
+        count = self.u32(start)
+        end = start + 4 + count * element_bytes
+        if end > self.limit:
+            raise Incomplete(f"a {count * element_bytes}-byte block ends at byte {end}, past the end "
+                             f"({self.limit} bytes)")
+        return start + 4, count
+
+    def string(self, table: int, offset: int) -> bytes:
+        start, count = self.vector(table, offset, 1)
+        self.u8(start + count)  # the terminating zero byte
+        return self.data[start:start + count]
+
+    def tables(self, table: int, offset: int) -> list[int]:
+        start, count = self.vector(table, offset, 4)
+        return [start + 4 * i + self.u32(start + 4 * i) for i in range(count)]
+
+
+EXTENDED_HEADER_MAGIC = b"eh00"
+"""ExecuTorch's extended header, at bytes 8.. of a .pte: program size, segment base offset, segment data size."""
+
+
+def check_program(data: bytes, what: str) -> None:
+    """Refuse a program whose declared sizes, segment table or flatbuffer offsets reach past the end of
+    ``data`` (a .pte cut short, or the program inside a .bpte): UnsupportedModelError, before any runtime
+    sees it."""
+    from mobilize.errors import UnsupportedModelError
+
+    size = len(data)
+    try:
+        if size < 8 or data[4:6] != PROGRAM_ID:
+            raise Incomplete("no ExecuTorch flatbuffer header")
+        reader = CheckedReader(data)
+        program_size, base, segment_bytes = size, 0, 0
+        if data[8:12] == EXTENDED_HEADER_MAGIC:
+            length = reader.u32(12)
+            program_size, base = reader.u64(16), reader.u64(24)
+            segment_bytes = reader.u64(32) if length > 24 else 0
+            declared = max(program_size, base + segment_bytes if base else 0)
+            if declared > size:
+                raise Incomplete(f"its header declares {declared} bytes")
+        reader.limit = program_size
+        root = reader.root()
+        for segment in reader.tables(root, 12):  # Program.segments: [DataSegment {offset, size}]
+            offset = reader.u64(reader.field(segment, 4)) if reader.field(segment, 4) is not None else 0
+            length = reader.u64(reader.field(segment, 6)) if reader.field(segment, 6) is not None else 0
+            if not base:
+                raise Incomplete("it lists data segments but has no extended header to place them")
+            if base + offset + length > size:
+                raise Incomplete(f"a data segment ends at byte {base + offset + length}")
+        for buffer in reader.tables(root, 8):  # constant_buffer: [Buffer {storage: [ubyte]}]
+            reader.vector(buffer, 4, 1)
+        for inline in reader.tables(root, 10):  # backend_delegate_data: [BackendDelegateInlineData {data}]
+            reader.vector(inline, 4, 1)
+        for plan in reader.tables(root, 6):  # execution_plan: the tables read_program walks
+            for field in (8, 14, 16, 18):  # values, chains, operators, delegates
+                reader.tables(plan, field)
+            reader.vector(plan, 10, 4)  # inputs
+    except Incomplete as exc:
+        raise UnsupportedModelError(f"{what} is truncated or corrupt ({size} bytes): {exc}",
+                                    hint="export it again, or copy the whole file") from None
+
+
+def check_complete(path: str | Path) -> None:
+    """A ``.pte`` (or ``.bpte``, told apart by its file identifier) whose every declared byte is in the file."""
+    from mobilize.formats import bpte
+
+    check_header(path)
+    data = Path(path).read_bytes()
+    if data[4:6] == BUNDLE_ID:
+        bpte.check_bundle(data, str(path))
+    else:
+        check_program(data, str(path))
 
 
 def program_bytes(path: str | Path) -> bytes:

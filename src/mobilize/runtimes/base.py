@@ -41,6 +41,26 @@ class RuntimeOptions:
     (``run`` still hands out copies, since the next run overwrites those buffers)."""
 
 
+RUNTIME_ONLY_OPTIONS = {"io_binding": ("onnxruntime",), "graph_optimization_level": ("onnxruntime",),
+                        "optimized_model_path": ("onnxruntime",), "reuse_outputs": ("executorch",)}
+"""Options only some runtimes honour: asking another runtime for them is a user error, not a silent no-op."""
+
+OPTION_FLAGS = {"io_binding": "--io-binding"}
+
+
+def check_options(runtime: str, options: RuntimeOptions) -> None:
+    """The options must make sense for ``runtime``: threads in range, runtime-specific options only where honoured."""
+    from mobilize.checks import check_threads
+
+    check_threads(options.threads, "threads")
+    defaults = RuntimeOptions()
+    for name, runtimes in RUNTIME_ONLY_OPTIONS.items():
+        if runtime not in runtimes and getattr(options, name) != getattr(defaults, name):
+            flag = OPTION_FLAGS.get(name, f"runtime option '{name}'")
+            raise ConfigError(f"{flag} is for {', '.join(runtimes)} only, but this runs on runtime '{runtime}'",
+                              hint=f"drop {flag}, or use an artifact that {runtimes[0]} runs")
+
+
 class Session(abc.ABC):
     name: ClassVar[str]
     formats: ClassVar[tuple[Format, ...]]
@@ -83,6 +103,7 @@ class Session(abc.ABC):
                 f"runtime '{cls.name}' cannot run format '{fmt}'",
                 hint=f"it runs: {', '.join(map(str, cls.formats))}",
             )
+        check_options(cls.name, options)
         session = cls(target, options)
         session._load()
         if options.threads is not None:

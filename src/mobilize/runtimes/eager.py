@@ -7,8 +7,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
+
 from mobilize.artifact import Format
-from mobilize.errors import UnsupportedModelError
+from mobilize.errors import UnsupportedModelError, headline
 from mobilize.runtimes import RUNTIMES
 from mobilize.runtimes._torch import TorchSession
 from mobilize.sources.inputs import InputSpec, input_type_name
@@ -24,11 +27,15 @@ class EagerSession(TorchSession):
         if self.target.format == Format.EXPORTED_PROGRAM:
             import torch
 
+            logged: list[BaseException] = []
             try:
-                program = torch.export.load(str(self.target.path))
+                # torch logs the real reason with its whole traceback, then raises "see the warnings above"
+                with _logged_errors("torch.export", logged):
+                    program = torch.export.load(str(self.target.path))
             except Exception as exc:
+                reason = logged[0] if logged else exc
                 raise UnsupportedModelError(
-                    f"{self.target.path} is not a valid ExportedProgram (.pt2): {str(exc).splitlines()[0]}"
+                    f"{self.target.path} is not a valid ExportedProgram (.pt2): {headline(reason)}"
                 ) from exc
             self.module = program.module()
             self._specs = _placeholder_specs(program)
@@ -38,6 +45,24 @@ class EagerSession(TorchSession):
 
     def declared_input_specs(self) -> list[InputSpec] | None:
         return getattr(self, "_specs", None)
+
+
+@contextlib.contextmanager
+def _logged_errors(name: str, errors: list[BaseException]):
+    """Keep logger ``name``'s records off the terminal; collect the exceptions they carry."""
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.exc_info and record.exc_info[1] is not None:
+                errors.append(record.exc_info[1])
+
+    logger = logging.getLogger(name)
+    saved = logger.handlers, logger.propagate, logger.level  # torch gives its loggers their own stderr handler
+    logger.handlers, logger.propagate, logger.level = [Collect()], False, logging.WARNING
+    try:
+        yield
+    finally:
+        logger.handlers, logger.propagate, logger.level = saved
 
 
 def _placeholder_specs(program) -> list[InputSpec]:

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import os
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 
-from mobilize.errors import ConfigError, UserError
+from mobilize.errors import ConfigError, UserError, headline
 from mobilize.sources.inputs import InputSpec, apply_memory_format
 
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
@@ -250,6 +251,12 @@ class NpzSource(DataSource):
 
     def __init__(self, reference: str, transform: Transform = Transform()):
         super().__init__(reference, transform)
+        with open(reference, "rb") as fh:
+            magic = fh.read(6)
+        if not magic.startswith(b"PK") and not magic.startswith(b"\x93NUMPY"):
+            # np.load would take the bytes for a pickle and suggest loading it unsafely: never suggest that
+            raise UserError(f"cannot read {reference} as .npz: not a valid .npz file (not a zip archive of arrays)",
+                            hint="write it with numpy.savez")
         try:
             with np.load(reference, allow_pickle=False) as data:
                 arrays = dict(data)
@@ -257,7 +264,7 @@ class NpzSource(DataSource):
             if "pickle" in str(exc).lower():
                 raise UserError(f"{reference} holds Python objects (pickled arrays); mobilize reads only plain "
                                 f"numeric arrays from .npz files") from None
-            raise UserError(f"cannot read {reference} as .npz: {exc}") from exc
+            raise UserError(f"cannot read {reference} as .npz: {headline(exc)}") from None
         except (OSError, EOFError) as exc:
             raise UserError(f"cannot read {reference} as .npz: {exc}") from exc
         except Exception as exc:  # zipfile.BadZipFile and friends: the file is not an .npz at all
@@ -342,6 +349,9 @@ def open_data(reference: str, *, count: int | None = None) -> DataSource:
     if head == "digits":
         return DigitsSource(reference, split=arg or "all")
     if head in ("sample-photos", "photos"):
+        if arg and not arg.isdigit():
+            raise ConfigError(f"bad data source '{reference}': the count after ':' must be a whole number",
+                              hint="e.g. sample-photos:16")
         return SamplePhotosSource(reference, count=int(arg) if arg else (count or 64))
     path = Path(reference)
     if path.suffix.lower() == ".npz":
@@ -352,5 +362,8 @@ def open_data(reference: str, *, count: int | None = None) -> DataSource:
         return FolderSource(reference)
     if path.exists():
         raise ConfigError(f"cannot use {path} as a data source", hint="give a folder of images or an .npz file")
-    raise ConfigError(f"unknown data source '{reference}'",
+    if os.sep in reference or (os.altsep and os.altsep in reference) or path.suffix or reference.startswith("."):
+        raise UserError(f"data not found: {reference} (no such file or folder)",
+                        hint="check the path; built-in sources: digits, digits:train, digits:test, sample-photos")
+    raise ConfigError(f"unknown data source '{reference}': not a built-in source, and no file or folder by that name",
                       hint="use digits, digits:train, digits:test, sample-photos, a folder of images or an .npz file")

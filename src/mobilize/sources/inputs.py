@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
+import os
 from typing import Any, Sequence
 
 from mobilize.errors import ConfigError
@@ -103,13 +105,49 @@ def parse_input_specs(
             raise ConfigError(f"bad --input_type '{dtype}'", hint=f"choose one of: {', '.join(_DTYPES)}")
         spec_fmt = fmt if len(shape) == 4 else MemoryFormat.CONTIGUOUS
         specs.append(InputSpec(shape, dtype, spec_fmt))
+    check_allocatable(specs)
     return specs
+
+
+_ELEMENT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8, "int32": 4, "int16": 2,
+                  "uint8": 1, "int8": 1, "bool": 1}
+
+
+def input_bytes(specs: Sequence[InputSpec]) -> int:
+    """The memory the inputs themselves take (one tensor per spec)."""
+    return sum(math.prod(s.shape) * _ELEMENT_BYTES[_DTYPES[s.dtype]] for s in specs)
+
+
+def available_memory_bytes() -> int | None:
+    """Memory the kernel says a new allocation can get now (MemAvailable), else the physical memory."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_allocatable(specs: Sequence[InputSpec]) -> None:
+    """Refuse inputs that cannot fit in this machine's memory, before anything is allocated."""
+    need = input_bytes(specs)
+    have = available_memory_bytes()
+    if have is not None and need > have:
+        dims = "; ".join(str(s) for s in specs)
+        raise ConfigError(f"cannot allocate {need / 1e9:.1f} GB for the inputs [{dims}]: this machine has "
+                          f"{have / 1e9:.1f} GB available", hint="give smaller --input_dims")
 
 
 def make_random_inputs(specs: Sequence[InputSpec], seed: int = 0) -> list:
     """Seeded random tensors: floats ~ N(0,1), integers in [0, 10), uint8 in [0, 256)."""
     import torch
 
+    check_allocatable(specs)
     gen = torch.Generator().manual_seed(seed)
     tensors = []
     for spec in specs:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from mobilize.artifact import SUFFIX_FORMATS, Artifact, Format
-from mobilize.errors import ConfigError, UnsupportedModelError, UserError
+from mobilize.errors import ConfigError, UnsupportedModelError, UserError, headline, internal, raised_in
 from mobilize.sources.inputs import InputSpec
 
 
@@ -66,19 +66,48 @@ def module_size_bytes(module: Any) -> int:
 
 
 def resolve_model(reference: str, *, trust_pickle: bool = False) -> ModelSource | Artifact:
+    kind, reference, head, attr = _parse(reference)
+    if kind == "zoo":
+        return _resolve_zoo(attr, reference)
+    if kind == "python-file":
+        return _resolve_python_file(Path(head), attr, reference)
+    if kind == "file":
+        return _resolve_file(Path(reference), trust_pickle)
+    return _resolve_import(head, attr, reference)
+
+
+def check_reference(reference: str) -> None:
+    """The checks resolve_model starts with, without running any of the model's code (no import, no
+    constructor, no unpickling): a misspelt zoo name or a missing or cut-short file fails here, cheaply."""
+    kind, reference, head, attr = _parse(reference)
+    if kind == "zoo":
+        from mobilize.zoo import ZOO
+
+        ZOO.get(attr)
+    elif kind == "python-file" and not Path(head).exists():
+        raise UserError(f"model file not found: {head}")
+    elif kind == "file":
+        from mobilize.formats.complete import check_complete
+
+        art = Artifact.from_file(reference)
+        check_complete(art.path, art.format)
+
+
+def _parse(reference: str) -> tuple[str, str, str, str]:
+    """(kind, reference, head, attr): zoo (attr = the name), python-file (head = the path), file, or import."""
     reference = reference.strip()
     if not reference:
         raise ConfigError("empty model reference", hint="use zoo:NAME, file.py:Class, pkg.mod:factory or a model file")
     if reference.startswith("zoo:"):
-        return _resolve_zoo(reference[4:], reference)
+        return "zoo", reference, "", reference[4:]
     head, sep, attr = reference.rpartition(":")
     if sep and head.endswith(".py"):
-        return _resolve_python_file(Path(head), attr, reference)
+        return "python-file", reference, head, attr
     suffix = Path(reference).suffix.lower()
     if suffix in SUFFIX_FORMATS or Path(reference).exists() or "/" in reference:
-        return _resolve_file(Path(reference), trust_pickle)
+        return "file", reference, "", ""
     if sep and head and attr:
-        return _resolve_import(head, attr, reference)
+        return "import", reference, head, attr
     from mobilize.zoo import ZOO
 
     raise ConfigError(
@@ -107,6 +136,13 @@ def _instantiate(obj: Any, reference: str) -> ModelSource:
             f"could not build '{reference}' with no arguments: {exc}",
             hint="point at a factory function that takes no arguments and returns the model",
         ) from exc
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # the model's own constructor failed (or called sys.exit)
+        if raised_in(exc):
+            raise internal(exc, f"building '{reference}'") from exc
+        raise UnsupportedModelError(f"building '{reference}' failed: {_failure(exc)}",
+                                    hint="the class (or factory) must build the model with no arguments") from exc
     if not isinstance(module, torch.nn.Module):
         raise UnsupportedModelError(f"'{reference}' gave a {type(module).__name__}, not a torch.nn.Module")
     specs = getattr(module, "input_specs", None) or getattr(obj, "input_specs", None) or []
@@ -123,8 +159,12 @@ def _resolve_python_file(path: Path, attr: str, reference: str) -> ModelSource:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
-        raise UnsupportedModelError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # an error, or sys.exit(), while the file runs its top level
+        sys.modules.pop(name, None)
+        raise UnsupportedModelError(f"importing {path} failed: {_failure(exc)}",
+                                    hint=_IMPORT_HINT if isinstance(exc, SystemExit) else None) from exc
     if not hasattr(module, attr):
         raise ConfigError(f"{path} has no '{attr}'", hint=_public_names(module))
     return _instantiate(getattr(module, attr), reference)
@@ -135,9 +175,26 @@ def _resolve_import(module_name: str, attr: str, reference: str) -> ModelSource:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ConfigError(f"cannot import '{module_name}' from '{reference}': {exc}") from exc
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
+        if raised_in(exc):
+            raise internal(exc, f"importing '{module_name}'") from exc
+        raise UnsupportedModelError(f"importing '{module_name}' failed: {_failure(exc)}",
+                                    hint=_IMPORT_HINT if isinstance(exc, SystemExit) else None) from exc
     if not hasattr(module, attr):
         raise ConfigError(f"module '{module_name}' has no '{attr}'", hint=_public_names(module))
     return _instantiate(getattr(module, attr), reference)
+
+
+_IMPORT_HINT = "a model file must not exit when imported: put script code under if __name__ == '__main__':"
+
+
+def _failure(exc: BaseException) -> str:
+    """One line for an exception raised by the user's code (sys.exit() included)."""
+    if isinstance(exc, SystemExit):
+        return f"it called sys.exit({exc.code!r})"
+    return f"{type(exc).__name__}: {headline(exc)}"
 
 
 def _public_names(module: Any) -> str:
@@ -160,7 +217,10 @@ def torch_zip_kind(path: Path) -> str:
 
 
 def _resolve_file(path: Path, trust_pickle: bool) -> ModelSource | Artifact:
+    from mobilize.formats.complete import check_complete
+
     art = Artifact.from_file(path)
+    check_complete(path, art.format)  # every file a user hands over is whole before anything reads it
     if art.format in (Format.TORCHSCRIPT, Format.LITE):
         kind = torch_zip_kind(path)
         if kind == "invalid":

@@ -1,0 +1,213 @@
+"""Where commands write: output paths checked before any work, temporary names that say whose they
+are, and the clean-up after a failed, interrupted or killed run.
+
+Every temporary file or folder mobilize makes carries the id of the process that owns it
+(``.m.mobilize-tmp-4242-x1y2.pte`` beside an artifact, ``/tmp/mobilize-compare-4242-ab12``);
+the next run that looks at that folder removes the ones whose process is gone (killed with
+SIGKILL, a power cut), so nothing accumulates.
+
+    >>> outputs = Outputs()
+    >>> outputs.folder("out", "-o")             # created now if missing; ConfigError if unusable
+    PosixPath('out')
+    >>> outputs.file("/proc/x.json", "--json")
+    Traceback (most recent call last):
+    mobilize.errors.ConfigError: cannot write --json /proc/x.json: No such file or directory in /proc
+    >>> outputs.discard()                       # after a failure: drop the folders this run created, if empty
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from mobilize.errors import ConfigError
+
+_OWNED = re.compile(r"(?:\..*\.|\.)?mobilize-(tmp|compare|staging|probe|sweep)-(\d+)-")
+"""Names of mobilize's temporaries (the whole start of the name): the kind, then the owning process's id."""
+
+
+def temp_prefix(kind: str, name: str = "") -> str:
+    """The start of a temporary's name: ``.NAME.mobilize-KIND-PID-`` (hidden) or ``mobilize-KIND-PID-``."""
+    owned = f"mobilize-{kind}-{os.getpid()}-"
+    return f".{name}.{owned}" if name else owned
+
+
+def owner_pid(name: str) -> int | None:
+    """The process id a temporary's name carries, None for any other name."""
+    match = _OWNED.match(name)
+    return int(match.group(2)) if match else None
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def remove_stale(folder: str | os.PathLike, depth: int = 2) -> list[Path]:
+    """Remove mobilize's temporaries in ``folder`` (and ``depth - 1`` levels of subfolders) whose
+    owning process is gone; returns what was removed.  Nothing else is touched."""
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for entry in entries:
+        pid = owner_pid(entry.name)
+        if pid is not None and pid != os.getpid() and not pid_alive(pid):
+            path = Path(entry.path)
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+                removed.append(path)
+            except OSError:
+                pass  # a file we may not remove is not ours to worry about
+        elif depth > 1 and pid is None and entry.is_dir(follow_symlinks=False):
+            removed += remove_stale(entry.path, depth - 1)
+    return removed
+
+
+def make_temp_dir(kind: str) -> Path:
+    """A private folder in the system temp folder, named after this process; stale ones of killed runs go first."""
+    remove_stale(tempfile.gettempdir(), depth=1)
+    return Path(tempfile.mkdtemp(prefix=temp_prefix(kind)))
+
+
+def staging_dir(out: Path) -> Path:
+    """A hidden folder inside ``out`` where a run writes its files until all of them are good."""
+    return Path(tempfile.mkdtemp(prefix=f".{temp_prefix('staging')}", dir=out))
+
+
+def commit_staging(staging: Path, out: Path) -> dict[str, str]:
+    """Move everything in ``staging`` into ``out`` (replacing same-named entries) and rewrite the
+    staging path to the final one inside moved JSON files (manifests); returns {old path: new path}."""
+    import json
+
+    moved: dict[str, str] = {}
+    for entry in sorted(staging.iterdir()):
+        target = out / entry.name
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        os.replace(entry, target)
+        moved[str(entry)] = str(target)
+    for new in moved.values():
+        for path in [Path(new)] if Path(new).is_file() else Path(new).rglob("*"):
+            if path.suffix == ".json" and path.is_file():
+                text = path.read_text()
+                if str(staging) in text:
+                    data = relocate(json.loads(text), staging, out)
+                    path.write_text(json.dumps(data, indent=2) + "\n")
+    return moved
+
+
+def relocate(value, old: Path, new: Path):
+    """``value`` (JSON-like) with every string path under ``old`` moved under ``new``."""
+    prefix = str(old)
+    if isinstance(value, str):
+        return str(new) + value[len(prefix):] if value == prefix or value.startswith(prefix + os.sep) else value
+    if isinstance(value, dict):
+        return {k: relocate(v, old, new) for k, v in value.items()}
+    if isinstance(value, list):
+        return [relocate(v, old, new) for v in value]
+    return value
+
+
+def remove_previous(out: Path, names: tuple[str, ...]) -> list[str]:
+    """Remove an earlier run's files and folders named ``names`` from ``out``; returns the names removed.
+    Anything else in ``out`` is the user's and stays."""
+    removed = []
+    for name in names:
+        path = out / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+            removed.append(f"{name}/")
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+            removed.append(name)
+    return removed
+
+
+class Outputs:
+    """The folders and files one command run will write: each checked before any work starts (it
+    can be created and written), and, after a failure, the folders the run created removed again
+    when nothing of value is in them."""
+
+    def __init__(self) -> None:
+        self.created: list[Path] = []
+
+    def folder(self, path: str | os.PathLike, flag: str = "-o") -> Path:
+        out = Path(path)
+        if out.exists() and not out.is_dir():
+            raise ConfigError(f"output folder {out} is a file", hint=f"give a folder path with {flag}")
+        self._mkdirs(out, flag)
+        self._probe(out, flag, out)
+        remove_stale(out)
+        return out
+
+    def file(self, path: str | os.PathLike, flag: str) -> Path:
+        target = Path(path)
+        if target.is_dir():
+            raise ConfigError(f"{flag} {target} is a folder", hint=f"give a file name, e.g. {flag} "
+                                                                    f"{target / 'result.json'}")
+        if target.exists() and not target.is_file():
+            raise ConfigError(f"{flag} {target} is not a regular file", hint="give a path to a new or ordinary file")
+        self._mkdirs(target.parent, flag)
+        self._probe(target.parent, flag, target)
+        return target
+
+    def _mkdirs(self, folder: Path, flag: str) -> None:
+        missing = []
+        for parent in [folder, *folder.parents]:
+            if parent.exists():
+                if not parent.is_dir():
+                    raise ConfigError(f"cannot create {flag} folder {folder}: {parent} is a file")
+                break
+            missing.append(parent)
+        for parent in reversed(missing):
+            try:
+                parent.mkdir()
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise ConfigError(f"cannot create {flag} folder {folder}: {exc.strerror}") from None
+            self.created.append(parent)
+
+    @staticmethod
+    def _probe(folder: Path, flag: str, what: Path) -> None:
+        """Write and remove a file: permissions, read-only mounts and pseudo file systems (/proc) all say no here."""
+        try:
+            fd, probe = tempfile.mkstemp(prefix=temp_prefix("probe", "write"), dir=folder)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise ConfigError(f"cannot write {flag} {what}: {exc.strerror} in {folder}") from None
+
+    def discard(self) -> list[Path]:
+        """After a failed run: remove the folders this run created that hold no file with content
+        (an empty log is not content); returns what was removed."""
+        removed = []
+        for folder in reversed(self.created):
+            if folder.is_dir() and not _has_content(folder):
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(folder)
+        return removed
+
+
+def _has_content(folder: Path) -> bool:
+    for root, _, files in os.walk(folder):
+        for name in files:
+            try:
+                if os.path.getsize(os.path.join(root, name)) > 0:
+                    return True
+            except OSError:
+                return True
+    return False

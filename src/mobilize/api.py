@@ -19,6 +19,7 @@ from mobilize.bench.harness import BenchConfig, benchmark
 from mobilize.errors import ConfigError
 from mobilize.runtimes.base import open_session, session_class
 from mobilize.sources.inputs import InputSpec, make_random_inputs
+from mobilize.artifact import artifact_size_bytes
 from mobilize.sources.models import module_size_bytes, resolve_model
 
 from mobilize.report.json_report import SCHEMA_VERSION  # noqa: E402  (one definition for every JSON output)
@@ -58,6 +59,10 @@ def bench(
     threads = threads or default_threads()
     target = resolve_model(reference, trust_pickle=trust_pickle)
     cls = session_class(target, runtime)
+    if not cls.measures_latency:
+        raise ConfigError(f"runtime '{cls.name}' checks numbers on this host but does not run the real runtime: "
+                          f"its latency is on device only", hint="benchmark it on the device (see the adb script "
+                                                                  "next to the file) and read the log with --from-log")
     cls.check_available()
     cls.import_backend()
     t0 = time.perf_counter_ns()
@@ -78,7 +83,8 @@ def bench(
         "threads": threads,
         "warmup": config.warmup,
         "iterations": config.iterations,
-        "size_bytes": path.stat().st_size if path is not None else module_size_bytes(target.module),
+        "size_bytes": (artifact_size_bytes(path, target.format) if path is not None
+                       else module_size_bytes(target.module)),
         "load_ms": load_ms,
         "first_run_ms": result.first_run_ms,
         **{k: v for k, v in result.stats.to_json().items() if k != "iterations"},

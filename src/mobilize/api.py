@@ -1,7 +1,7 @@
 """Thin orchestration over the stages; the CLI only parses arguments and calls these.
 
     >>> import mobilize
-    >>> report = mobilize.bench("zoo:conv_bn_relu", threads=1, config=mobilize.BenchConfig(iterations=20))
+    >>> report = mobilize.bench("zoo:conv_bn_relu", mobilize.BenchConfig(iterations=20, threads=1))
     Starting benchmark.
     ...
     >>> report["latency_ms_p50"] > 0, report["input_source"]
@@ -34,7 +34,16 @@ def load(reference: str, *, runtime: str | None = None, threads: int | None = No
     return open_session(resolve_model(reference, trust_pickle=trust_pickle), runtime, threads)
 
 
-def bench(
+def bench(reference: str, config: BenchConfig = BenchConfig(), *,
+          echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """Benchmark one model reference or artifact as ``config`` says; returns the report dict (units in names)."""
+    return _bench(reference, runtime=config.runtime, threads=config.threads,
+                  input_specs=list(config.input_specs) or None, no_inputs=config.no_inputs,
+                  bundled_input=config.bundled_input, data=config.data, seed=config.seed, config=config,
+                  trust_pickle=config.trust_pickle, io_binding=config.io_binding, echo=echo)
+
+
+def _bench(
     reference: str,
     *,
     runtime: str | None = None,

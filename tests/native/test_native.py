@@ -9,6 +9,8 @@ the on-disk cache (``$MOBILIZE_CACHE_DIR/native``), so only the first run on a m
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import re
 import subprocess
@@ -77,8 +79,9 @@ def torch_binary():
 def both(path: str, **kw) -> tuple[dict, dict]:
     """The same benchmark through the Python harness and the native runner (1 thread both)."""
     quiet = lambda line: None  # noqa: E731
-    python = bench(path, threads=1, config=QUICK, echo=quiet, **kw)
-    native = bench_native(path, threads=1, config=QUICK, echo=quiet, **kw)
+    config = dataclasses.replace(QUICK, threads=1, **{k: tuple(v) if k == 'input_specs' else v for k, v in kw.items()})
+    python = bench(path, config, echo=quiet)
+    native = bench_native(path, config, echo=quiet)
     return python, native
 
 
@@ -182,10 +185,10 @@ def test_cli_bench_native_prints_original_lines_and_json(run_cli, et_binary, con
 def test_native_failures_name_their_cause(et_binary, conv_pte):
     quiet = lambda line: None  # noqa: E731
     with pytest.raises(UserError, match=r"Expected shape \(1, 3, 32, 32\), but received \(1, 3, 16, 16\)") as info:
-        bench_native(conv_pte, input_specs=[InputSpec((1, 3, 16, 16))], threads=1, config=QUICK, echo=quiet)
+        bench_native(conv_pte, dataclasses.replace(QUICK, input_specs=(InputSpec((1, 3, 16, 16)),), threads=1), echo=quiet)
     assert info.value.stage == "run"
     with pytest.raises(ConfigError, match="has no bundled inputs"):
-        bench_native(conv_pte, bundled_input=0, threads=1, config=QUICK, echo=quiet)
+        bench_native(conv_pte, dataclasses.replace(QUICK, bundled_input=0, threads=1), echo=quiet)
 
 
 def test_emit_app_writes_a_cmake_project_per_native_format(conv_pte, artifacts, tmp_path):
@@ -233,7 +236,7 @@ def test_bundled_program_inputs_are_read_natively(et_binary, digits):
                                                                    "memory_format": "contiguous_format"}]
         assert_same_outputs(python, native)
     with pytest.raises(ConfigError, match="out of range: the file bundles 2 input"):
-        bench_native(digits["bpte"], bundled_input=2, threads=1, config=QUICK, echo=lambda line: None)
+        bench_native(digits["bpte"], dataclasses.replace(QUICK, bundled_input=2, threads=1), echo=lambda line: None)
 
 
 def app_top1(binary, *args) -> tuple[int, str]:

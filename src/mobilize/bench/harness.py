@@ -22,11 +22,29 @@ from mobilize.bench.stats import BenchStats
 
 @dataclasses.dataclass(frozen=True)
 class BenchConfig:
+    """Everything one benchmark run takes (the CLI's ``mobilize bench`` flags, one field each)."""
+
     warmup: int = 10
     """Untimed runs before the timed ones, in the same process."""
     iterations: int = 100
     report_pep: bool = False
     """Print one ``PyTorchObserver`` latency line per iteration, as speed_benchmark_torch does."""
+    runtime: str | None = None
+    """Runtime name (None: the default for the file's format)."""
+    threads: int | None = None
+    """Intra-op threads (None: all cores)."""
+    input_specs: tuple = ()
+    """Input shapes and types (``--input_dims``/``--input_type``); empty: what the model declares."""
+    no_inputs: bool = False
+    bundled_input: int | None = None
+    """Use the N-th input bundled in the file."""
+    data: str | None = None
+    """Take the input from a data source instead of random numbers."""
+    seed: int = 0
+    """Seed of random inputs."""
+    trust_pickle: bool = False
+    io_binding: bool = False
+    """ONNX Runtime only: bind inputs once and write outputs into preallocated buffers."""
 
 
 @dataclasses.dataclass

@@ -88,12 +88,10 @@ def run(args: argparse.Namespace) -> int:
     _refuse_unmeasured(reference, args.runtime)
     if args.native:
         from mobilize.native.runner import bench_native as bench
-    report = bench(
-        reference, runtime=args.runtime, threads=threads, input_specs=specs, no_inputs=args.no_inputs,
-        bundled_input=args.use_bundled_input, data=args.data, seed=args.seed,
-        config=BenchConfig(warmup=args.warmup, iterations=args.iter, report_pep=args.report_pep),
-        trust_pickle=args.trust_pickle, io_binding=args.io_binding,
-    )
+    report = bench(reference, BenchConfig(
+        warmup=args.warmup, iterations=args.iter, report_pep=args.report_pep, runtime=args.runtime, threads=threads,
+        input_specs=tuple(specs or ()), no_inputs=args.no_inputs, bundled_input=args.use_bundled_input,
+        data=args.data, seed=args.seed, trust_pickle=args.trust_pickle, io_binding=args.io_binding))
     outputs = report.pop("_outputs")
     if args.print_output:
         for i, out in enumerate(outputs):

@@ -7,7 +7,7 @@ returns, plus ``runner: native``.  Inputs are chosen exactly as the Python harne
 (seeded random, ``--data`` sample, ``--input_dims``) and handed over in a tensor file, so both
 runners see the same numbers; bundled inputs are read by the C++ runtime itself.
 
-    >>> report = bench_native("out/model.pte", threads=1, config=BenchConfig(iterations=50))
+    >>> report = bench_native("out/model.pte", BenchConfig(iterations=50, threads=1))
     Starting benchmark.
     Running warmup runs.
     Main runs.
@@ -83,7 +83,16 @@ def _family_of(runtime: str) -> str:
     return "executorch" if runtime == "executorch" else "torch"
 
 
-def bench_native(
+def bench_native(reference: str, config: BenchConfig = BenchConfig(), *,
+                 echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """Benchmark one model reference or artifact as ``config`` says; returns the report dict (units in names)."""
+    return _bench_native(reference, runtime=config.runtime, threads=config.threads,
+                         input_specs=list(config.input_specs) or None, no_inputs=config.no_inputs,
+                         bundled_input=config.bundled_input, data=config.data, seed=config.seed, config=config,
+                         trust_pickle=config.trust_pickle, io_binding=config.io_binding, echo=echo)
+
+
+def _bench_native(
     reference: str,
     *,
     runtime: str | None = None,

@@ -91,6 +91,8 @@ class Ready:
 @dataclasses.dataclass
 class Bench:
     iterations: int
+    warmup: int = 0
+    """Untimed runs first: after another process's round, this one's weights are out of the caches."""
 
 
 @dataclasses.dataclass

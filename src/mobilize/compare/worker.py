@@ -218,6 +218,8 @@ def serve(conn, job: Job, enter) -> None:
     while True:
         command = conn.recv()
         if isinstance(command, Bench):
+            for _ in range(command.warmup):
+                session.run_prepared(native)
             times, total = timed_loop(session.run_prepared, native, command.iterations)
             conn.send(Times(times, total, peak_rss_mb()))
         elif isinstance(command, Stop):

@@ -131,9 +131,11 @@ def test_tune_trained_model_winner_is_ok_and_its_recipe_rebuilds_it(trained, tmp
                   policy=Policy(max_drop_points=0.5), out_dir=tmp_path, stem="digits", rounds=3, iterations=10)
     assert result.winner is not None and result.winner.verdict.ok
     assert result.winner.drop_points <= 0.5
-    artifact, recipe, report = result.files
-    assert artifact.exists() and recipe.suffix == ".yaml"
+    artifact, recipe, report, html = result.files
+    assert artifact.exists() and recipe.suffix == ".yaml" and html.suffix == ".html"
     data = json.loads(report.read_text())
+    assert result.winner.name in data["profiles"], "the winner's time-weighted profile is in the report"
+    assert result.winner.name in html.read_text()
     assert data["winner"] == result.winner.name
     assert all(c["lost"] for c in data["candidates"] if c["name"] != result.winner.name)  # every loser says why
     samples = [[x] for x in digits_tensors("test", limit=16)[0].split(1)]

@@ -48,6 +48,10 @@ def add_parser(sub) -> None:
                    help="ONNX Runtime: bind inputs once and write outputs into preallocated buffers")
     p.add_argument("--data", metavar="SRC", help="take the input from a data source (digits, sample-photos, DIR, FILE.npz)")
     p.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
+    p.add_argument("--profile", action="store_true",
+                   help="after the benchmark, time every op of a .pte/.bpte (ETDump) or .onnx (ONNX Runtime profiler) "
+                        "file: the share of time inside vs outside the delegate, and a WARNING when a few ops "
+                        "outside it dominate")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON")
     p.add_argument("--from-log", metavar="FILE",
                    help="do not run: read one speed_benchmark_torch output (a phone's, e.g. from nnapi_benchmark.sh) "
@@ -86,6 +90,10 @@ def run(args: argparse.Namespace) -> int:
     elif args.input_type:
         raise ConfigError("--input_type needs --input_dims")
     _refuse_unmeasured(reference, args.runtime)
+    if args.profile:
+        from mobilize.cli._bench_profile import check as check_profile
+
+        check_profile(reference)
     if args.native:
         from mobilize.native.runner import bench_native as bench
     report = bench(reference, BenchConfig(
@@ -97,6 +105,10 @@ def run(args: argparse.Namespace) -> int:
         for i, out in enumerate(outputs):
             print(f"Output {i}: {out}")
     print(format_stats(report))
+    if args.profile:
+        from mobilize.cli._bench_profile import add_profile
+
+        print("\n".join(add_profile(report, reference, args)))
     if args.json:
         atomic_write_text(args.json, json.dumps(report, indent=2) + "\n")
         print(f"wrote {args.json}", file=sys.stderr)

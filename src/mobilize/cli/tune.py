@@ -59,8 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from mobilize.artifact import atomic_write_text
     from mobilize.sources.inputs import parse_input_specs
     from mobilize.sources.models import resolve_model
-    from mobilize.tune import tune
-    from mobilize.tune.onnx_drift import format_table
+    from mobilize.tune import format_layers, tune
 
     if args.max_drop is not None and args.max_drop < 0:
         raise ConfigError(f"--max-drop must be >= 0, got {args.max_drop}")
@@ -91,10 +90,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {c.name:<30} {acc:<24} {speed:>10}  {why}")
     for name, layers in result.layers.items():
         print(f"per-layer drift of {name}:")
-        for line in format_table(layers):
+        for line in format_layers(layers):
             print("  " + line)
     if args.json:
         atomic_write_text(args.json, json.dumps(result.to_json(), indent=2, default=str) + "\n")
+    reports = [str(p) for p in result.files if p.name.startswith("tune-report")]
+    print(f"report: {' and '.join(reports)}")
     if result.winner is None:
         print("mobilize: no candidate meets the budget; see tune-report.json for every candidate's verdict",
               file=sys.stderr)

@@ -209,6 +209,9 @@ def serve(conn, job: Job, enter) -> None:
     reference = torch.load(job.reference_path, weights_only=True)
     comparison = compare_outputs(outs, reference["outputs"], ys, names=reference["names"])
     size = getattr(target, "size_bytes", None) or _param_bytes(target)
+    if job.artifact and str(target.format) == "executorch":
+        enter("profile")
+        notes += _time_profile(job, xs[0], details)
     del outs, reference, xs
     gc.collect()
     _trim_heap()
@@ -225,6 +228,28 @@ def serve(conn, job: Job, enter) -> None:
         elif isinstance(command, Stop):
             session.close()
             return
+
+
+def _time_profile(job: Job, inputs: list, details: dict[str, Any]) -> list[str]:
+    """Where an ExecuTorch file's time goes (ETDump): the share outside the delegate, weighed by time, not by
+    op count; a WARNING note when a few fallback ops dominate. A profile that cannot be taken is a note."""
+    from mobilize.errors import MobilizeError
+    from mobilize.profile import profile_file
+
+    try:
+        profile = profile_file(job.artifact, inputs, threads=job.threads)
+    except (MobilizeError, RuntimeError, OSError) as exc:
+        return [f"time profile: not taken: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"]
+    details["time_profile"] = profile.to_json()
+    if not profile.available:
+        return [f"time profile: unavailable: {profile.reason}"]
+    warning = profile.warning()
+    if warning:
+        return [warning]
+    if not profile.delegate:
+        return [f"time profile ({profile.source}): no delegate, every op on the runtime's own kernels"]
+    return [f"time profile ({profile.source}): {profile.inside_percent:.0f}% of the time inside {profile.delegate}, "
+            f"{profile.outside_percent:.0f}% outside"]
 
 
 def _trim_heap() -> None:

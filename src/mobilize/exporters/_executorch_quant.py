@@ -28,11 +28,14 @@ class QatOptions:
     seed: int = 0
 
 
-def xnnpack_quantizer(per_channel: bool, dynamic: bool = False, qat: bool = False) -> Any:
+def xnnpack_quantizer(per_channel: bool, dynamic: bool = False, qat: bool = False,
+                      exclude: Sequence[str] = ()) -> Any:
+    """The XNNPACKQuantizer; ``exclude``: qualified names of submodules whose ops it leaves unannotated (float)."""
     from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
         XNNPACKQuantizer,
         get_symmetric_quantization_config,
     )
+    from torchao.quantization.pt2e.quantizer import get_module_name_filter
 
     class Quantizer(XNNPACKQuantizer):
         """XNNPACKQuantizer that skips its conv-BatchNorm patterns when the graph has no BatchNorm left
@@ -45,34 +48,47 @@ def xnnpack_quantizer(per_channel: bool, dynamic: bool = False, qat: bool = Fals
             return super().annotate(model)
 
     config = get_symmetric_quantization_config(is_per_channel=per_channel, is_dynamic=dynamic, is_qat=qat)
-    return Quantizer().set_global(config)
+    quantizer = Quantizer().set_global(config)
+    if exclude:  # set_module_name(name, None) asserts "not supported yet"; a filter gives the same annotation
+        inside = [get_module_name_filter(name) for name in exclude]
+        quantizer.set_filter_function(lambda node: not any(f(node) for f in inside))
+    return quantizer
 
 
 def quantize_static(module: Any, example: Sequence[Any], calibration: Sequence[Sequence[Any]],
-                    per_channel: bool = True) -> Any:
-    """Observers on activations and weights, calibrated on ``calibration`` inputs, then converted."""
+                    per_channel: bool = True, exclude: Sequence[str] = ()) -> Any:
+    """Observers on activations and weights, calibrated on ``calibration`` inputs, then converted;
+    the submodules named in ``exclude`` stay float."""
+    return calibrate_and_convert(capture(module, example).module(), xnnpack_quantizer(per_channel, exclude=exclude),
+                                 calibration)
+
+
+def calibrate_and_convert(graph_module: Any, quantizer: Any, calibration: Sequence[Sequence[Any]]) -> Any:
+    """``prepare_pt2e`` with ``quantizer``, observe ``calibration`` inputs, ``convert_pt2e``."""
     import torch
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-    prepared = prepare_pt2e(capture(module, example).module(), xnnpack_quantizer(per_channel))
+    prepared = prepare_pt2e(graph_module, quantizer)
     with torch.no_grad():
         for inputs in calibration:
             prepared(*inputs)
     return convert_pt2e(prepared)
 
 
-def quantize_dynamic(module: Any, example: Sequence[Any], per_channel: bool = True) -> Any:
+def quantize_dynamic(module: Any, example: Sequence[Any], per_channel: bool = True, exclude: Sequence[str] = ()) -> Any:
     """int8 weights; activations quantized at run time from their own range (Linear-heavy models)."""
     import torch
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-    prepared = prepare_pt2e(capture(module, example).module(), xnnpack_quantizer(per_channel, dynamic=True))
+    prepared = prepare_pt2e(capture(module, example).module(),
+                            xnnpack_quantizer(per_channel, dynamic=True, exclude=exclude))
     with torch.no_grad():
         prepared(*example)
     return convert_pt2e(prepared)
 
 
-def quantize_qat(module: Any, spec: Any, data: Any, options: QatOptions, per_channel: bool = True) -> tuple[Any, str]:
+def quantize_qat(module: Any, spec: Any, data: Any, options: QatOptions, per_channel: bool = True,
+                 exclude: Sequence[str] = ()) -> tuple[Any, str]:
     """Fake-quantize, fine-tune with cross-entropy on labelled batches, convert; the given module is untouched."""
     import torch
     from torchao.quantization.pt2e import move_exported_model_to_eval, move_exported_model_to_train
@@ -87,7 +103,7 @@ def quantize_qat(module: Any, spec: Any, data: Any, options: QatOptions, per_cha
         raise ConfigError(f"quantize: qat needs at least 2 labelled samples; {data.reference} gave fewer")
     batch_dim = torch.export.Dim("batch", min=1, max=max(1024, options.batch_size))
     graph = capture(copy.deepcopy(module), (batches[0][0],), dynamic_shapes=({0: batch_dim},)).module()
-    prepared = prepare_qat_pt2e(graph, xnnpack_quantizer(per_channel, qat=True))
+    prepared = prepare_qat_pt2e(graph, xnnpack_quantizer(per_channel, qat=True, exclude=exclude))
     move_exported_model_to_train(prepared)
     optimizer = torch.optim.SGD(prepared.parameters(), lr=options.lr, momentum=0.9)
     order = torch.Generator().manual_seed(options.seed)

@@ -58,6 +58,10 @@ class ExecuTorchConfig:
     quantized at run time (Linear-heavy models); qat: fine-tune with fake quantization on labelled data, then int8."""
     per_channel: bool = True
     """Per-channel int8 weights (else per-tensor)."""
+    exclude: tuple[str, ...] = ()
+    """Qualified names of submodules (as ``model.named_modules()`` gives them, e.g. ``features.3.conv``) that
+    the XNNPACKQuantizer leaves in float: their ops run as fp32 and the tensors they read and write stay float
+    unless a quantized neighbour quantizes them (``mobilize tune`` names the producer and its readers)."""
     fp16: bool = False
     """XNNPACK fp16: weights and activations in float16, inputs and outputs still float32 (cast at the edges);
     float only, not with quantize."""
@@ -130,6 +134,9 @@ class ExecuTorchExporter(Exporter):
         quant = self.config.quantize
         if self.config.fp16 and quant != Quantize.NONE:
             raise ConfigError(f"fp16 and quantize: {quant} exclude each other", hint="keep one of them")
+        if self.config.exclude and quant == Quantize.NONE:
+            raise ConfigError("exclude keeps submodules out of int8, but quantize is none",
+                              hint="set quantize: int8 (or int8_dynamic, qat), or drop exclude")
         if quant != Quantize.NONE and len(ctx.input_specs) != 1:
             raise ConfigError(f"quantize: {quant} supports models with one input; this one has {len(ctx.input_specs)}")
         if quant == Quantize.QAT and (ctx.data is None or not ctx.data.labelled):
@@ -228,18 +235,40 @@ class ExecuTorchExporter(Exporter):
         source = f"'{ctx.data.reference}'" if ctx.data is not None else "seeded random inputs"
         if cfg.quantize == Quantize.NONE:
             return module
+        exclude = self._check_exclude(module)
         if cfg.quantize == Quantize.INT8:
             calibration = samples[:cfg.calibration_samples]
             self.note(f"int8: static PT2E ({'per-channel' if cfg.per_channel else 'per-tensor'} weights, XNNPACKQuantizer), "
                       f"calibrated on {len(calibration)} samples from {source}")
-            return q.quantize_static(module, example, calibration, cfg.per_channel)
-        if cfg.quantize == Quantize.INT8_DYNAMIC:
+            converted = q.quantize_static(module, example, calibration, cfg.per_channel, exclude)
+        elif cfg.quantize == Quantize.INT8_DYNAMIC:
             self.note("int8_dynamic: int8 weights, activations quantized at run time (XNNPACKQuantizer dynamic)")
-            return q.quantize_dynamic(module, example, cfg.per_channel)
-        options = q.QatOptions(cfg.qat_epochs, cfg.qat_lr, cfg.qat_batch_size, cfg.qat_samples)
-        converted, note = q.quantize_qat(module, ctx.input_specs[0], ctx.data, options, cfg.per_channel)
-        self.note(note)
+            converted = q.quantize_dynamic(module, example, cfg.per_channel, exclude)
+        else:
+            options = q.QatOptions(cfg.qat_epochs, cfg.qat_lr, cfg.qat_batch_size, cfg.qat_samples)
+            converted, note = q.quantize_qat(module, ctx.input_specs[0], ctx.data, options, cfg.per_channel, exclude)
+            self.note(note)
+        if exclude:
+            self.note(f"kept {len(exclude)} submodule(s) in float (exclude): {', '.join(exclude)}")
         return converted
+
+    def _check_exclude(self, module: Any) -> tuple[str, ...]:
+        """The ``exclude`` names, each checked against the model's submodules (one error naming the close ones)."""
+        import difflib
+
+        import torch
+
+        names = [n for n, _ in module.named_modules() if n]
+        if isinstance(getattr(module, "graph", None), torch.fx.Graph):  # a .pt2 program: its submodules are flattened
+            names += [path for node in module.graph.nodes
+                      for path, _ in (node.meta.get("nn_module_stack") or {}).values() if path]
+        for name in self.config.exclude:
+            if name not in names:
+                close = difflib.get_close_matches(name, names, n=3)
+                raise ConfigError(f"exclude: the model has no submodule named '{name}'",
+                                  hint=f"did you mean: {', '.join(close)}?" if close else
+                                  "names are as model.named_modules() gives them, e.g. features.3.conv")
+        return tuple(self.config.exclude)
 
     def _set_quantized_tolerance(self, module: Any, reference: Any, ctx: Context, samples: list) -> None:
         """The element-wise tolerance against the float model: twice the PT2E reference's own error."""

@@ -6,7 +6,8 @@ model on real samples with the verify core (:func:`mobilize.accuracy.verify.judg
 correctness half, :func:`~mobilize.accuracy.verify.judge_budget` with the user's
 :class:`~mobilize.accuracy.verify.Policy` for the budget), and when an ONNX int8 candidate misses
 the budget it localises the layers that cost accuracy (:mod:`mobilize.tune.onnx_drift`) and keeps
-the worst of them in float, one more at a time, until the budget holds.  Every candidate within
+the worst of them in float, one more at a time, until the budget holds; the same for ExecuTorch
+int8 (:mod:`mobilize.tune.et_drift`, the modules named in the executorch step's ``exclude``).  Every candidate within
 budget is then timed in interleaved rounds (:func:`mobilize.bench.rounds.schedule`); the winner is
 the fastest, and its lead over the runner-up is tested on the paired round medians
 (:func:`mobilize.accuracy.stats.ratio_ci`): when the interval contains 1.0 the report names the tie.
@@ -66,7 +67,7 @@ class Candidate:
     drop_ci: tuple[float, float] | None = None
     cosine: float | None = None
     excluded: tuple[str, ...] = ()
-    """Node names kept in float (ONNX int8 with exclusions)."""
+    """Kept in float: node names (ONNX int8) or module names (ExecuTorch int8, the step's ``exclude``)."""
     round_medians_ms: list[float] = dataclasses.field(default_factory=list)
     latency_ms_p50: float | None = None
     build_s: float = 0.0
@@ -96,19 +97,31 @@ class TuneResult:
     tie_with: list[str]
     """Candidates whose speed the winner's does not beat significantly (paired rounds, 95%)."""
     layers: dict[str, list[Any]]
-    """Per-layer drift tables (candidate name -> ranked :class:`~mobilize.tune.onnx_drift.LayerError`)."""
+    """Per-layer drift tables (candidate name -> ranked :class:`~mobilize.tune.onnx_drift.LayerError`, or
+    :class:`~mobilize.tune.et_drift.LayerError` for ExecuTorch)."""
     interrupted: bool
     search_s: float
     files: list[Path] = dataclasses.field(default_factory=list)
     diagnoses: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     """"Why is int8 not faster" for int8 candidates no faster than their fp32 twin."""
+    profiles: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Time-weighted per-op profiles (candidate name -> :class:`~mobilize.profile.TimeProfile` JSON)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"winner": self.winner.name if self.winner else None, "tie_with": self.tie_with,
                 "reference_top1": self.reference_top1, "interrupted": self.interrupted,
                 "search_s": round(self.search_s, 2), "candidates": [c.to_json() for c in self.candidates],
                 "layers": {k: [l.to_json() for l in v] for k, v in self.layers.items()},
-                "diagnoses": self.diagnoses, "files": [str(p) for p in self.files]}
+                "diagnoses": self.diagnoses, "profiles": self.profiles, "files": [str(p) for p in self.files]}
+
+
+def format_layers(layers: Sequence[Any], top: int = 10) -> list[str]:
+    """The ranked per-layer table of either route: ONNX tensors or ExecuTorch modules."""
+    from mobilize.tune import et_drift, onnx_drift
+
+    if layers and isinstance(layers[0], et_drift.LayerError):
+        return et_drift.format_table(layers, top)
+    return onnx_drift.format_table(layers, top)
 
 
 def recipe_hash(recipe: Any) -> str:
@@ -233,6 +246,7 @@ def tune(module: Any, input_specs: Sequence[Any], *, data: str, calibration: str
     ``data`` gives the (labelled, if possible) samples every candidate is judged on; ``calibration``
     the samples int8 ranges are calibrated on (default: ``data``)."""
     from mobilize.recipe import dump_recipe
+    from mobilize.report.tune_html import write_tune_html
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -258,6 +272,11 @@ def tune(module: Any, input_specs: Sequence[Any], *, data: str, calibration: str
         if onnx_int8 and not any(c.within_budget for c in onnx_int8) and search.fp32_onnx and not out_of_time():
             base = max(onnx_int8, key=lambda c: (c.verdict.outcome != "MISMATCH", c.top1 or 0.0, c.cosine or 0.0))
             layers[base.name] = _exclude_greedily(search, base, candidates, max_exclusions, out_of_time, echo)
+        # the same for ExecuTorch int8: keep the worst modules in float (the executorch step's exclude)
+        et_int8 = [c for c in candidates if c.name == "executorch-int8" and c.path and c.verdict]
+        if et_int8 and not et_int8[0].within_budget and not out_of_time():
+            layers[et_int8[0].name] = _exclude_modules_greedily(search, et_int8[0], candidates, max_exclusions,
+                                                                out_of_time, echo)
     except KeyboardInterrupt:
         interrupted = True
         echo("interrupted: keeping the best candidate found so far")
@@ -273,9 +292,13 @@ def tune(module: Any, input_specs: Sequence[Any], *, data: str, calibration: str
         recipe = out / f"{stem}-tune.yaml"
         dump_recipe(winner.recipe, recipe)
         result.files += [artifact, recipe]
+    if not interrupted:
+        result.profiles = _profiles(candidates, search, echo)
     report = out / "tune-report.json"
-    result.files.append(report)
+    html = out / "tune-report.html"
+    result.files += [report, html]
     report.write_text(json.dumps({**result.to_json(), "policy": policy.to_json()}, indent=2, default=str) + "\n")
+    write_tune_html(report)
     return result
 
 
@@ -324,6 +347,47 @@ def _exclude_greedily(search: _Search, base: Candidate, candidates: list[Candida
         c = Candidate(name, recipe, base.runtime, excluded=tuple(excluded))
         candidates.append(c)
         echo(f"keep {layer.tensor} in float ({', '.join(new)})")
+        _try(search, c, echo)
+        if c.within_budget:
+            break
+    return ranked
+
+
+def _exclude_modules_greedily(search: _Search, base: Candidate, candidates: list[Candidate], limit: int,
+                              out_of_time: Callable[[], bool], echo: Callable[[str], None]) -> list[Any]:
+    """ExecuTorch int8: localise ``base``'s drift on its PT2E graph, then keep the worst layers' modules in float
+    (``exclude``), one more layer at a time, until the budget holds."""
+    import dataclasses as dc
+
+    from mobilize.recipe import Recipe, Step
+    from mobilize.tune import et_drift
+
+    step = base.recipe.exports[0]
+    ctx = search.context()
+    calibration = ctx.calibration_inputs(step.config.calibration_samples)  # the samples the exporter calibrates on
+    samples = ctx.calibration_inputs(DRIFT_SAMPLES)
+    ranked = et_drift.localise(search.module, ctx.example_inputs(), calibration, samples, step.config.per_channel,
+                               step.config.exclude)
+    echo(f"per-layer drift of {base.name} on {len(samples)} samples (worst first):")
+    for line in et_drift.format_table(ranked):
+        echo("  " + line)
+    excluded: list[str] = list(step.config.exclude)
+    for k, layer in enumerate(ranked[:limit], 1):
+        if out_of_time():
+            echo("time budget reached: exclusion search stopped")
+            break
+        new = [m for m in layer.nodes if m not in excluded]
+        if not new:
+            continue
+        excluded += new
+        name = f"{base.name}-float{k}"
+        recipe = Recipe(name, base.recipe.passes, (Step(step.name, dc.replace(step.config, exclude=tuple(excluded))),),
+                        base.recipe.runtime, f"tune: {base.name} with {len(excluded)} module(s) kept in float")
+        c = Candidate(name, recipe, base.runtime, excluded=tuple(excluded))
+        candidates.append(c)
+        unnamed = f"; {', '.join(layer.unnamed)} (top level, no module name) may still quantize it" \
+            if layer.unnamed else ""
+        echo(f"keep {layer.producer or layer.tensor} in float (exclude {', '.join(new)}){unnamed}")
         _try(search, c, echo)
         if c.within_budget:
             break
@@ -392,19 +456,33 @@ def _artifact(path: Path, specs: Sequence[Any] | None) -> Any:
 
 
 def _diagnose(candidates: list[Candidate], search: _Search, echo: Callable[[str], None]) -> list[dict[str, Any]]:
-    """For ONNX int8 candidates timed no faster than ONNX fp32: where the time goes."""
-    fp32 = next((c for c in candidates if c.name == "onnx-fp32" and c.latency_ms_p50), None)
-    if fp32 is None:
-        return []
-    out = []
-    for c in candidates:
-        if c.runtime == "onnxruntime" and c.kind == Kind.QUANTIZED and c.latency_ms_p50 and \
-                c.latency_ms_p50 >= fp32.latency_ms_p50:
-            from mobilize.tune.why import why_not_faster
+    """For int8 candidates timed no faster than their fp32 twin (ONNX Runtime, ExecuTorch): where the time goes."""
+    from mobilize.tune.why import why_not_faster
 
-            d = why_not_faster(fp32.path, c.path, search.samples[0])
+    out = []
+    for runtime, twin in (("onnxruntime", "onnx-fp32"), ("executorch", "executorch-fp32")):
+        fp32 = next((c for c in candidates if c.name == twin and c.latency_ms_p50), None)
+        slow = fp32 and next((c for c in candidates if c.runtime == runtime and c.kind == Kind.QUANTIZED
+                              and c.latency_ms_p50 and c.latency_ms_p50 >= fp32.latency_ms_p50), None)
+        if slow:  # one diagnosis per runtime: its int8 candidates share the cause
+            d = why_not_faster(fp32.path, slow.path, search.samples[0])
             for line in d.lines():
                 echo(line)
-            out.append({"candidate": c.name, **d.to_json()})
-            break  # one diagnosis is enough for the report; they share the cause
+            out.append({"candidate": slow.name, **d.to_json()})
+    return out
+
+
+def _profiles(candidates: list[Candidate], search: _Search, echo: Callable[[str], None]) -> dict[str, Any]:
+    """Time-weighted profiles (ETDump, ONNX Runtime's profiler) of the winner and every candidate within budget;
+    a WARNING line when a few ops outside the delegate dominate one of them."""
+    from mobilize.profile import profile_file
+
+    out: dict[str, Any] = {}
+    for c in candidates:
+        if c.within_budget and c.path is not None and c.path.suffix in (".pte", ".bpte", ".onnx"):
+            profile = profile_file(c.path, search.samples[0])
+            out[c.name] = profile.to_json()
+            warning = profile.warning()
+            if warning:
+                echo(f"{c.name}: {warning}")
     return out

@@ -1,0 +1,17 @@
+"""Time-weighted profiles: per-op time, and the share spent inside vs outside the delegate.
+
+ExecuTorch files are timed with ETDump, ONNX files with ONNX Runtime's profiler
+(:mod:`mobilize.profile.executorch`, :mod:`mobilize.profile.onnxruntime`); both give one
+:class:`TimeProfile`.  This package measures (like ``bench``): it may use formats and runtimes,
+never exporters or passes.
+
+    >>> from mobilize.profile import profile_file
+    >>> profile = profile_file("model.pte", threads=1)
+    >>> profile.outside_percent, profile.warning()
+"""
+
+from mobilize.profile.core import FEW_OPS, FEW_OPS_PERCENT, OUTSIDE_PERCENT, OpTime, TimeProfile
+from mobilize.profile.run import check_profilable, profile_file
+
+__all__ = ["FEW_OPS", "FEW_OPS_PERCENT", "OUTSIDE_PERCENT", "OpTime", "TimeProfile", "check_profilable",
+           "profile_file"]

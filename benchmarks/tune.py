@@ -30,7 +30,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--samples", type=int, default=100)
+    ap.add_argument("--time-budget", type=float, default=600.0, help="seconds of search per model")
     args = ap.parse_args()
+    from mobilize.target import host_cpu
+
+    print(f"CPU: {host_cpu().describe()}", flush=True)
     for ref in args.models.split(","):
         source = resolve_model(ref)
         data = default_data(ref, source.input_specs)
@@ -39,7 +43,8 @@ def main() -> None:
             t0 = time.perf_counter()
             result = tune(source.module, source.input_specs, data=data, calibration=calibration_for(data)[0],
                           policy=policy, runtimes=args.runtimes.split(","), out_dir=Path(tmp), stem=model_stem(ref),
-                          eval_samples=args.samples, rounds=args.rounds, iterations=args.iterations)
+                          eval_samples=args.samples, rounds=args.rounds, iterations=args.iterations,
+                          time_budget_s=args.time_budget, echo=lambda t: print("    " + t, flush=True))
             wall = time.perf_counter() - t0
             built = [c for c in result.candidates if c.path is not None]
             sample = _first(data, source.input_specs)
@@ -56,13 +61,18 @@ def main() -> None:
                 mark = "  <- tune" if c is result.winner else ""
                 print(f"  {c.name:<30} {c.verdict.outcome:<12} {drop:>10} {c.cosine or 0:>8.4f} "
                       f"{c.latency_ms_p50 or float('nan'):>8.3f} {ratio:>7.2f}x{mark}")
-            onnx_fp32 = fp32.get("onnxruntime")
-            slow = [c for c in built if c.runtime == "onnxruntime" and c.kind == "quantized" and onnx_fp32
-                    and c.latency_ms_p50 and c.latency_ms_p50 >= onnx_fp32.latency_ms_p50]
-            if slow:
-                print("\n".join(why_not_faster(onnx_fp32.path, slow[0].path, sample).lines()))
-            else:
-                print("  every ONNX int8 variant is faster than ONNX fp32 here: no diagnosis needed")
+            for runtime, base in fp32.items():  # "why is int8 not faster", per runtime
+                int8 = [c for c in built if c.runtime == runtime and c.kind == "quantized" and c.latency_ms_p50
+                        and base.latency_ms_p50]
+                if not int8:
+                    continue
+                worst = max(int8, key=lambda c: c.latency_ms_p50)
+                gain = base.latency_ms_p50 / worst.latency_ms_p50
+                head = (f"{worst.name} is not faster than {base.name} ({gain:.2f}x)" if gain <= 1 else
+                        f"every {runtime} int8 candidate is faster than {base.name} here; the least gain, "
+                        f"{worst.name} ({gain:.2f}x), for where the time goes")
+                print(f"\n  {head}:")
+                print("\n".join("  " + ln for ln in why_not_faster(base.path, worst.path, sample).lines()))
 
 
 def _first(data, specs):

@@ -37,10 +37,18 @@ class AbortingExporter(Exporter):
 
 
 def start(*args: str, **kw) -> subprocess.Popen:
-    """The real command in its own process group, plain progress lines on stdout."""
+    """The real command in its own process group, plain progress lines on stdout, Ctrl-C as in a terminal."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))  # tests.* plugins importable in the workers
     return subprocess.Popen([sys.executable, "-m", "mobilize", *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, start_new_session=True, **kw)
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, start_new_session=True,
+                            preexec_fn=_foreground_sigint, **kw)
+
+
+def _foreground_sigint() -> None:
+    """A shell without job control starts background commands with SIGINT ignored (`cmd &`, CI runners), and
+    Python then never raises KeyboardInterrupt: give the command the disposition a terminal's command has."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def wait_for_line(proc: subprocess.Popen, fragment: str, timeout_s: float = 120) -> list[str]:

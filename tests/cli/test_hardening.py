@@ -39,16 +39,18 @@ class AbortingExporter(Exporter):
 def start(*args: str, **kw) -> subprocess.Popen:
     """The real command in its own process group, plain progress lines on stdout, Ctrl-C as in a terminal."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))  # tests.* plugins importable in the workers
-    return subprocess.Popen([sys.executable, "-m", "mobilize", *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, start_new_session=True,
-                            preexec_fn=_foreground_sigint, **kw)
+    return subprocess.Popen([sys.executable, "-c", FOREGROUND_SIGINT, *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, start_new_session=True, **kw)
 
 
-def _foreground_sigint() -> None:
-    """A shell without job control starts background commands with SIGINT ignored (`cmd &`, CI runners), and
-    Python then never raises KeyboardInterrupt: give the command the disposition a terminal's command has."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+FOREGROUND_SIGINT = (
+    "import os, signal, sys\n"
+    "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})\n"
+    "os.execv(sys.executable, [sys.executable, '-m', 'mobilize', *sys.argv[1:]])\n")
+"""Exec mobilize with the SIGINT disposition a terminal's command has: a shell without job control starts
+background commands with SIGINT ignored (`cmd &`, some CI runners), and Python then never raises
+KeyboardInterrupt. (Not preexec_fn: it forces fork() in a process where JAX runs threads.)"""
 
 
 def wait_for_line(proc: subprocess.Popen, fragment: str, timeout_s: float = 120) -> list[str]:

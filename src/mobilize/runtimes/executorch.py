@@ -17,10 +17,6 @@ also verifies itself against its bundled expected outputs.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
-import tempfile
 import warnings
 import weakref
 from typing import Any, Sequence
@@ -29,6 +25,7 @@ from mobilize.artifact import Format
 from mobilize.errors import ConfigError, UnsupportedModelError
 from mobilize.formats.pte import BUNDLE_ID, SCALAR_TYPES, check_header
 from mobilize.runtimes import RUNTIMES
+from mobilize.runtimes._native import filtered_stderr
 from mobilize.runtimes.base import Session
 from mobilize.sources.inputs import InputSpec, MemoryFormat, input_type_name
 
@@ -36,24 +33,10 @@ from mobilize.sources.inputs import InputSpec, MemoryFormat, input_type_name
 _NATIVE_NOISE = ("cpuinfo_utils.cpp", "threadpool.cpp", "Failed to load /", "KernelPreference")
 
 
-@contextlib.contextmanager
 def quiet_native_stderr():
     """Drop ExecuTorch's informational C++ log lines (cpuinfo probing, threadpool resets);
     anything else written to stderr meanwhile is passed through."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as tmp:
-        os.dup2(tmp.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            tmp.seek(0)
-            for line in tmp.read().decode("utf-8", "replace").splitlines():
-                if line.strip() and not any(n in line for n in _NATIVE_NOISE):
-                    print(line, file=sys.stderr)
+    return filtered_stderr(_NATIVE_NOISE)
 
 
 def portable_lib() -> Any:

@@ -16,10 +16,6 @@ gets a WARNING note.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -27,6 +23,7 @@ from mobilize.artifact import Format
 from mobilize.errors import UnsupportedModelError
 from mobilize.formats.tflite import TfliteDelegation, read_tflite, tflite_delegation
 from mobilize.runtimes import RUNTIMES
+from mobilize.runtimes._native import filtered_stderr
 from mobilize.runtimes.base import Session
 from mobilize.sources.inputs import InputSpec, MemoryFormat
 
@@ -182,21 +179,7 @@ def _quantized(detail: dict) -> bool:
     return scale != 0.0 and detail["dtype"].__name__ in ("int8", "uint8", "int16")
 
 
-@contextlib.contextmanager
 def quiet_native_output():
     """Drop LiteRT's informational C++ log line ("Created TensorFlow Lite XNNPACK delegate for CPU.");
     anything else written to stderr meanwhile is passed through."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as tmp:
-        os.dup2(tmp.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            tmp.seek(0)
-            for line in tmp.read().decode("utf-8", "replace").splitlines():
-                if line.strip() and not any(n in line for n in _NOISE):
-                    print(line, file=sys.stderr)
+    return filtered_stderr(_NOISE)

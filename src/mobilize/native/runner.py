@@ -85,29 +85,10 @@ def _family_of(runtime: str) -> str:
 
 def bench_native(reference: str, config: BenchConfig = BenchConfig(), *,
                  echo: Callable[[str], None] = print) -> dict[str, Any]:
-    """Benchmark one model reference or artifact as ``config`` says; returns the report dict (units in names)."""
-    return _bench_native(reference, runtime=config.runtime, threads=config.threads,
-                         input_specs=list(config.input_specs) or None, no_inputs=config.no_inputs,
-                         bundled_input=config.bundled_input, data=config.data, seed=config.seed, config=config,
-                         trust_pickle=config.trust_pickle, io_binding=config.io_binding, echo=echo)
-
-
-def _bench_native(
-    reference: str,
-    *,
-    runtime: str | None = None,
-    threads: int | None = None,
-    input_specs: Sequence[InputSpec] | None = None,
-    no_inputs: bool = False,
-    bundled_input: int | None = None,
-    data: str | None = None,
-    seed: int = 0,
-    config: BenchConfig = BenchConfig(),
-    trust_pickle: bool = False,
-    io_binding: bool = False,
-    echo: Callable[[str], None] = print,
-) -> dict[str, Any]:
-    """Benchmark an artifact with its native program; the same report as ``mobilize.api.bench``."""
+    """Benchmark an artifact with its native program as ``config`` says; the same report as ``mobilize.api.bench``."""
+    runtime, threads, no_inputs, bundled_input = config.runtime, config.threads, config.no_inputs, config.bundled_input
+    input_specs = list(config.input_specs) or None
+    data, seed, trust_pickle, io_binding = config.data, config.seed, config.trust_pickle, config.io_binding
     from mobilize.api import default_threads
     from mobilize.native.build import ensure_binary
     from mobilize.report.json_report import SCHEMA_VERSION

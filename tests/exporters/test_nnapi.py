@@ -112,14 +112,22 @@ def test_interfaces_have_the_promised_dtypes(exported, mode, payload_in, file_in
         assert twin.run(twin.bundled_inputs()[0])[0].dtype == file_out
 
 
-def test_float_mode_matches_its_twin_within_1e4(exported):
+def test_float_mode_matches_its_twin_to_rounding(exported):
+    """Judged like every float file (rule float-sqnr), not by a fixed absolute tolerance: MobileNetV2's logits
+    reach ~80, where float32 rounding alone differs by 1e-4 between x86 kernel paths (AVX2 vs AVX-512)."""
+    from mobilize.accuracy.verify import Kind, compare_outputs, judge
+
     art = exported["none"]
+    got, expected = [], []
     with open_session(art) as session, open_session(Artifact.from_file(fmt.nnapi_twin_path(art.path))) as twin:
         for seed in range(2):
             x = torch.randn(SMALL, generator=torch.Generator().manual_seed(seed))
-            torch.testing.assert_close(session.run([x])[0], twin.run([x])[0], atol=1e-4, rtol=1e-4)
+            got.append(session.run([x]))
+            expected.append(twin.run([x]))
+    verdict = judge(compare_outputs(got, expected), Kind.FLOAT)
+    assert verdict.ok and (verdict.numbers["sqnr_db"] is None or verdict.numbers["sqnr_db"] > 80), verdict.reason
     check = json.loads(art.manifest_path.read_text())
-    assert any("end to end: max abs difference" in n and "within 0.0001 + 0.0001 x |twin|" in n for n in check["notes"])
+    assert any("end to end: max abs difference" in n and "(rule float-sqnr)" in n for n in check["notes"])
 
 
 @pytest.mark.parametrize("mode", ["core", "full"])
@@ -255,7 +263,7 @@ def test_host_check_covers_the_other_ops_and_catches_a_converter_mismatch(tmp_pa
             "LOGISTIC", "MUL", "MEAN", "SOFTMAX"} <= ops
     check = exporter.details["nnapi"]["host_check"]
     assert check["ok"] and check["per_operation"]["operations_compared"] == check["per_operation"]["operations"]
-    with pytest.raises(AccuracyError, match=r"worst AVERAGE_POOL_2D #\d+ at [0-8]\d\.\d+%.*count_include_pad"):
+    with pytest.raises(AccuracyError, match=r"worst AVERAGE_POOL_2D #\d+ at SQNR [0-5]?\d\.\d dB.*rule float-sqnr.*count_include_pad"):
         EXPORTERS.get("nnapi")().export(_OpsNet(avg_padding=1).eval(), ctx, tmp_path / "padded")
 
 

@@ -29,7 +29,8 @@ from typing import Any, Sequence
 from mobilize.accuracy.metrics import Comparison, as_float64, compare_outputs
 from mobilize.outcome import Outcome
 
-__all__ = ["Kind", "Policy", "Verdict", "judge", "judge_budget", "verify_close", "compare_outputs", "DEFAULT_POLICY"]
+__all__ = ["Kind", "Policy", "Verdict", "judge", "judge_budget", "judge_steps", "verify_close", "compare_outputs",
+           "DEFAULT_POLICY"]
 
 
 class Kind(enum.StrEnum):
@@ -62,6 +63,11 @@ class Policy:
     min_cosine: float = 0.99
     """Budget without labels (or for embeddings): mean per-sample cosine to the float outputs.  0.99 is
     a relative error of ~14% per sample, the usual bar for retrieval embeddings; int8 logits reach 0.995+."""
+    op_min_within_one_step: float = 0.99
+    """A quantized operation checked on its own (the NNAPI host check feeds each one the CPU twin's values of
+    its inputs): this fraction of its elements must be within one quantization step of the twin's output.
+    NNAPI's reference rounds twice in fixed point where qnnpack rounds once in float, so single steps are
+    rounding; below 99% the operation computes something else."""
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -142,6 +148,19 @@ def judge_budget(verdict: Verdict, *, drop_points: float | None = None, drop_ci:
                                    reason=f"{verdict.reason}; mean cosine {cosine:.4f} within budget "
                                           f"{policy.min_cosine:g}")
     return verdict
+
+
+def judge_steps(what: str, elements: int, within_one_step: int, policy: Policy = DEFAULT_POLICY) -> Verdict:
+    """A quantized operation's own output against the reference's, in quantization steps (rule op-steps)."""
+    fraction = within_one_step / elements if elements else 1.0
+    numbers = {"elements": elements, "within_one_step": within_one_step, "within_fraction": fraction,
+               "min_within_fraction": policy.op_min_within_one_step}
+    if fraction < policy.op_min_within_one_step:
+        return Verdict(Outcome.MISMATCH, "op-steps", f"{what}: {fraction:.2%} of {elements} elements within one "
+                                                     f"quantization step < {policy.op_min_within_one_step:.0%} "
+                                                     f"(rule op-steps)", numbers)
+    return Verdict(Outcome.OK, "op-steps", f"{what}: {fraction:.2%} of {elements} elements within one quantization "
+                                           f"step >= {policy.op_min_within_one_step:.0%} (rule op-steps)", numbers)
 
 
 def verify_close(got: Sequence[Any], expected: Sequence[Any], atol: float, rtol: float) -> Verdict:

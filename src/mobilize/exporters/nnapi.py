@@ -46,7 +46,6 @@ from mobilize.context import Context
 from mobilize.errors import (AccuracyError, ConfigError, ExportError, MobilizeError, UnsupportedModelError, headline,
                              internal, raised_in)
 from mobilize.exporters import EXPORTERS
-from mobilize.exporters._nnapi_host_check import FLOAT_ATOL
 from mobilize.exporters.base import Expectation, Exporter
 from mobilize.formats import nnapi as fmt
 
@@ -129,7 +128,6 @@ class NnapiExporter(Exporter):
     name = "nnapi"
     format = Format.NNAPI
     suffix = ".ptl"
-    tolerance = FLOAT_ATOL
     Config = NnapiConfig
 
     def __init__(self, config: Any = None):
@@ -167,9 +165,9 @@ class NnapiExporter(Exporter):
     def expectation(self, ctx: Context | None) -> Expectation:
         if self.config.artifact == Output.CPU_TWIN or self.mode(ctx) == Mode.NONE:
             kind = Kind.REDUCED if self.config.relax_f32_to_f16 and self.config.artifact == Output.NNAPI else Kind.FLOAT
-            return Expectation(kind, FLOAT_ATOL)
+            return Expectation(kind)
         # NNAPI's int8 arithmetic rounds differently from the qnnpack kernels the module runs on.
-        return Expectation(Kind.QUANTIZED, FLOAT_ATOL)
+        return Expectation(Kind.QUANTIZED)
 
     # -- the NNAPI file -------------------------------------------------------------------------------
     def export(self, module: Any, ctx: Context, stem: str | Path, recipe: dict | None = None) -> Artifact:

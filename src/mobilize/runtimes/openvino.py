@@ -12,6 +12,9 @@ reports what the compiled model really runs each layer in, read from OpenVINO's 
     torch.Size([1, 1000])
     >>> s.details()["ran_in"]
     'f32 (53 of 53 conv/matmul layers)'
+
+An fp16 IR on a CPU without native fp16 (AVX2 x86): the plugin computes in f32 on the fp16-rounded weights,
+``details()["computes_in"]`` says ``f32`` and the layers read "f32 with f16 weights".
 """
 
 from __future__ import annotations
@@ -67,12 +70,14 @@ class OpenVinoSession(Session):
             raise UnsupportedModelError(f"OpenVINO could not compile {self.target.path}: {_first_line(exc)}") from exc
         self.request = self.compiled.create_infer_request()
         self.threads = threads
-        self._ran_in = _runtime_precisions(self.compiled, self.precision)
-        asked = self.precision
-        ran = self._ran_in["main"]
-        if ran not in (asked, "int8", "none") and asked != "f32":
-            self.notes.append(f"openvino: asked for {asked} inference, but the CPU plugin runs the conv/matmul layers "
-                              f"in {ran} (this CPU has no {asked} support)")
+        # The plugin falls back to f32 where the CPU has no native f16/bf16 (an AVX2-only x86 takes an f16 hint
+        # and computes in f32): what it will really compute in is its compiled property, not what was asked.
+        self.effective_precision = _precision_name(self.compiled.get_property("INFERENCE_PRECISION_HINT"))
+        self._ran_in = _runtime_precisions(self.compiled, self.effective_precision)
+        asked, effective = self.precision, self.effective_precision
+        if effective != asked:
+            self.notes.append(f"openvino: asked for {asked} inference; the CPU plugin computes in {effective} on this "
+                              f"CPU (its capabilities: {', '.join(self.core.get_property('CPU', 'OPTIMIZATION_CAPABILITIES'))})")
 
     # -- inputs ---------------------------------------------------------------------------
     def declared_input_specs(self) -> list[InputSpec]:
@@ -114,10 +119,17 @@ class OpenVinoSession(Session):
                 continue
         ran = self._ran_in
         return {"openvino_version": ov.get_version(), "inference_precision": self.precision,
+                "computes_in": self.effective_precision,
                 "ran_in": ran["summary"], "layer_precisions": ran["layers"], "compiled": props}
 
     def close(self) -> None:
         self.request = self.compiled = None
+
+
+def _precision_name(value: Any) -> str:
+    """OpenVINO's element type (``<Type: 'float32'>``) or string as f32/f16/bf16."""
+    name = value.get_type_name() if hasattr(value, "get_type_name") else str(value)
+    return _PRECISION_NAMES.get(name, name)
 
 
 def _runtime_precisions(compiled: Any, hint: str) -> dict[str, Any]:

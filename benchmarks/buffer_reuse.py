@@ -40,11 +40,11 @@ def main() -> None:
         arts[name] = exporter.export(source.module, Context(input_specs=[spec]), out / "model")
     # One program instance per runtime where the runtime allows both modes on it, so the
     # comparison is of the buffers, not of two loaded copies of the program.
-    et = open_session(arts["executorch"], options=RuntimeOptions(threads=args.threads, reuse_outputs=True))
+    et = open_session(arts["executorch"], options=RuntimeOptions(threads=args.threads, extra={"reuse_outputs": True}))
     eager = open_session(source, threads=args.threads)
     sessions = {
         "onnxruntime plain": open_session(arts["onnx"], threads=args.threads),
-        "onnxruntime io-binding": open_session(arts["onnx"], options=RuntimeOptions(threads=args.threads, io_binding=True)),
+        "onnxruntime io-binding": open_session(arts["onnx"], options=RuntimeOptions(threads=args.threads, extra={"io_binding": True})),
         "executorch copy-out": et,
         "executorch reuse-out": et,
         "eager convert-per-call": eager,

@@ -23,7 +23,7 @@ import torch
 from mobilize.artifact import Artifact
 from mobilize.bench.harness import timed_loop
 from mobilize.exporters import EXPORTERS
-from mobilize.exporters.executorch import ExecuTorchConfig, delegation_report
+from mobilize.backends.executorch.exporter import ExecuTorchConfig, delegation_report
 from mobilize.passes import PASSES
 from mobilize.context import Context
 from mobilize.runtimes.base import open_session

@@ -77,7 +77,7 @@ def main() -> None:
         worst = max(worst, overhead)
         print(f"{r['model']:<34} {r['harness_p50_us']:>15.2f} {r['harness_us_per_iter']:>16.2f} "
               f"{r['bare_us_per_iter']:>13.2f} {overhead:>+9.2%}")
-    print(f"overhead = median over rounds of (harness mean / adjacent bare-loop mean) - 1")
+    print("overhead = median over rounds of (harness mean / adjacent bare-loop mean) - 1")
     print(f"worst overhead: {worst:+.2%}  target <= +2%: "
           f"{'PASS' if worst <= 0.02 else 'FAIL'}")
     print("(the harness median is at or below its mean: per-iteration medians drop the slow outliers)")

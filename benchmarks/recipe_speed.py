@@ -14,10 +14,9 @@ import argparse
 import torch
 
 from mobilize.bench.rounds import interleaved
-from mobilize.exporters.torchscript import TorchScriptConfig, TorchScriptExporter
+from mobilize.backends.torchscript.exporter import TorchScriptConfig, TorchScriptExporter
 from mobilize.passes import PASSES
 from mobilize.context import Context
-from mobilize.passes.quantize import QuantizeConfig
 from mobilize.sources.data import open_data
 from mobilize.sources.inputs import InputSpec
 from mobilize.zoo import ZOO

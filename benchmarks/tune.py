@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 from mobilize.accuracy.verify import Policy
-from mobilize.api import calibration_for, default_data, model_stem
+from mobilize.paths import model_stem
+from mobilize.sources.facts import calibration_for, default_data
 from mobilize.sources.models import resolve_model
 from mobilize.tune import _time, tune
 from mobilize.tune.why import why_not_faster

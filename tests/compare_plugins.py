@@ -10,7 +10,6 @@ from pathlib import Path
 
 import torch
 
-from mobilize.artifact import Format
 from mobilize.exporters.base import Exporter
 from mobilize.passes.base import Pass
 
@@ -50,7 +49,7 @@ class Perturb(Pass):
 
 class BrokenExporter(Exporter):
     name = "broken"
-    format = Format.ONNX
+    format = "onnx"
     suffix = ".onnx"
 
     def write(self, module, ctx, path: Path) -> None:

@@ -1,88 +1,202 @@
-"""The layering DESIGN.md promises, checked on the source: runtimes never import exporters, the
-stage packages form no import cycle, one function runs passes and exporters, and verdict
-thresholds live only in the verify policy."""
+"""The layering ../shared/DESIGN.md writes down, checked on the source of every module (every import form,
+lazy ones and ``importlib.import_module("mobilize...")`` strings included):
+
+* a backend imports core, sources, passes, lowering and the measure packages only, never another backend
+  or an orchestrator; nothing outside a backend imports its modules (they are reached through BACKENDS);
+* no module below the CLI imports ``mobilize.api``; core imports nothing above it;
+* one function runs passes and exporters; verdict thresholds live only in the verify policy.
+
+Each rule is a function over a ``{module: source}`` map, so the tests below also plant a violation in a
+copy of the real sources and check that the rule catches it.
+"""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
+import pytest
+
 import mobilize
 
 SRC = Path(mobilize.__file__).parent
-STAGES = ("sources", "formats", "passes", "exporters", "runtimes", "accuracy", "bench")
+
+CORE = {"errors", "registry", "config", "recipe", "artifact", "context", "outcome", "target", "paths", "checks",
+        "completeness", "runtime_options"}
+"""Top-level modules that form the core (``mobilize/<name>.py``)."""
+FACE = {"mobilize", "mobilize.__main__"}
+"""The package's public face (re-exports the API) and ``python -m mobilize``: above everything, like the CLI."""
+REGISTRIES = {"mobilize.exporters", "mobilize.passes", "mobilize.runtimes", "mobilize.backends", "mobilize.zoo"}
+"""Packages whose ``__init__`` holds only a registry (lookups): core may ask them by name (a recipe builds each
+step's config class from its registry)."""
+MEASURE = {"accuracy", "bench", "lint", "profile", "report"}
+ORCHESTRATORS = {"compare", "tune", "sweep", "plan", "api", "cli", "build", "isolate", "native", "camera"}
+SHARED_FOR_BACKENDS = {"mobilize.backends", "mobilize.backends.base", "mobilize.exporters", "mobilize.exporters.base",
+                       "mobilize.runtimes", "mobilize.runtimes.base", "mobilize.runtimes.torch_session",
+                       "mobilize.runtimes.native_stderr"}
+"""What every backend may use: the registry views and the base classes (public, shared by all engines)."""
 
 
-def imports(path: Path) -> set[str]:
-    """Every mobilize module a file imports, at top level or inside functions."""
+def sources() -> dict[str, str]:
+    """``mobilize.x.y`` -> source, for every module of the package."""
+    out = {}
+    for path in SRC.rglob("*.py"):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(["mobilize", *parts])] = path.read_text()
+    return out
+
+
+def imports(module: str, source: str) -> set[str]:
+    """Every mobilize module ``module`` imports: ``import``, ``from ... import`` (names that are modules too),
+    relative imports, and string arguments of ``importlib.import_module`` / ``__import__``."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("mobilize"):
-            found.add(node.module)
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = module.split(".")[: len(module.split(".")) - node.level + (1 if _is_package(module) else 0)]
+                base = ".".join(anchor + ([base] if base else []))
+            if base.startswith("mobilize"):
+                found.add(base)
+                found.update(f"{base}.{a.name}" for a in node.names)
         elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("mobilize"))
+        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+              and isinstance(node.args[0].value, str) and node.args[0].value.startswith("mobilize")
+              and ((isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+                   or (isinstance(node.func, ast.Name) and node.func.id in ("import_module", "__import__")))):
+            found.add(node.args[0].value)
     return found
 
 
-def package_of(module: str) -> str | None:
+def _is_package(module: str) -> bool:
+    return (SRC.joinpath(*module.split(".")[1:]) / "__init__.py").exists()
+
+
+def _known(name: str, modules: dict[str, str]) -> str | None:
+    """The longest prefix of ``name`` that is a module (``from a import b`` adds ``a.b``, which may be a function)."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def layer(module: str) -> str:
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 and parts[1] in STAGES else None
+    if module in FACE:
+        return "face"
+    if parts[1] == "backends":
+        return f"backend:{parts[2]}" if len(parts) > 2 and parts[2] != "base" else "backends"
+    if parts[1] in CORE:
+        return "core"
+    if parts[1] in MEASURE:
+        return "measure"
+    if parts[1] in ORCHESTRATORS:
+        return "orchestrator"
+    return parts[1]  # sources, passes, lowering, exporters, runtimes, zoo
 
 
-def stage_graph() -> dict[str, set[str]]:
-    graph: dict[str, set[str]] = {s: set() for s in STAGES}
-    for stage in STAGES:
-        for path in (SRC / stage).rglob("*.py"):
-            for mod in imports(path):
-                target = package_of(mod)
-                if target and target != stage:
-                    graph[stage].add(target)
-    return graph
+def violations(modules: dict[str, str]) -> list[str]:
+    """Every import that breaks a layer rule, as ``importer -> imported: rule``."""
+    out = []
+    for module, source in modules.items():
+        mine = layer(module)
+        for target in sorted(imports(module, source)):
+            target = _known(target, modules)
+            if target is None or target in (module, "mobilize"):  # the root package: its path or version
+                continue
+            theirs = layer(target)
+            if theirs.startswith("backend:") and theirs != mine:
+                out.append(f"{module} -> {target}: only {theirs[8:]}'s own modules import its modules "
+                           f"(others reach it through BACKENDS)")
+            if mine.startswith("backend:"):
+                if theirs == "orchestrator":
+                    out.append(f"{module} -> {target}: a backend never imports an orchestrator")
+                if theirs in ("exporters", "runtimes") and target not in SHARED_FOR_BACKENDS:
+                    out.append(f"{module} -> {target}: a backend uses only the shared bases of exporters/runtimes")
+            if target == "mobilize.api" and not (module.startswith("mobilize.cli") or mine == "face"):
+                out.append(f"{module} -> {target}: only the CLI (and the package's public face) imports api")
+            if mine == "core" and theirs not in ("core", "sources") and target not in REGISTRIES:
+                out.append(f"{module} -> {target}: core imports nothing above it")
+    return out
 
 
-def test_runtimes_and_formats_never_import_exporters_or_passes():
-    graph = stage_graph()
-    assert "exporters" not in graph["runtimes"] and "passes" not in graph["runtimes"]
-    assert not graph["formats"] & {"exporters", "runtimes", "passes"}
+def test_every_module_keeps_the_layer_rules():
+    assert not violations(sources())
 
 
-def test_stage_packages_have_no_import_cycle():
-    graph = stage_graph()
+@pytest.mark.parametrize("planted_in,line,rule", [
+    ("mobilize.lint.core", "from mobilize.backends.executorch.delegation import delegation_report\n",
+     "only executorch's own modules"),
+    ("mobilize.lint.core", "import importlib\nimportlib.import_module('mobilize.backends.onnxruntime.runtime')\n",
+     "only onnxruntime's own modules"),
+    ("mobilize.backends.litert.exporter", "from mobilize.backends.executorch import quant\n",
+     "only executorch's own modules"),
+    ("mobilize.backends.onnxruntime.runtime", "def f():\n    from mobilize.tune import tune\n",
+     "never imports an orchestrator"),
+    ("mobilize.sweep.runner", "from mobilize.api import bench\n", "only the CLI"),
+    ("mobilize.recipe", "def f():\n    from mobilize.compare.runner import run_plan\n", "core imports nothing above"),
+])
+def test_a_planted_violation_is_caught(planted_in, line, rule):
+    modules = sources()
+    modules[planted_in] = modules[planted_in] + "\n" + line
+    assert any(rule in v for v in violations(modules)), violations(modules)
 
-    def reaches(a: str, b: str, seen=()) -> bool:
-        return any(n == b or (n not in seen and reaches(n, b, (*seen, n))) for n in graph[a])
 
-    cycles = [s for s in STAGES if reaches(s, s)]
-    assert not cycles, {s: sorted(graph[s]) for s in cycles}
+def runners(modules: dict[str, str]) -> set[str]:
+    """Modules that instantiate passes or exporters from their registries and run them."""
+    found = set()
+    for module, source in modules.items():
+        for node in ast.walk(ast.parse(source)):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Call)
+                    and isinstance(node.func.func, ast.Attribute) and node.func.func.attr == "get"
+                    and isinstance(node.func.func.value, ast.Name) and node.func.func.value.id in ("PASSES", "EXPORTERS")):
+                found.add(module)
+    return found
 
 
 def test_one_function_runs_passes_and_exporters():
     """Only build.py instantiates passes and exporters from their registries and runs them
     (``PASSES.get(name)(config)(...)``, ``EXPORTERS.get(name)(config).export(...)``)."""
-    runners = set()
-    for path in SRC.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Call)
-                    and isinstance(node.func.func, ast.Attribute) and node.func.func.attr == "get"
-                    and isinstance(node.func.func.value, ast.Name) and node.func.func.value.id in ("PASSES", "EXPORTERS")):
-                runners.add(str(path.relative_to(SRC)))
-    assert runners == {"build.py"}, runners
+    assert runners(sources()) == {"mobilize.build"}
+    planted = {**sources(), "mobilize.tune": sources()["mobilize.tune"] + "\nEXPORTERS.get('onnx')(None).export(m, c, s)\n"}
+    assert runners(planted) == {"mobilize.build", "mobilize.tune"}
 
 
-def test_verdict_thresholds_live_only_in_the_policy():
-    """No comparison of an accuracy metric with a numeric literal outside accuracy/verify.py."""
-    metrics = ("cosine", "sqnr", "agreement", "top1", "max_abs", "drop")
-    offenders = []
-    for path in SRC.rglob("*.py"):
-        if path.relative_to(SRC).as_posix() in ("accuracy/verify.py",):
+METRICS = ("cosine", "sqnr", "agreement", "top1", "max_abs", "drop", "within")
+
+
+def threshold_offenders(modules: dict[str, str]) -> list[str]:
+    """Comparisons of an accuracy metric with a numeric literal (int or float; 0 and 1 are not thresholds)
+    outside accuracy/verify.py."""
+    out = []
+    for module, source in modules.items():
+        if module == "mobilize.accuracy.verify":
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(ast.parse(source)):
             if not isinstance(node, ast.Compare):
                 continue
             sides = [node.left, *node.comparators]
-            names = " ".join(ast.unparse(s) for s in sides if not isinstance(s, ast.Constant))
-            literal = any(isinstance(s, ast.Constant) and isinstance(s.value, float) and s.value not in (0.0, 1.0)
-                          for s in sides)
-            if literal and any(m in names for m in metrics):
-                offenders.append(f"{path.relative_to(SRC)}:{node.lineno}: {ast.unparse(node)}")
-    assert not offenders, offenders
+            names = " ".join(ast.unparse(s) for s in sides if not isinstance(s, ast.Constant)).lower()
+            literal = any(isinstance(s, ast.Constant) and isinstance(s.value, (int, float))
+                          and not isinstance(s.value, bool) and s.value not in (0, 1) for s in sides)
+            if literal and any(m in names for m in METRICS):
+                out.append(f"{module}:{node.lineno}: {ast.unparse(node)}")
+    return out
+
+
+def test_verdict_thresholds_live_only_in_the_policy():
+    assert not threshold_offenders(sources())
+    planted = {**sources(), "mobilize.compare.runner": sources()["mobilize.compare.runner"]
+               + "\nif result.sqnr_db < 30:\n    pass\n"}
+    assert threshold_offenders(planted) == ["mobilize.compare.runner:%d: result.sqnr_db < 30"
+                                            % (planted["mobilize.compare.runner"].count("\n") - 1)]
+
+
+def test_seven_engines_one_folder_each():
+    from mobilize.backends import BACKENDS
+
+    folders = sorted(p.name for p in (SRC / "backends").iterdir() if (p / "__init__.py").exists())
+    assert folders == sorted(BACKENDS.names()) == ["eager", "executorch", "litert", "nnapi", "onnxruntime",
+                                                    "openvino", "torchscript"]

@@ -130,7 +130,7 @@ def test_executorch_reused_output_buffers(artifacts):
     x1, x2 = tiny_input(), tiny_input() * 2
     with open_session(art, threads=1) as plain:
         expected1, expected2 = plain.run([x1])[0], plain.run([x2])[0]
-    with open_session(art, options=RuntimeOptions(threads=1, reuse_outputs=True)) as reuse:
+    with open_session(art, options=RuntimeOptions(threads=1, extra={"reuse_outputs": True})) as reuse:
         got1 = reuse.run([x1])[0]
         got2 = reuse.run([x2])[0]
     torch.testing.assert_close(got1, expected1, atol=0, rtol=0)

@@ -10,9 +10,8 @@
 
 from __future__ import annotations
 
-import dataclasses
-import os
 import time
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from mobilize.bench.harness import BenchConfig, benchmark
@@ -23,10 +22,13 @@ from mobilize.artifact import artifact_size_bytes
 from mobilize.sources.models import module_size_bytes, resolve_model
 
 from mobilize.report.json_report import SCHEMA_VERSION  # noqa: E402  (one definition for every JSON output)
+from mobilize.checks import default_threads
+from mobilize.compare.run import compare
+from mobilize.paths import check_output_dir, model_stem
+from mobilize.sources.facts import calibration_for, default_data, model_facts_isolated
 
-
-def default_threads() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+__all__ = ["SCHEMA_VERSION", "bench", "build_and_verify", "calibration_for", "check_output_dir", "compare", "default_data",
+           "default_threads", "load", "model_facts_isolated", "model_stem", "optimize"]
 
 
 def load(reference: str, *, runtime: str | None = None, threads: int | None = None, trust_pickle: bool = False):
@@ -56,7 +58,7 @@ def bench(reference: str, config: BenchConfig = BenchConfig(), *,
     cls.check_available()
     cls.import_backend()
     t0 = time.perf_counter_ns()
-    session = open_session(target, runtime, threads, RuntimeOptions(io_binding=io_binding))
+    session = open_session(target, runtime, threads, RuntimeOptions(extra={"io_binding": True} if io_binding else {}))
     load_ms = (time.perf_counter_ns() - t0) / 1e6
     try:
         inputs, source, specs = _choose_inputs(session, target, input_specs, no_inputs, bundled_input, data, seed)
@@ -116,26 +118,6 @@ def _dtype_name(t) -> str:
     return "float" if name == "float32" else name
 
 
-def model_stem(reference: str) -> str:
-    """A file-name stem for a model reference: zoo:mobilenet_v2 → mobilenet_v2, net.py:Net → Net."""
-    from pathlib import Path
-
-    tail = reference.split(":", 1)[1] if reference.startswith("zoo:") else reference
-    if ":" in tail and tail.rpartition(":")[0].endswith(".py"):
-        tail = tail.rpartition(":")[2]
-    elif ":" in tail:
-        tail = tail.rpartition(":")[2]
-    return Path(tail).stem or "model"
-
-
-def check_output_dir(out_dir) -> "Path":
-    """Fail before any work if the output folder cannot be used (created here if missing); stale
-    temporaries of killed runs in it are removed."""
-    from mobilize.paths import Outputs
-
-    return Outputs().folder(out_dir, "-o")
-
-
 def optimize(
     reference: str,
     recipe: Any = "seed",
@@ -193,7 +175,6 @@ def build_and_verify(reference: str, recipe: dict[str, Any], out_dir: str, data:
                      input_specs: list[InputSpec], trust_pickle: bool, verify: bool,
                      progress: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
     """optimize's work (in its child process): resolve the model, run the recipe, verify every artifact."""
-    from pathlib import Path
 
     from mobilize.build import build, verify_artifact
     from mobilize.context import Context
@@ -258,139 +239,3 @@ def _check_forward(source: Any, ctx: Any, reference: str) -> None:
                                     hint="forward must return a tensor, a tuple or a dict of tensors")
 
 
-def default_data(reference: str, specs: Sequence[InputSpec]) -> str | None:
-    """Labelled digits for the digits model, the sample photos for other image models, else None."""
-    if "digits" in reference:
-        return "digits:test"
-    if specs and len(specs[0].shape) == 4 and specs[0].shape[1] in (1, 3):
-        return "sample-photos"
-    return None
-
-
-def calibration_for(data: str | None) -> tuple[str | None, str | None]:
-    """Calibration source for an accuracy source, and a note when they overlap."""
-    if data is None:
-        return None, None
-    if data.startswith("digits"):
-        return "digits:train", None
-    return data, f"calibration and accuracy both use {data}: give held-out data for an unbiased accuracy figure"
-
-
-def compare(model: str | None = None, plan: Any = "default", config: Any = None, *, variants: Sequence[str] = (),
-            progress: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
-    """Run every variant of a plan on real data; write report.json and report.html as it goes.
-
-    ``config`` is a :class:`~mobilize.compare.runner.CompareConfig`; its ``data``, ``calibration``,
-    ``input_specs`` and ``threads`` are filled in here when left empty."""
-    import datetime
-
-    import mobilize
-    from mobilize.checks import check_at_least, check_positive, check_threads
-    from mobilize.compare.runner import CompareConfig, run_plan
-    from mobilize.paths import remove_previous
-    from mobilize.plan import Plan, load_plan
-    from mobilize.report.json_report import write_reports
-    from mobilize.target import Target, host_cpu
-    from mobilize.zoo import DEFAULT_MODEL
-
-    cfg = config or CompareConfig(model="")
-    model = model or cfg.model or f"zoo:{DEFAULT_MODEL}"
-    plan = plan if isinstance(plan, Plan) else load_plan(plan)
-    if variants:
-        plan = plan.select(list(variants))
-    check_at_least(cfg.iterations, 1, "--iter")
-    check_at_least(cfg.rounds, 1, "--rounds")
-    check_at_least(cfg.accuracy_samples, 1, "--accuracy-samples")
-    check_positive(cfg.timeout_s, "--timeout", " seconds")
-    check_threads(cfg.threads)
-    target = Target.parse(cfg.target)
-    out = check_output_dir(cfg.out_dir)
-    facts = model_facts_isolated(model, cfg.trust_pickle, len(cfg.input_specs), cfg.timeout_s)
-    if facts["format"] != "eager":
-        raise ConfigError(f"compare needs a PyTorch model to derive variants from; {model} is a {facts['format']} "
-                          f"file", hint="use mobilize bench for a single artifact")
-    specs = list(cfg.input_specs or facts["input_specs"])
-    if not specs:
-        raise ConfigError("the model's input shape is unknown", hint='give --input_dims, e.g. "1,3,224,224"')
-    names = facts["input_names"]
-    data = cfg.data or default_data(model, specs)
-    if data is not None:
-        _check_data_fits(specs, data, names)
-    calibration, note = (cfg.calibration, None) if cfg.calibration else calibration_for(data)
-    cfg = dataclasses.replace(cfg, model=model, data=data, calibration=calibration, input_specs=tuple(specs),
-                              out_dir=str(out), threads=cfg.threads or default_threads(), target=target.name,
-                              input_names=tuple(names))
-    meta = {"schema_version": SCHEMA_VERSION, "mobilize_version": mobilize.__version__,
-            "created": datetime.datetime.now().isoformat(timespec="seconds"),
-            "input_specs": [s.to_json() for s in specs], "target": target.to_json(), "host_cpu": host_cpu().to_json(),
-            "inputs": f"data:{data}" if data else "random-with-seed (no --data: accuracy on seeded random inputs)",
-            "notes": [note] if note else []}
-
-    def save(report: dict[str, Any]) -> None:
-        for key, value in meta.items():
-            report.setdefault(key, value)
-        write_reports(report, out)
-
-    # The folder holds this run's results only: an older report (or its artifacts) beside a new one misleads.
-    removed = remove_previous(out, RUN_FILES)
-    if removed:
-        meta["notes"].append(f"removed the previous run's {', '.join(removed)} from {out} before this run")
-    report = run_plan(cfg, plan, progress=progress, on_update=save)
-    save(report)
-    return report
-
-
-RUN_FILES = ("report.json", "report.html", "artifacts", "logs")
-"""What a compare run writes into its output folder (and removes from an earlier run there first)."""
-
-
-def model_facts(reference: str, trust_pickle: bool, spec_count: int,
-                progress: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
-    """What compare needs to know before its workers start: the format, the declared input specs and the
-    forward's input names (for ``spec_count`` inputs, or as many as it declares)."""
-    if progress:
-        progress(0, 1, "build the model")
-    source = resolve_model(reference, trust_pickle=trust_pickle)
-    specs = list(getattr(source, "input_specs", None) or [])
-    module = getattr(source, "module", None)
-    names = input_names(module, spec_count or len(specs)) if module is not None else []
-    return {"format": str(source.format), "input_specs": specs, "input_names": names}
-
-
-def model_facts_isolated(reference: str, trust_pickle: bool, spec_count: int, timeout_s: float) -> dict[str, Any]:
-    """:func:`model_facts` in a child process under the stage timeout: building a user's model runs its code
-    (import, constructor, unpickling), which may hang or crash.  The zoo's models are mobilize's own."""
-    from mobilize.isolate import run_isolated
-    from mobilize.sources.models import check_reference
-
-    check_reference(reference)
-    if reference.strip().startswith("zoo:"):
-        return model_facts(reference, trust_pickle, spec_count)
-    return run_isolated(model_facts, reference, trust_pickle, spec_count, what="model check", timeout_s=timeout_s)
-
-
-def input_names(module: Any, count: int) -> list[str]:
-    """The names of a module's first ``count`` forward parameters (to match .npz arrays by name)."""
-    import inspect
-
-    try:
-        params = [p.name for p in inspect.signature(module.forward).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):
-        return []
-    return params[:count] if len(params) >= count else []
-
-
-def _check_data_fits(specs: Sequence[InputSpec], data: str, names: Sequence[str] = ()) -> None:
-    """Before any work: the data source gives inputs shaped for the model (the model itself first runs
-    in the isolated reference stage, under the timeout)."""
-    import dataclasses as dc
-
-    from mobilize.sources.data import open_data
-
-    source = open_data(data)
-    if source.inputs_per_sample != len(specs):
-        raise ConfigError(f"data source '{data}' feeds {source.inputs_per_sample} input(s), but the model takes "
-                          f"{len(specs)}", hint="give an .npz with one array per model input (named after the "
-                                                "inputs, or x0, x1, ...)")
-    source.sample_lists([dc.replace(s, shape=(1, *s.shape[1:])) for s in specs], 1, list(names) or None)

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import dataclasses
-import enum
 import hashlib
 import json
 import os
@@ -23,50 +22,33 @@ from mobilize.paths import temp_prefix
 from mobilize.sources.inputs import InputSpec
 
 
-class Format(enum.StrEnum):
-    TORCHSCRIPT = "torchscript"
-    LITE = "lite"
-    EXPORTED_PROGRAM = "exported_program"
-    EXECUTORCH = "executorch"
-    ONNX = "onnx"
-    NNAPI = "nnapi"
-    TFLITE = "tflite"
-    OPENVINO = "openvino"
-    EAGER = "eager"
-
-
-SUFFIX_FORMATS = {
-    ".pt": Format.TORCHSCRIPT,
-    ".pth": Format.TORCHSCRIPT,
-    ".ptl": Format.LITE,
-    ".pt2": Format.EXPORTED_PROGRAM,
-    ".pte": Format.EXECUTORCH,
-    ".bpte": Format.EXECUTORCH,
-    ".onnx": Format.ONNX,
-    ".ort": Format.ONNX,
-    ".tflite": Format.TFLITE,
-    ".xml": Format.OPENVINO,
-}
-
-SIDE_FILE_SUFFIXES = {Format.OPENVINO: (".bin",)}
-"""Files that belong to an artifact and sit next to it (OpenVINO IR: weights in ``.bin`` beside the ``.xml``)."""
+Format = str
+"""A file format's name (``onnx``, ``executorch`` ...): each backend declares the formats it owns, their suffixes
+and side files (:mod:`mobilize.backends`); the set is open, not a closed enum."""
 
 
 def artifact_size_bytes(path: str | os.PathLike, fmt: Format) -> int:
     """The artifact's size on disk, side files included (an OpenVINO ``.xml`` is a few kB; its ``.bin`` holds the weights)."""
+    from mobilize.backends import side_files
+
     path = Path(path)
-    sides = [path.with_suffix(s) for s in SIDE_FILE_SUFFIXES.get(fmt, ())]
+    sides = [path.with_suffix(s) for s in side_files(fmt)]
     return path.stat().st_size + sum(p.stat().st_size for p in sides if p.exists())
 
 
 def format_for_path(path: str | os.PathLike) -> Format:
+    """The format a file's suffix names, then refined by any backend that claims the file (an NNAPI model inside
+    a ``.ptl``)."""
+    from mobilize.backends import claim, format_for_suffix, suffixes
+
     suffix = Path(path).suffix.lower()
-    if suffix not in SUFFIX_FORMATS:
+    fmt = format_for_suffix(suffix)
+    if fmt is None:
         raise ConfigError(
             f"unknown model file suffix '{suffix or Path(path).name}' for {path}",
-            hint=f"known suffixes: {', '.join(SUFFIX_FORMATS)}; or use zoo:NAME, file.py:Class, pkg.mod:factory",
+            hint=f"known suffixes: {', '.join(suffixes())}; or use zoo:NAME, file.py:Class, pkg.mod:factory",
         )
-    return SUFFIX_FORMATS[suffix]
+    return claim(path, fmt)
 
 
 def sha256_of(path: str | os.PathLike) -> str:
@@ -149,11 +131,7 @@ class Artifact:
         fmt = fields.pop("format", None)
         if fmt is None:
             fmt = format_for_path(path)
-            from mobilize.formats.nnapi import is_nnapi_archive
-
-            if fmt in (Format.TORCHSCRIPT, Format.LITE) and is_nnapi_archive(path):
-                fmt = Format.NNAPI  # a .pt/.ptl whose payload is an NNAPI model: told apart by its archive
-        art = cls(path=path, format=Format(fmt), **fields)
+        art = cls(path=path, format=str(fmt), **fields)
         art.size_bytes = artifact_size_bytes(path, art.format)
         manifest = art.manifest_path
         if manifest.exists() and not art.input_specs:

@@ -45,3 +45,10 @@ def check_at_least(value: int | float, minimum: int | float, flag: str) -> None:
 def check_positive(value: float, flag: str, unit: str = "") -> None:
     if not value > 0:
         raise ConfigError(f"{flag} must be more than 0{unit}, got {value:g}")
+
+
+def default_threads() -> int:
+    """One thread per core this process may run on."""
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

@@ -211,3 +211,19 @@ def _has_content(folder: Path) -> bool:
             except OSError:
                 return True
     return False
+
+
+def model_stem(reference: str) -> str:
+    """A file-name stem for a model reference: zoo:mobilenet_v2 → mobilenet_v2, net.py:Net → Net."""
+    tail = reference.split(":", 1)[1] if reference.startswith("zoo:") else reference
+    if ":" in tail and tail.rpartition(":")[0].endswith(".py"):
+        tail = tail.rpartition(":")[2]
+    elif ":" in tail:
+        tail = tail.rpartition(":")[2]
+    return Path(tail).stem or "model"
+
+
+def check_output_dir(out_dir) -> Path:
+    """Fail before any work if the output folder cannot be used (created here if missing); stale
+    temporaries of killed runs in it are removed."""
+    return Outputs().folder(out_dir, "-o")

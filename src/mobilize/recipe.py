@@ -19,7 +19,7 @@ from typing import Any
 
 from mobilize.config import build_config, builtin_names, config_to_dict, load_document
 from mobilize.errors import ConfigError
-from mobilize.runtimes.base import RuntimeOptions
+from mobilize.runtime_options import RuntimeOptions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +55,7 @@ class Recipe:
         exports = tuple(_step(EXPORTERS, s, "exporter") for s in data.get("exports") or [])
         if not exports and not allow_no_export:
             raise ConfigError(f"recipe '{data.get('name', name)}' has no exports", hint="add e.g. exports: [torchscript]")
-        runtime = build_config(RuntimeOptions, data.get("runtime") or {}, "runtime")
+        runtime = RuntimeOptions.from_dict(data.get("runtime"))
         return cls(data.get("name", name), passes, exports, runtime, data.get("description", ""))
 
     def to_dict(self) -> dict[str, Any]:
@@ -64,7 +64,7 @@ class Recipe:
             "description": self.description,
             "passes": [s.to_dict() for s in self.passes],
             "exports": [s.to_dict() for s in self.exports],
-            "runtime": config_to_dict(self.runtime),
+            "runtime": self.runtime.to_dict(),
         }
 
     def with_option(self, option: str, value: Any) -> "Recipe":

@@ -1,9 +1,12 @@
-"""Registries: one per kind of plugin (zoo models, passes, exporters, runtimes).
+"""Registries: one per kind of plugin (zoo models, passes, backends, and the exporters and runtimes inside them).
 
 A plugin is one module in the registry's package, named after its key; the module registers
 its object with ``@REGISTRY.register("key")`` when it is imported.  Lookup imports the module
 lazily, so ``import mobilize`` stays cheap and optional backends load only when used.  The
 set of names is the set of modules in the folder: there is no second, hand-kept list.
+
+A registry can instead be a view over an index (``EXPORTERS`` and ``RUNTIMES`` read the backends'
+descriptors): its names are the index's keys and each entry is a ``package.module:Attribute``.
 
     >>> from mobilize.runtimes import RUNTIMES
     >>> "onnxruntime" in RUNTIMES.names()
@@ -18,7 +21,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import pkgutil
-from typing import Callable, Generic, TypeVar
+from typing import Callable, Generic, Mapping, Sequence, TypeVar
 
 from mobilize.errors import ConfigError, InternalError
 
@@ -27,16 +30,30 @@ T = TypeVar("T")
 _NOT_PLUGINS = {"base"}
 
 
+def did_you_mean(name: str, choices: Sequence[str], what: str = "choose one of") -> str:
+    """The one "did you mean" hint: close matches first, then every choice.
+
+    >>> did_you_mean("onnxrt", ["onnxruntime", "openvino"])
+    'did you mean: onnxruntime? choose one of: onnxruntime, openvino'
+    """
+    close = difflib.get_close_matches(name, list(choices), n=3, cutoff=0.5)
+    text = f"{what}: {', '.join(choices)}"
+    return f"did you mean: {', '.join(close)}? " + text if close else text
+
+
 class Registry(Generic[T]):
-    def __init__(self, kind: str, package: str):
+    def __init__(self, kind: str, package: str | None = None, index: Callable[[], Mapping[str, str]] | None = None):
         self.kind = kind
         self.package = package
+        self.index = index
+        """name -> ``package.module:Attribute`` (a view over other registries' descriptors)."""
         self._entries: dict[str, T] = {}
 
     def register(self, name: str) -> Callable[[T], T]:
         def decorator(obj: T) -> T:
             module = getattr(obj, "__module__", "") if isinstance(obj, type) or callable(obj) else ""
-            if module.startswith(self.package + ".") and module.rsplit(".", 1)[-1] not in (name, "base"):
+            if self.package and module.startswith(self.package + ".") \
+                    and module.rsplit(".", 1)[-1] not in (name, "base"):
                 raise InternalError(f"{self.kind} '{name}' must live in {self.package}.{name}")
             self._entries[name] = obj
             return obj
@@ -44,22 +61,27 @@ class Registry(Generic[T]):
         return decorator
 
     def names(self) -> list[str]:
-        pkg = importlib.import_module(self.package)
-        found = {
-            m.name
-            for m in pkgutil.iter_modules(pkg.__path__)
-            if not m.name.startswith("_") and m.name not in _NOT_PLUGINS
-        }
+        found: set[str] = set()
+        if self.index is not None:
+            found = set(self.index())
+        if self.package is not None:
+            pkg = importlib.import_module(self.package)
+            found |= {m.name for m in pkgutil.iter_modules(pkg.__path__)
+                      if not m.name.startswith("_") and m.name not in _NOT_PLUGINS}
         return sorted(found | set(self._entries))
 
     def get(self, name: str) -> T:
         if ":" in name:
             return self._external(name)
         if name not in self._entries:
-            if name in self.names():
+            index = self.index() if self.index is not None else {}
+            if name in index:
+                module_name, _, attr = index[name].partition(":")
+                self._entries[name] = getattr(importlib.import_module(module_name), attr)
+            elif self.package is not None and name in self.names():
                 importlib.import_module(f"{self.package}.{name}")
             if name not in self._entries:
-                raise ConfigError(f"unknown {self.kind} '{name}'", hint=self._suggest(name))
+                raise ConfigError(f"unknown {self.kind} '{name}'", hint=did_you_mean(name, self.names()))
         return self._entries[name]
 
     def _external(self, reference: str) -> T:
@@ -72,14 +94,6 @@ class Registry(Generic[T]):
         if not hasattr(module, attr):
             raise ConfigError(f"module '{module_name}' has no {self.kind} '{attr}'")
         return getattr(module, attr)
-
-    def _suggest(self, name: str) -> str:
-        names = self.names()
-        close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
-        text = f"choose one of: {', '.join(names)}"
-        if close:
-            text = f"did you mean: {', '.join(close)}? " + text
-        return text
 
     def __contains__(self, name: str) -> bool:
         return name in self.names()

@@ -149,8 +149,8 @@ def bpte(tmp_path_factory):
     """A bundled program of the tiny model (one case), built directly with ExecuTorch."""
     import warnings
 
-    from mobilize.exporters._bundled_program import build_bundled_program
-    from mobilize.formats.bpte import BundledCase
+    from mobilize.backends.executorch.bundled import build_bundled_program
+    from mobilize.backends.executorch.bpte import BundledCase
 
     model, x = tiny_model(), tiny_input()
     with warnings.catch_warnings():
@@ -205,7 +205,7 @@ def test_bad_input(run_cli, tmp_path, artifacts, bpte, name):
 def test_every_truncation_of_a_bundled_program_is_refused(bpte, tmp_path):
     """Not just 10/50/99 %: lengths all through the file, and every one of its last 256 bytes."""
     from mobilize.errors import UnsupportedModelError
-    from mobilize.formats.pte import check_complete
+    from mobilize.backends.executorch.pte import check_complete
 
     data = bpte.read_bytes()
     check_complete(bpte)

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.conftest import BENCH_JSON_FIELDS, INPUT_SHAPE
+from tests.conftest import INPUT_SHAPE
 
 JSON_FIELDS = [
     "format", "runtime", "threads", "warmup", "iterations", "size_bytes", "load_ms", "first_run_ms",

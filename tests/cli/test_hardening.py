@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from mobilize.artifact import Format
 from mobilize.exporters.base import Exporter
 from tests.conftest import assert_one_line_error
 
@@ -28,7 +27,7 @@ class AbortingExporter(Exporter):
     """Writes half a file, then aborts the process, as a crashing native exporter or runtime does."""
 
     name = "aborting"
-    format = Format.ONNX
+    format = "onnx"
     suffix = ".onnx"
 
     def write(self, module, ctx, path: Path) -> None:

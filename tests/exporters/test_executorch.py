@@ -16,9 +16,9 @@ from torch import nn
 from mobilize.artifact import Artifact
 from mobilize.errors import AccuracyError, ConfigError, ExportError, UnsupportedModelError
 from mobilize.exporters import EXPORTERS
-from mobilize.formats.bpte import read_test_cases
-from mobilize.formats.pte import program_bytes, read_program
-from mobilize.exporters.executorch import (
+from mobilize.backends.executorch.bpte import read_test_cases
+from mobilize.backends.executorch.pte import program_bytes, read_program
+from mobilize.backends.executorch.exporter import (
     ExecuTorchConfig,
     bundled_inputs,
     delegation_report,
@@ -27,7 +27,7 @@ from mobilize.exporters.executorch import (
 from mobilize.passes import PASSES
 from mobilize.context import Context
 from mobilize.runtimes.base import open_session
-from mobilize.formats.pte import check_header as check_pte_header
+from mobilize.backends.executorch.pte import check_header as check_pte_header
 from mobilize.sources.data import open_data
 from mobilize.sources.inputs import InputSpec, MemoryFormat
 from mobilize.zoo import ZOO

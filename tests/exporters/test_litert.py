@@ -9,12 +9,12 @@ import pytest
 import torch
 
 from mobilize.accuracy.verify import Kind
-from mobilize.artifact import Artifact, Format
+from mobilize.artifact import Artifact
 from mobilize.build import build, verify_artifact
 from mobilize.context import Context
 from mobilize.errors import ConfigError, ExportError, UnsupportedModelError
 from mobilize.exporters import EXPORTERS
-from mobilize.formats.tflite import read_tflite, tflite_delegation
+from mobilize.backends.litert.tflite import read_tflite, tflite_delegation
 from mobilize.recipe import Recipe, load_recipe
 from mobilize.runtimes.base import open_session
 from mobilize.sources.data import open_data
@@ -133,7 +133,7 @@ def test_delegation_walk_counts_ops_left_out():
 def test_litert_bad_inputs_are_one_line_errors(tmp_path):
     ctx = Context(input_specs=[InputSpec(INPUT_SHAPE)])
     with pytest.raises(ConfigError, match="not a onnx file"):
-        LiteRT().export(Artifact(tmp_path / "model.onnx", Format.ONNX), ctx, tmp_path / "m")
+        LiteRT().export(Artifact(tmp_path / "model.onnx", "onnx"), ctx, tmp_path / "m")
     with pytest.raises(ConfigError, match="calibration_samples must be at least 1"):
         LiteRT.Config(calibration_samples=0)
     ctx.quant.quantized = True

@@ -19,13 +19,13 @@ import pytest
 import torch
 from torch import nn
 
-from mobilize.artifact import Artifact, Format
+from mobilize.artifact import Artifact
 from mobilize.build import build
 from mobilize.context import Context, QuantState
 from mobilize.errors import AccuracyError, ConfigError, UnsupportedModelError
 from mobilize.exporters import EXPORTERS
-from mobilize.exporters.nnapi import NnapiConfig
-from mobilize.formats import nnapi as fmt
+from mobilize.backends.nnapi.exporter import NnapiConfig
+from mobilize.backends.nnapi import nnapi_format as fmt
 from mobilize.recipe import load_recipe
 from mobilize.runtimes.base import open_session
 from mobilize.sources.inputs import InputSpec
@@ -81,9 +81,9 @@ def _details(art: Artifact) -> dict:
 @pytest.mark.parametrize("mode", ["none", "core", "full"])
 def test_mobilenet_v2_converts_in_each_mode(exported, mode):
     art = exported[mode]
-    assert art.path.name.endswith(".nnapi.ptl") and Artifact.from_file(art.path).format == Format.NNAPI
+    assert art.path.name.endswith(".nnapi.ptl") and Artifact.from_file(art.path).format == "nnapi"
     twin = fmt.nnapi_twin_path(art.path)
-    assert twin.exists() and Artifact.from_file(twin).format == Format.LITE
+    assert twin.exists() and Artifact.from_file(twin).format == "lite"
     manifest = json.loads(art.manifest_path.read_text())
     assert manifest["format"] == "nnapi" and manifest["input_specs"][0]["memory_format"] == "channels_last"
     assert any(f"mode {mode}:" in n for n in manifest["notes"])
@@ -175,7 +175,7 @@ def test_adb_script_names_the_right_files(exported):
 
 
 def test_adb_script_covers_every_nnapi_file_in_its_folder(exported):
-    from mobilize.exporters._nnapi_adb import nnapi_files, write_adb_script
+    from mobilize.backends.nnapi.adb import nnapi_files, write_adb_script
 
     folder = exported["none"].path.parent
     script = write_adb_script(folder).read_text()
@@ -308,7 +308,7 @@ def test_fx_quantized_model_without_stubs_converts(tmp_path):
 
 def test_host_check_fails_when_an_operation_computes_something_else(tmp_path, monkeypatch):
     """The check is not a formality: an ADD kernel one step off is caught and named."""
-    from mobilize.runtimes import _nnapi_interpreter as interp
+    from mobilize.backends.nnapi import interpreter as interp
 
     assert _small_quantized("core", tmp_path / "ok").path.exists()
     right = interp.KERNELS["ADD"]
@@ -338,7 +338,7 @@ def test_exporter_states_what_it_needs():
 
 
 def test_interpreter_refuses_an_operation_it_has_no_kernel_for(exported):
-    from mobilize.runtimes._nnapi_interpreter import Interpreter
+    from mobilize.backends.nnapi.interpreter import Interpreter
 
     payload = fmt.read_pipeline(torch.jit.load(str(exported["none"].path))).payload
     words = payload.ser_model.clone()
@@ -352,7 +352,7 @@ def test_interpreter_refuses_an_operation_it_has_no_kernel_for(exported):
 def test_nnapi_rounding_rules():
     """NNAPI's reference arithmetic, not torch's: halves away from zero, and fixed-point requantization that
     rounds twice (-72.4994 -> -73 where a float requantization gives -72)."""
-    from mobilize.runtimes._nnapi_interpreter import (KERNELS, multiply_by_quantized_multiplier,
+    from mobilize.backends.nnapi.interpreter import (KERNELS, multiply_by_quantized_multiplier,
                                                       quantize_multiplier, quantize_tensor)
 
     op = fmt.Operand(fmt.TENSOR_QUANT8_ASYMM, (4,), 0.5, 10)
@@ -428,7 +428,7 @@ def test_mobilenet_v2_224_converts_in_all_three_modes(tmp_path):
     for mode in ("none", "core", "full"):
         ctx = Context(input_specs=[InputSpec((1, 3, 224, 224))])
         art = build(model, load_recipe(f"nnapi-{mode}"), ctx, tmp_path / f"m224-{mode}").artifacts[0].artifact
-        assert Artifact.from_file(art.path).format == Format.NNAPI
+        assert Artifact.from_file(art.path).format == "nnapi"
         with open_session(art) as session:
             out = session.run(session.bundled_inputs()[0])[0]
         assert tuple(out.shape) == (1, 1000) and out.dtype == (torch.quint8 if mode == "full" else torch.float32)

@@ -217,7 +217,7 @@ def test_ort_format_for_mobile(digits, digits_onnx, tmp_path):
 
 
 def test_reduce_range_follows_the_cpu(tmp_path):
-    from mobilize.exporters.onnx import _u8s8_saturates
+    from mobilize.backends.onnxruntime.exporter import _u8s8_saturates
     from mobilize.zoo import ZOO
 
     spec = InputSpec((1, 3, 32, 32))
@@ -242,7 +242,7 @@ def test_reduce_range_follows_the_cpu(tmp_path):
 
 
 def test_calibration_reads_the_data_lazily(digits_onnx):
-    from mobilize.exporters._onnx_quant import BatchFeed
+    from mobilize.backends.onnxruntime.quant import BatchFeed
 
     pulled = []
 
@@ -290,7 +290,7 @@ def test_runtime_saves_the_optimized_model(tmp_path):
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6])], weights)
     path, out = tmp_path / "conv_bn.onnx", tmp_path / "optimized.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    options = RuntimeOptions(threads=1, graph_optimization_level="basic", optimized_model_path=str(out))
+    options = RuntimeOptions(threads=1, extra={"graph_optimization_level": "basic", "optimized_model_path": str(out)})
     x = torch.randn(1, 3, 8, 8)
     with open_session(Artifact.from_file(path), options=options) as s:
         y = s.run([x])[0]

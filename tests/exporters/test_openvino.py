@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from mobilize.accuracy.verify import Kind
-from mobilize.artifact import Artifact, Format
+from mobilize.artifact import Artifact
 from mobilize.build import build, verify_artifact
 from mobilize.context import Context
 from mobilize.errors import ConfigError, UnsupportedModelError
@@ -72,7 +72,7 @@ def test_openvino_recipe_passes_the_verify_core(built, name, kind, asked):
 def test_layer_precisions_follow_what_the_plugin_computes_in():
     """The forced path of a CPU without native fp16, on any CPU: with an effective f32 precision, layers that
     report f16 (they read fp16-compressed weights) are f32 with f16 weights; with f16 effective, f16."""
-    from mobilize.runtimes.openvino import _precision_name, _runtime_precisions
+    from mobilize.backends.openvino.runtime import _precision_name, _runtime_precisions
 
     class Value:
         def __init__(self, text):
@@ -155,7 +155,7 @@ def test_onnx_files_run_in_f32_on_openvino(tmp_path):
 def test_openvino_bad_inputs_are_one_line_errors(tmp_path):
     ctx = Context(input_specs=[InputSpec(INPUT_SHAPE)])
     with pytest.raises(ConfigError, match="not a tflite file"):
-        OpenVino().export(Artifact(tmp_path / "m.tflite", Format.TFLITE), ctx, tmp_path / "m")
+        OpenVino().export(Artifact(tmp_path / "m.tflite", "tflite"), ctx, tmp_path / "m")
     with pytest.raises(ConfigError, match="calibration_samples must be at least 1"):
         OpenVino.Config(calibration_samples=0)
     two = Context(input_specs=[InputSpec(INPUT_SHAPE), InputSpec(INPUT_SHAPE)])

@@ -44,7 +44,7 @@ def export_pte(model: nn.Module, path_stem, **options):
     """Through mobilize's ExecuTorch exporter (so the .delegation.json side file is written)."""
     from mobilize.context import Context
     from mobilize.exporters import EXPORTERS
-    from mobilize.exporters.executorch import ExecuTorchConfig
+    from mobilize.backends.executorch.exporter import ExecuTorchConfig
     from mobilize.sources.data import open_data
     from mobilize.sources.inputs import InputSpec
 

@@ -12,7 +12,7 @@ import time
 import pytest
 import torch
 
-from mobilize.formats.delegation import delegation_report
+from mobilize.backends.executorch.delegation import delegation_report
 from mobilize.profile import FEW_OPS_PERCENT, profile_file
 from mobilize.profile.core import OpTime, TimeProfile
 from profile_models import export_pte, pool_net, sample
@@ -94,7 +94,7 @@ def test_onnx_runtime_profile_names_ops_and_providers(tmp_path):
 
 def test_onnx_nodes_left_on_the_cpu_beside_an_accelerated_provider_are_fallbacks():
     """The trace parser on a hand-written trace (this host has no accelerated provider to produce a real one)."""
-    from mobilize.profile.onnxruntime import profile_from_trace
+    from mobilize.backends.onnxruntime.profiler import profile_from_trace
 
     def node(name, op, provider, ts, dur):
         return {"cat": "Node", "name": f"{name}_kernel_time", "ts": ts, "dur": dur,
@@ -113,8 +113,8 @@ def test_onnx_nodes_left_on_the_cpu_beside_an_accelerated_provider_are_fallbacks
 
 def test_etdump_that_records_nothing_is_reported_not_faked(pool_ptes, monkeypatch):
     """A wheel built without EXECUTORCH_ENABLE_EVENT_TRACER writes no ETDump: the profile says so, with no numbers."""
-    import mobilize.runtimes.executorch as rt
-    from mobilize.profile.executorch import NO_EVENTS
+    import mobilize.backends.executorch.runtime as rt
+    from mobilize.backends.executorch.profiler import NO_EVENTS
 
     class Module:
         def has_etdump(self):
@@ -176,8 +176,8 @@ def test_bench_profile_refuses_what_it_cannot_profile(run_cli):
 # -- why is int8 not faster, ExecuTorch ------------------------------------------------------------
 def test_int8_pte_pair_names_conversions_and_cpu(pool_ptes, tmp_path):
     """The pool stays float (portable) in int8 too: XNNPACK converts int8<->float around it, inside the delegate."""
-    from mobilize.formats.delegation import op_name
-    from mobilize.formats.pte import program_bytes, read_program
+    from mobilize.lowering.graph import op_name
+    from mobilize.backends.executorch.pte import program_bytes, read_program
     from mobilize.tune.why import PTE_QDQ, is_pte_conversion, why_not_faster
 
     fp32 = pool_ptes[0]

@@ -20,7 +20,7 @@ def tune_report() -> dict:
     from mobilize.outcome import Outcome
     from mobilize.profile.core import OpTime, TimeProfile
     from mobilize.tune import Candidate, TuneResult, onnx_recipe
-    from mobilize.tune.onnx_drift import LayerError
+    from mobilize.backends.onnxruntime.drift import LayerError
 
     def cand(name, outcome, rule, reason, top1, p50, lost, kind=Kind.QUANTIZED, excluded=()):
         c = Candidate(name, onnx_recipe(name), "onnxruntime", kind=kind, verdict=Verdict(outcome, rule, reason),
@@ -40,7 +40,7 @@ def tune_report() -> dict:
     layers = [LayerError(f"relu_{i}_output_of_a_rather_long_layer_name", f"node_relu{i}", "Relu", (f"node_conv{i + 1}",),
                          30.0 - i, 25.0 - 2 * i, 3.2 + 4 * i) for i in range(6)]
     layers.append(LayerError("graph_output", "node_fc", "Gemm", (), 40.0, 20.0, math.inf))
-    # the ExecuTorch route's rows as mobilize.tune.et_drift.LayerError.to_json writes them: one more series
+    # the ExecuTorch route's rows as mobilize.backends.executorch.drift.LayerError.to_json writes them: one more series
     et_layers = [{"tensor": f"relu_{i}", "producer": f"features.{i}", "op_type": "conv2d+relu", "consumers": [],
                   "keep_float": [f"features.{i}"], "unnamed": [], "qdq_sqnr_db": 31.0 - i, "drift_sqnr_db": 24.0 - i,
                   "alone_sqnr_db": 12.0 + 3 * i, "alone_float_sqnr_db": 20.0 + i} for i in range(4)]

@@ -38,7 +38,7 @@ def _samples(split: str, n: int) -> list[list[torch.Tensor]]:
 
 
 def test_hostile_layer_is_localised_on_the_executorch_route(trained, tuned):
-    from mobilize.tune.et_drift import localise
+    from mobilize.backends.executorch.drift import localise
 
     result, _ = tuned
     layers = result.layers["executorch-int8"]

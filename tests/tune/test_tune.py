@@ -48,7 +48,7 @@ def _first_relu(pre_path) -> str:
 
 
 def _drift(pair, tmp_path):
-    from mobilize.tune.onnx_drift import feeds_for, localise, preprocessed_float
+    from mobilize.backends.onnxruntime.drift import feeds_for, localise, preprocessed_float
 
     fp32, int8 = pair
     pre = preprocessed_float(fp32, tmp_path / "pre.onnx")

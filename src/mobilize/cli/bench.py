@@ -139,7 +139,9 @@ def _refuse_unmeasured(reference: str, runtime: str | None) -> None:
 
 
 def _from_log(args: argparse.Namespace, reference: str | None) -> int:
-    from mobilize.exporters._nnapi_adb import format_report, report_from_log
+    from mobilize.backends import tool
+
+    report_from_log, format_report = tool("nnapi", "from_log"), tool("nnapi", "format_log_report")
 
     report = report_from_log(args.from_log, model=reference, threads=args.pthreadpool_size or args.threads,
                              warmup=args.warmup, iterations=args.iter, bundled_input=args.use_bundled_input)

@@ -173,7 +173,7 @@ def serve(conn, job: Job, enter) -> None:
     from mobilize.bench.harness import peak_rss_mb, timed_loop
     from mobilize.build import prepare
     from mobilize.plan import Variant
-    from mobilize.runtimes.base import RuntimeOptions, open_session
+    from mobilize.runtimes.base import open_session
     from mobilize.sources.inputs import apply_memory_format
     from mobilize.sources.models import ModelSource
 
@@ -192,9 +192,9 @@ def serve(conn, job: Job, enter) -> None:
         details.update(ctx.details)
         del source
     enter("load")
-    options = dict(variant.recipe.runtime.__dict__, threads=job.threads)
+    options = variant.recipe.runtime.with_threads(job.threads)
     t0 = time.perf_counter_ns()
-    session = open_session(target, variant.runtime, options=RuntimeOptions(**options))
+    session = open_session(target, variant.runtime, options=options)
     load_ms = (time.perf_counter_ns() - t0) / 1e6
     notes += session.notes
     enter("run")

@@ -1,5 +1,12 @@
-"""Exporters: module → Artifact, one per format, file name == registry key."""
+"""Exporters: module → Artifact, one per format, each inside its backend's folder (found through ``BACKENDS``)."""
 
 from mobilize.registry import Registry
 
-EXPORTERS: Registry = Registry("exporter", "mobilize.exporters")
+
+def _index() -> dict[str, str]:
+    from mobilize.backends import entries
+
+    return {key: f"mobilize.backends.{b.name}.{entry}" for key, (b, entry) in entries("exporters").items()}
+
+
+EXPORTERS: Registry = Registry("exporter", index=_index)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from mobilize.lint.config import ALL_TARGETS, LintConfig, parse_targets
+from mobilize.lint.config import LintConfig, all_targets, parse_targets
 from mobilize.lint.report import (
     Finding,
     LayerRow,
@@ -27,7 +27,7 @@ from mobilize.lint.report import (
     summary_dict,
 )
 
-__all__ = ["ALL_TARGETS", "Finding", "LayerRow", "LintConfig", "LintReport", "Profile", "Rule", "Severity",
+__all__ = ["all_targets", "Finding", "LayerRow", "LintConfig", "LintReport", "Profile", "Rule", "Severity",
            "TargetSupport", "UnsupportedOp", "lint", "lint_section", "parse_targets", "summary_dict"]
 
 

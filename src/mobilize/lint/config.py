@@ -13,12 +13,16 @@ from typing import Any, Sequence
 
 from mobilize.errors import ConfigError
 
-ALL_TARGETS = ("xnnpack", "onnxruntime", "nnapi", "litert")
+def all_targets() -> tuple[str, ...]:
+    """Every lint target a backend declares (its op-support probe), in the backends' order."""
+    from mobilize.backends import lint_targets
+
+    return tuple(lint_targets())
 
 
 @dataclasses.dataclass(frozen=True)
 class LintConfig:
-    targets: tuple[str, ...] = ALL_TARGETS
+    targets: tuple[str, ...] = dataclasses.field(default_factory=all_targets)
     """Target backends to probe: xnnpack, onnxruntime, nnapi, litert (empty: none)."""
     channel_divisor: int = 8
     """Channel counts should be multiples of this (the float vector width of mobile kernels)."""
@@ -41,9 +45,9 @@ class LintConfig:
     """Seed of the random example inputs the profile and the probes use."""
 
     def __post_init__(self) -> None:
-        unknown = [t for t in self.targets if t not in ALL_TARGETS]
+        unknown = [t for t in self.targets if t not in all_targets()]
         if unknown:
-            raise ConfigError(f"unknown lint target '{unknown[0]}'", hint=f"choose from: {', '.join(ALL_TARGETS)}, all")
+            raise ConfigError(f"unknown lint target '{unknown[0]}'", hint=f"choose from: {', '.join(all_targets())}, all")
         if self.channel_divisor < 1 or self.time_runs < 1 or self.time_threads < 1 or self.time_warmup < 0:
             raise ConfigError("channel_divisor, time_runs and time_threads must be at least 1, time_warmup at least 0")
 
@@ -63,16 +67,16 @@ class LintConfig:
 def parse_targets(text: str | Sequence[str] | None) -> tuple[str, ...]:
     """``"all"``, ``"none"``, ``"xnnpack,nnapi"`` or a list of names -> target tuple."""
     if text is None:
-        return ALL_TARGETS
+        return all_targets()
     items = [t.strip().lower() for part in ([text] if isinstance(text, str) else text) for t in part.split(",")]
     items = [t for t in items if t]
     if "all" in items:
-        return ALL_TARGETS
+        return all_targets()
     if items == ["none"]:
         return ()
     for t in items:
-        if t not in ALL_TARGETS:
-            raise ConfigError(f"unknown lint target '{t}'", hint=f"choose from: {', '.join(ALL_TARGETS)}, all, none")
+        if t not in all_targets():
+            raise ConfigError(f"unknown lint target '{t}'", hint=f"choose from: {', '.join(all_targets())}, all, none")
     return tuple(dict.fromkeys(items))
 
 

@@ -105,8 +105,10 @@ def _measure_time(profile: Any, subject: Any, batches: list[list], data: str) ->
     """Per-layer time on ONNX Runtime; a note instead when it cannot be measured (the rest of the lint stands)."""
     import importlib.util
 
+    from mobilize.backends import tool
     from mobilize.errors import MobilizeError
-    from mobilize.lint.timing import measure_time
+
+    measure_time = tool("onnxruntime", "lint_timing")
 
     missing = [p for p in ("onnx", "onnxruntime", "onnxscript") if importlib.util.find_spec(p) is None]
     if missing:

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from mobilize.errors import headline
-from mobilize.formats.delegation import source_location
+from mobilize.lowering.graph import source_location
 
 CONVS = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
 BNS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)

@@ -23,7 +23,7 @@ _LABEL_W, _BAR_W, _ROW_H, _PAD = 260, 360, 22, 6
 
 def render_fragment(summary: dict[str, Any]) -> str:
     """``<section>`` with the lint summary; ``summary`` is ``summary_dict(report)`` (or its JSON round trip)."""
-    parts = [f'<section class="mobilize-lint" style="font-family:sans-serif;font-size:13px">',
+    parts = ['<section class="mobilize-lint" style="font-family:sans-serif;font-size:13px">',
              f"<h3>Lint: {escape(str(summary.get('model', '')))}</h3>",
              f"<p>{escape(str(summary.get('summary', '')))}</p>"]
     findings = summary.get("findings") or []

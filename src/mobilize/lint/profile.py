@@ -5,7 +5,7 @@ activation that fold into it (``features.1.conv.0.0`` + its BN + its ReLU), or a
 or the ops a module's own ``forward`` runs (a residual add).  MACs come from
 ``torch.utils.flop_counter`` on one forward pass, so functional convs and matmuls count too;
 the rows add up to the model's total.  ``--data`` adds measured time per row
-(``mobilize.lint.timing``) next to the MAC share.
+(the onnxruntime backend's ``lint_timing``) next to the MAC share.
 
     >>> profile = lint("zoo:mobilenet_v2", LintConfig(targets=())).profile
     >>> profile.total_macs, profile.rows[0].module, profile.rows[0].kind, f"{profile.rows[0].mac_share:.1%}"

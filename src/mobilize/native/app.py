@@ -94,7 +94,7 @@ def emit_app(path: Path, fmt: Format, folder: Path, spec: InputSpec, *, data: st
     package = find_package(family)
     model = path.resolve()
     bundled = model.with_suffix(".bpte")
-    if fmt == Format.EXECUTORCH and model.suffix == ".pte" and bundled.is_file():
+    if fmt == "executorch" and model.suffix == ".pte" and bundled.is_file():
         model = bundled
     folder = folder.resolve()
     source = APP_SOURCES[family]
@@ -128,7 +128,7 @@ def _model_info(model: Path, fmt: Format, raw: Path, spec: InputSpec) -> str:
         f"#define MOBILIZE_MODEL_PATH {_c_string(str(model))}",
         f"#define MOBILIZE_INPUT_PATH {_c_string(str(raw))}",
         f"#define MOBILIZE_INPUT_DIMS {{{', '.join(str(d) for d in spec.shape)}}}",
-        f"#define MOBILIZE_LITE {1 if fmt == Format.LITE else 0}",
+        f"#define MOBILIZE_LITE {1 if fmt == 'lite' else 0}",
         "",
     ])
 

@@ -24,17 +24,16 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
-from mobilize.artifact import Format
 from mobilize.bench.harness import BenchConfig
 from mobilize.bench.stats import BenchStats
 from mobilize.errors import ConfigError, UserError
 from mobilize.sources.inputs import InputSpec, MemoryFormat, input_type_name, make_random_inputs
 
-FAMILY_FOR_FORMAT = {Format.TORCHSCRIPT: "torch", Format.LITE: "torch", Format.EXECUTORCH: "executorch"}
+FAMILY_FOR_FORMAT = {"torchscript": "torch", "lite": "torch", "executorch": "executorch"}
 """Which native program runs a format."""
-RUNTIME_FOR_FORMAT = {Format.TORCHSCRIPT: "torchscript", Format.LITE: "lite", Format.EXECUTORCH: "executorch"}
+RUNTIME_FOR_FORMAT = {"torchscript": "torchscript", "lite": "lite", "executorch": "executorch"}
 """The Python runtime whose C++ core the native program runs (the report's ``runtime``)."""
 NATIVE_NOISE = ("cpuinfo_utils.cpp", "threadpool.cpp", "Failed to load /", "KernelPreference")
 """ExecuTorch's informational log lines (cpuinfo probing, threadpool resets), dropped from stderr."""
@@ -89,7 +88,7 @@ def bench_native(reference: str, config: BenchConfig = BenchConfig(), *,
     runtime, threads, no_inputs, bundled_input = config.runtime, config.threads, config.no_inputs, config.bundled_input
     input_specs = list(config.input_specs) or None
     data, seed, trust_pickle, io_binding = config.data, config.seed, config.trust_pickle, config.io_binding
-    from mobilize.api import default_threads
+    from mobilize.checks import default_threads
     from mobilize.native.build import ensure_binary
     from mobilize.report.json_report import SCHEMA_VERSION
 
@@ -110,7 +109,9 @@ def bench_native(reference: str, config: BenchConfig = BenchConfig(), *,
     notes = list(getattr(target, "notes", []))
     details: dict[str, Any] = {}
     if family == "executorch":
-        details = _executorch_details(target, notes, run)
+        from mobilize.backends import tool
+
+        details = tool("executorch", "native_details")(target, notes, run.backends)
     stats = BenchStats.from_times_ns(run.times_ns, run.loop_ns)
     return {
         "schema_version": SCHEMA_VERSION,
@@ -256,19 +257,3 @@ def _parse(machine: list[str], lines: list[str], outputs: list) -> NativeRun:
     return NativeRun(times, int(summary["loop_ns"]), int(summary["load_ns"]), int(summary["first_run_ns"]),
                      int(summary["peak_rss_kb"]), int(summary["loop_minor_faults"]), int(summary["threads"]), inputs,
                      backends, outputs, lines)
-
-
-def _executorch_details(target, notes: list[str], run: NativeRun) -> dict[str, Any]:
-    """The delegation report the Python runtime gives (read from the file), and a check that the
-    backends the program calls are registered in the native runtime."""
-    from mobilize.formats.delegation import delegation_report
-    from mobilize.formats.pte import program_bytes, read_program
-
-    report = delegation_report(target.path)
-    warning = report.warning()
-    if warning and not any(warning in n for n in notes):
-        notes.append(f"executorch: {warning}")
-    missing = sorted(set(read_program(program_bytes(target.path)).delegate_calls) - set(run.backends))
-    if missing:  # ExecuTorch would have refused to load; kept as a cross-check
-        notes.append(f"native: backends {', '.join(missing)} are called but not registered")
-    return {"delegation": report.to_json()}

@@ -19,7 +19,7 @@ import dataclasses
 import time
 from typing import Any, ClassVar
 
-from mobilize.errors import ConfigError, MobilizeError, UnsupportedModelError, headline, internal, raised_in
+from mobilize.errors import MobilizeError, UnsupportedModelError, headline, internal, raised_in
 from mobilize.context import Context
 
 

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import operator
-from typing import Any
 
 import torch
 from torch import nn

@@ -1,7 +1,7 @@
 """Time-weighted profiles: per-op time, and the share spent inside vs outside the delegate.
 
 ExecuTorch files are timed with ETDump, ONNX files with ONNX Runtime's profiler
-(:mod:`mobilize.profile.executorch`, :mod:`mobilize.profile.onnxruntime`); both give one
+(:mod:`mobilize.backends.executorch.profiler`, :mod:`mobilize.backends.onnxruntime.profiler`); both give one
 :class:`TimeProfile`.  This package measures (like ``bench``): it may use formats and runtimes,
 never exporters or passes.
 

@@ -1,6 +1,6 @@
 """A time-weighted profile: where one run's time goes, op by op, inside and outside the delegate.
 
-The op-count report (:mod:`mobilize.formats.delegation`) says how many ops a delegate took; this
+The op-count report (:mod:`mobilize.backends.executorch.delegation`) says how many ops a delegate took; this
 says how much of the *time* they take.  The two disagree exactly when it matters: a classifier
 whose final large-window ``avg_pool2d`` fell back to ExecuTorch's portable kernels had 167 of 168
 ops in XNNPACK ("99%", no warning) and ran 6x slower than eager PyTorch, because that one op took
@@ -25,6 +25,8 @@ import dataclasses
 import re
 from typing import Any
 
+WARN_BELOW_PERCENT = 50.0
+"""By op count: a delegate that takes fewer than this share of a file's ops is flagged (ExecuTorch, LiteRT)."""
 FEW_OPS = 3
 """At most this many op instances outside the delegate ..."""
 FEW_OPS_PERCENT = 30.0
@@ -131,8 +133,6 @@ class TimeProfile:
         outside_pct = self.percent(self.outside_us)
         counted = ""
         if self.ops_in_delegate is not None and self.ops_total:
-            from mobilize.formats.delegation import WARN_BELOW_PERCENT
-
             by_count = 100.0 * self.ops_in_delegate / self.ops_total
             counted = (f"; by op count {self.delegate} runs {self.ops_in_delegate} of {self.ops_total} ({by_count:.0f}%)"
                        + (", so the op count alone does not show it" if by_count >= WARN_BELOW_PERCENT else ""))

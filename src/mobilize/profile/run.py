@@ -15,10 +15,6 @@ from typing import Any, Sequence
 
 from mobilize.profile.core import TimeProfile
 
-PROFILERS = {"executorch": "ETDump", "onnx": "ONNX Runtime profiler"}
-"""Formats that can be profiled, and what records their times."""
-
-
 def check_profilable(path: str | Path) -> str:
     """The file's format name when it can be profiled; a one-line ConfigError otherwise."""
     from mobilize.artifact import format_for_path
@@ -27,8 +23,10 @@ def check_profilable(path: str | Path) -> str:
     if not Path(path).is_file():
         raise ConfigError(f"--profile needs an artifact file, not '{path}'",
                           hint="give a .pte, .bpte or .onnx file (mobilize optimize writes one)")
+    from mobilize.backends import profilable_formats
+
     fmt = str(format_for_path(path))
-    if fmt not in PROFILERS:
+    if fmt not in profilable_formats():
         raise ConfigError(f"no per-op profiler for {fmt} files ({path})",
                           hint="profiles come from ETDump (.pte, .bpte) and the ONNX Runtime profiler (.onnx)")
     return fmt
@@ -37,18 +35,13 @@ def check_profilable(path: str | Path) -> str:
 def profile_file(path: str | Path, inputs: Sequence[Any] | None = None, threads: int = 1, runs: int | None = None,
                  warmup: int | None = None, seed: int = 0) -> TimeProfile:
     """Per-op times of ``path`` on ``inputs`` (None: seeded random inputs of the file's declared shapes)."""
+    from mobilize.backends import profiler_for
+
     fmt = check_profilable(path)
     if inputs is None:
         inputs = _example_inputs(path, seed)
-    if fmt == "executorch":
-        from mobilize.profile import executorch as backend
-    else:
-        from mobilize.profile import onnxruntime as backend  # type: ignore[no-redef]
-    runs = backend.RUNS if runs is None else runs
-    warmup = backend.WARMUP if warmup is None else warmup
-    if fmt == "executorch":
-        return backend.profile_pte(Path(path), inputs, threads, runs, warmup)
-    return backend.profile_onnx(Path(path), inputs, threads, runs, warmup)
+    options = {k: v for k, v in (("runs", runs), ("warmup", warmup)) if v is not None}
+    return profiler_for(fmt)(Path(path), inputs, threads, **options)
 
 
 def _example_inputs(path: str | Path, seed: int) -> list:

@@ -1,5 +1,13 @@
-"""Runtimes: ``Artifact`` (or eager module) → ``Session``, one file per runtime."""
+"""Runtimes: ``Artifact`` (or eager module) → ``Session``, each inside its backend's folder (found through
+``BACKENDS``)."""
 
 from mobilize.registry import Registry
 
-RUNTIMES: Registry = Registry("runtime", "mobilize.runtimes")
+
+def _index() -> dict[str, str]:
+    from mobilize.backends import entries
+
+    return {key: f"mobilize.backends.{b.name}.{entry}" for key, (b, entry) in entries("runtimes").items()}
+
+
+RUNTIMES: Registry = Registry("runtime", index=_index)

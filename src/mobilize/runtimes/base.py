@@ -21,44 +21,15 @@ import importlib.util
 import inspect
 from typing import Any, ClassVar, Sequence
 
-from mobilize.artifact import Artifact, Format
+from mobilize.artifact import Format
+from mobilize.runtime_options import RuntimeOptions, check_options  # noqa: F401  (re-exported)
 from mobilize.errors import BackendUnavailableError, ConfigError, MobilizeError, UserError, internal, raised_in
 from mobilize.sources.inputs import InputSpec, make_random_inputs
 
 
 @dataclasses.dataclass(frozen=True)
-class RuntimeOptions:
-    threads: int | None = None
-    """Intra-op threads (None: the runtime's default, usually one per core)."""
-    graph_optimization_level: str = "all"
-    """ONNX Runtime only: disable, basic, extended, layout or all."""
-    optimized_model_path: str | None = None
-    """ONNX Runtime only: where to save the optimized graph."""
-    io_binding: bool = False
-    """ONNX Runtime only: bind inputs once and write outputs into preallocated buffers."""
-    reuse_outputs: bool = False
-    """ExecuTorch only: run without copying outputs out of the program's memory-planned buffers
-    (``run`` still hands out copies, since the next run overwrites those buffers)."""
-
-
-RUNTIME_ONLY_OPTIONS = {"io_binding": ("onnxruntime",), "graph_optimization_level": ("onnxruntime",),
-                        "optimized_model_path": ("onnxruntime",), "reuse_outputs": ("executorch",)}
-"""Options only some runtimes honour: asking another runtime for them is a user error, not a silent no-op."""
-
-OPTION_FLAGS = {"io_binding": "--io-binding"}
-
-
-def check_options(runtime: str, options: RuntimeOptions) -> None:
-    """The options must make sense for ``runtime``: threads in range, runtime-specific options only where honoured."""
-    from mobilize.checks import check_threads
-
-    check_threads(options.threads, "threads")
-    defaults = RuntimeOptions()
-    for name, runtimes in RUNTIME_ONLY_OPTIONS.items():
-        if runtime not in runtimes and getattr(options, name) != getattr(defaults, name):
-            flag = OPTION_FLAGS.get(name, f"runtime option '{name}'")
-            raise ConfigError(f"{flag} is for {', '.join(runtimes)} only, but this runs on runtime '{runtime}'",
-                              hint=f"drop {flag}, or use an artifact that {runtimes[0]} runs")
+class NoOptions:
+    """A runtime with no options of its own."""
 
 
 class Session(abc.ABC):
@@ -67,14 +38,17 @@ class Session(abc.ABC):
     """Formats this runtime can load; the first runtime listing a format is its default."""
     packages: ClassVar[tuple[str, ...]] = ()
     """Importable packages this runtime needs (checked before loading)."""
-    default_for: ClassVar[tuple[Format, ...]] = ()
+    Options: ClassVar[type] = NoOptions
+    """This runtime's own options (a frozen dataclass); ``RuntimeOptions.extra`` is checked against it."""
     measures_latency: ClassVar[bool] = True
     """False for runtimes that check numbers on this host but do not run the real thing (e.g. a host
     interpreter for an Android-only format): bench refuses them and compare shows "on device only"."""
 
-    def __init__(self, target: Any, options: RuntimeOptions):
+    def __init__(self, target: Any, options: RuntimeOptions, own: Any = None):
         self.target = target
         self.options = options
+        self.own = own if own is not None else self.Options()
+        """This runtime's own options (an instance of ``Options``)."""
         self.notes: list[str] = []
         self.threads: int | None = None
         self._validated = False
@@ -103,8 +77,8 @@ class Session(abc.ABC):
                 f"runtime '{cls.name}' cannot run format '{fmt}'",
                 hint=f"it runs: {', '.join(map(str, cls.formats))}",
             )
-        check_options(cls.name, options)
-        session = cls(target, options)
+        own = check_options(cls.name, options)
+        session = cls(target, options, own)
         session._load()
         if options.threads is not None:
             session.set_threads(options.threads)
@@ -265,13 +239,13 @@ def describe_target(target: Any) -> str:
 
 def runtime_for(fmt: Format) -> type[Session]:
     """The default runtime for a format."""
+    from mobilize.backends import default_runtime
     from mobilize.runtimes import RUNTIMES
 
-    for name in RUNTIMES.names():
-        cls = RUNTIMES.get(name)
-        if fmt in cls.default_for:
-            return cls
-    raise ConfigError(f"no runtime runs format '{fmt}'")
+    name = default_runtime(fmt)
+    if name is None:
+        raise ConfigError(f"no runtime runs format '{fmt}'")
+    return RUNTIMES.get(name)
 
 
 def session_class(target: Any, runtime: str | None = None) -> type[Session]:

@@ -21,9 +21,12 @@ import abc
 import dataclasses
 import os
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import torch
 
 from mobilize.errors import ConfigError, UserError, headline
 from mobilize.sources.inputs import InputSpec, apply_memory_format
@@ -68,7 +71,6 @@ class DataSource(abc.ABC):
     def batches(self, spec: InputSpec, limit: int | None = None, batch_size: int | None = None
                 ) -> Iterator[tuple["torch.Tensor", "torch.Tensor | None"]]:
         """Batches shaped like ``spec`` (its batch dimension unless ``batch_size`` says otherwise)."""
-        import torch
 
         if len(spec.shape) != 4 and not isinstance(self, NpzSource):
             raise ConfigError(f"data source '{self.reference}' gives images, but the model input is {spec}",

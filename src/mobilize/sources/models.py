@@ -21,7 +21,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from mobilize.artifact import SUFFIX_FORMATS, Artifact, Format
+from mobilize.artifact import Artifact
+from mobilize.backends import format_for_suffix
 from mobilize.errors import ConfigError, UnsupportedModelError, UserError, headline, internal, raised_in
 from mobilize.sources.inputs import InputSpec
 
@@ -36,7 +37,7 @@ class ModelSource:
     num_classes: int | None = None
     notes: list[str] = dataclasses.field(default_factory=list)
 
-    format = Format.EAGER
+    format = "eager"
 
     @property
     def name(self) -> str:
@@ -87,7 +88,7 @@ def check_reference(reference: str) -> None:
     elif kind == "python-file" and not Path(head).exists():
         raise UserError(f"model file not found: {head}")
     elif kind == "file":
-        from mobilize.formats.complete import check_complete
+        from mobilize.completeness import check_complete
 
         art = Artifact.from_file(reference)
         check_complete(art.path, art.format)
@@ -104,7 +105,7 @@ def _parse(reference: str) -> tuple[str, str, str, str]:
     if sep and head.endswith(".py"):
         return "python-file", reference, head, attr
     suffix = Path(reference).suffix.lower()
-    if suffix in SUFFIX_FORMATS or Path(reference).exists() or "/" in reference:
+    if format_for_suffix(suffix) or Path(reference).exists() or "/" in reference:
         return "file", reference, "", ""
     if sep and head and attr:
         return "import", reference, head, attr
@@ -217,11 +218,11 @@ def torch_zip_kind(path: Path) -> str:
 
 
 def _resolve_file(path: Path, trust_pickle: bool) -> ModelSource | Artifact:
-    from mobilize.formats.complete import check_complete
+    from mobilize.completeness import check_complete
 
     art = Artifact.from_file(path)
     check_complete(path, art.format)  # every file a user hands over is whole before anything reads it
-    if art.format in (Format.TORCHSCRIPT, Format.LITE):
+    if art.format in ("torchscript", "lite"):
         kind = torch_zip_kind(path)
         if kind == "invalid":
             raise UnsupportedModelError(f"{path} is not a valid TorchScript file (not a PyTorch zip archive)")

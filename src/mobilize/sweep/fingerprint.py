@@ -35,7 +35,7 @@ def package_versions() -> dict[str, str | None]:
 
 def host_fingerprint(threads: int | None = None) -> dict[str, Any]:
     """This machine: CPU model, arch, flags, cores, the threads a compare uses, runtime versions."""
-    from mobilize.api import default_threads
+    from mobilize.checks import default_threads
     from mobilize.target import host_cpu
 
     cpu = host_cpu()

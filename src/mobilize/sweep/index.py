@@ -89,7 +89,7 @@ def _html(entries: list[ModelEntry], data: dict[str, Any]) -> str:
     groups: dict[str, list[ModelEntry]] = {}
     for e in entries:
         groups.setdefault(fingerprint_id(e.fingerprint) if e.fingerprint else "not run", []).append(e)
-    parts = [f"<!doctype html><meta charset='utf-8'><title>mobilize sweep</title>",
+    parts = ["<!doctype html><meta charset='utf-8'><title>mobilize sweep</title>",
              "<style>body{font-family:sans-serif}td,th{padding:2px 8px;text-align:left}"
              "tr:nth-child(even){background:#f4f4f4}.FAILED,.INTERRUPTED{color:#b00}</style>",
              f"<h1>mobilize sweep: plan {esc(str(data.get('plan')))}</h1>",

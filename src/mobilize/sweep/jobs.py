@@ -75,7 +75,7 @@ def parse_models_text(text: str, defaults: ModelJob = ModelJob("")) -> list[Mode
 
 def assign_stems(jobs: list[ModelJob]) -> list[ModelJob]:
     """Give each job a unique folder name: the model's stem, then -2, -3 ... for repeats."""
-    from mobilize.api import model_stem
+    from mobilize.paths import model_stem
 
     seen: dict[str, int] = {}
     out = []

@@ -59,7 +59,7 @@ def work_key(job: ModelJob, plan_dict: dict[str, Any], cfg: SweepConfig) -> str:
 def run_job(job: ModelJob, plan_dict: dict[str, Any], cfg: SweepConfig, out_dir: Path,
             progress: Progress | None = None) -> ModelEntry:
     """Run one model's compare where this is called; failures of the model become a FAILED entry."""
-    from mobilize.api import compare
+    from mobilize.compare.run import compare
     from mobilize.compare.runner import CompareConfig
     from mobilize.errors import headline
     from mobilize.plan import Plan
@@ -157,7 +157,7 @@ def as_jobs(models: Iterable[str | ModelJob]) -> list[ModelJob]:
 def sweep(models: Sequence[str | ModelJob], plan: Any = "default", config: SweepConfig = SweepConfig(), *,
           progress: Progress | None = None, executor: Any = None) -> dict[str, Any]:
     """Compare every model with ``plan``; returns the index (also written to ``out_dir/index.json``)."""
-    from mobilize.api import check_output_dir
+    from mobilize.paths import check_output_dir
     from mobilize.plan import Plan, load_plan
 
     cfg = config

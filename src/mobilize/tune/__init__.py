@@ -5,9 +5,9 @@ Percentile calibration; ExecuTorch fp32 and int8 when asked for), checks each ag
 model on real samples with the verify core (:func:`mobilize.accuracy.verify.judge` for the
 correctness half, :func:`~mobilize.accuracy.verify.judge_budget` with the user's
 :class:`~mobilize.accuracy.verify.Policy` for the budget), and when an ONNX int8 candidate misses
-the budget it localises the layers that cost accuracy (:mod:`mobilize.tune.onnx_drift`) and keeps
+the budget it localises the layers that cost accuracy (:mod:`mobilize.backends.onnxruntime.drift`) and keeps
 the worst of them in float, one more at a time, until the budget holds; the same for ExecuTorch
-int8 (:mod:`mobilize.tune.et_drift`, the modules named in the executorch step's ``exclude``).  Every candidate within
+int8 (:mod:`mobilize.backends.executorch.drift`, the modules named in the executorch step's ``exclude``).  Every candidate within
 budget is then timed in interleaved rounds (:func:`mobilize.bench.rounds.schedule`); the winner is
 the fastest, and its lead over the runner-up is tested on the paired round medians
 (:func:`mobilize.accuracy.stats.ratio_ci`): when the interval contains 1.0 the report names the tie.
@@ -97,8 +97,8 @@ class TuneResult:
     tie_with: list[str]
     """Candidates whose speed the winner's does not beat significantly (paired rounds, 95%)."""
     layers: dict[str, list[Any]]
-    """Per-layer drift tables (candidate name -> ranked :class:`~mobilize.tune.onnx_drift.LayerError`, or
-    :class:`~mobilize.tune.et_drift.LayerError` for ExecuTorch)."""
+    """Per-layer drift tables (candidate name -> ranked :class:`~mobilize.backends.onnxruntime.drift.LayerError`, or
+    :class:`~mobilize.backends.executorch.drift.LayerError` for ExecuTorch)."""
     interrupted: bool
     search_s: float
     files: list[Path] = dataclasses.field(default_factory=list)
@@ -116,12 +116,12 @@ class TuneResult:
 
 
 def format_layers(layers: Sequence[Any], top: int = 10) -> list[str]:
-    """The ranked per-layer table of either route: ONNX tensors or ExecuTorch modules."""
-    from mobilize.tune import et_drift, onnx_drift
+    """The ranked per-layer table of any route (ONNX tensors, ExecuTorch modules), by the drift module that made it."""
+    import sys
 
-    if layers and isinstance(layers[0], et_drift.LayerError):
-        return et_drift.format_table(layers, top)
-    return onnx_drift.format_table(layers, top)
+    if not layers:
+        return []
+    return sys.modules[type(layers[0]).__module__].format_table(layers, top)
 
 
 def recipe_hash(recipe: Any) -> str:
@@ -201,9 +201,9 @@ class _Search:
             # ONNX int8 variants quantize the fp32 ONNX file built once (same graph the torch export gives)
             source = self.module
             if c.runtime == "onnxruntime" and self.fp32_onnx is not None and c.name != "onnx-fp32":
-                from mobilize.artifact import Artifact, Format
+                from mobilize.artifact import Artifact
 
-                source = Artifact(path=self.fp32_onnx, format=Format.ONNX, input_specs=list(self.specs))
+                source = Artifact(path=self.fp32_onnx, format="onnx", input_specs=list(self.specs))
             result = build(source, c.recipe, self.context(), self.work / f"{self.stem}-{key}")
             built = result.artifacts[0]
             kind = Kind.QUANTIZED if result.quantized else built.kind
@@ -322,7 +322,9 @@ def _exclude_greedily(search: _Search, base: Candidate, candidates: list[Candida
     import dataclasses as dc
 
     from mobilize.recipe import Recipe, Step
-    from mobilize.tune import onnx_drift
+    from mobilize.backends import drift_for
+
+    onnx_drift = drift_for("onnx")
 
     pre = onnx_drift.preprocessed_float(search.fp32_onnx, search.work / f"{search.stem}-fp32-pre.onnx")
     feeds = onnx_drift.feeds_for(pre, search.context().calibration_inputs(DRIFT_SAMPLES))
@@ -360,7 +362,9 @@ def _exclude_modules_greedily(search: _Search, base: Candidate, candidates: list
     import dataclasses as dc
 
     from mobilize.recipe import Recipe, Step
-    from mobilize.tune import et_drift
+    from mobilize.backends import drift_for
+
+    et_drift = drift_for("executorch")
 
     step = base.recipe.exports[0]
     ctx = search.context()

@@ -14,7 +14,7 @@ arm64; :func:`mobilize.target.host_cpu`).
     (4, True)
 
 For two ExecuTorch files (``.pte``/``.bpte``) the same question is answered from their ETDump
-profiles (:mod:`mobilize.profile.executorch`): op kinds that take longer in int8, ops that run
+profiles (:mod:`mobilize.backends.executorch.profiler`): op kinds that take longer in int8, ops that run
 *outside* the delegate in int8 but not in fp32 (they fell out of it), unfused quantize/dequantize
 (``quantize_per_tensor`` kernels outside the delegate; XNNPACK's own ``Convert`` operators inside
 it, from its profiler), layout conversions (``_to_dim_order_copy``, ``permute_copy``; XNNPACK
@@ -129,7 +129,7 @@ class Diagnosis:
             what = " (precision/layout conversion)" if is_pte_conversion(op) else ""
             out.append(f"  {op}{what}: {a / 1e3:.3f} ms fp32 -> {b / 1e3:.3f} ms int8")
         if self.fell_out:
-            out.append(f"  fell out of the delegate in int8 (run outside it, not in fp32): "
+            out.append("  fell out of the delegate in int8 (run outside it, not in fp32): "
                        + ", ".join(f"{op} x{n}" for op, n in sorted(self.fell_out.items(), key=lambda kv: -kv[1])))
         if self.layout_ops:
             out.append("  more layout/dtype conversions in int8: "
@@ -267,9 +267,10 @@ def _kinds(profile: Any) -> collections.Counter:
 def why_not_faster_pte(fp32: Path, int8: Path, inputs: Sequence[Any], runs: int = PROFILE_RUNS,
                        threads: int = 1) -> Diagnosis:
     """The ExecuTorch half of :func:`why_not_faster`: both files profiled with ETDump on the same input."""
-    from mobilize.profile.executorch import profile_pte
+    from mobilize.backends import profiler_for
 
-    return diagnose_pte(profile_pte(fp32, inputs, threads, runs), profile_pte(int8, inputs, threads, runs))
+    profile = profiler_for("executorch")
+    return diagnose_pte(profile(fp32, inputs, threads, runs), profile(int8, inputs, threads, runs))
 
 
 def diagnose_pte(fp: Any, q: Any) -> Diagnosis:

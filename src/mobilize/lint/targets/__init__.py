@@ -1,4 +1,4 @@
-"""Per-target op support, found by really converting or partitioning the model: one probe per file.
+"""Per-target op support, found by really converting or partitioning the model: one probe per backend.
 
 ``xnnpack`` partitions the exported graph with ExecuTorch's XnnpackPartitioner; ``onnxruntime``
 exports ONNX and reads the providers' node assignment; ``nnapi`` runs PyTorch's NNAPI converter;
@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib
 import importlib.util
 import logging
 import time
 from typing import Any
 
-from mobilize.lint.config import ALL_TARGETS as TARGETS
 from mobilize.lint.report import TargetSupport
 
 
@@ -36,7 +34,10 @@ class ProbeInput:
 
 
 def probe(name: str, subject: ProbeInput) -> TargetSupport:
-    plugin = importlib.import_module(f"mobilize.lint.targets.{name}")
+    from mobilize.backends import lint_targets
+
+    backend, entry = lint_targets()[name]
+    plugin = backend.load(entry)
     missing = [p for p in plugin.PACKAGES if importlib.util.find_spec(p) is None]
     if missing:
         return TargetSupport(name, "unavailable", plugin.HOW,

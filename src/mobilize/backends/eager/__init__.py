@@ -1,0 +1,12 @@
+"""Eager PyTorch: the reference every file is judged against, and ExportedPrograms (.pt2) run as modules."""
+
+from mobilize.backends import BACKENDS
+from mobilize.backends.base import Backend
+
+BACKENDS.register("eager")(Backend(
+    name="eager",
+    formats={"eager": "eager", "exported_program": "eager"},
+    suffixes={".pt2": "exported_program"},
+    runtimes={"eager": "runtime:EagerSession"},
+    complete={"exported_program": "complete:check_pt2"},
+))

@@ -1,0 +1,19 @@
+"""ExecuTorch (.pte, bundled .bpte) with the XNNPACK delegate: exporter (PT2E int8, fp16, bundled programs),
+runtime, program reader, delegation report, lint probe (XnnpackPartitioner), ETDump profiler, tune's drift
+localiser, and what the native runner needs."""
+
+from mobilize.backends import BACKENDS
+from mobilize.backends.base import Backend
+
+BACKENDS.register("executorch")(Backend(
+    name="executorch",
+    formats={"executorch": "executorch"},
+    suffixes={".pte": "executorch", ".bpte": "executorch"},
+    exporters={"executorch": "exporter:ExecuTorchExporter"},
+    runtimes={"executorch": "runtime:ExecuTorchSession"},
+    complete={"executorch": "pte:check_complete"},
+    lint_targets={"xnnpack": "lint_probe"},
+    profilers={"executorch": "profiler:profile_pte"},
+    drift={"executorch": "drift"},
+    tools={"native_details": "native:native_details"},
+))

@@ -1,0 +1,14 @@
+"""LiteRT (.tflite): the litert-torch exporter (fp32, int8, fp16 weights, NHWC), the interpreter runtime, the
+flatbuffer reader and the lint probe."""
+
+from mobilize.backends import BACKENDS
+from mobilize.backends.base import Backend
+
+BACKENDS.register("litert")(Backend(
+    name="litert",
+    formats={"tflite": "litert"},
+    suffixes={".tflite": "tflite"},
+    exporters={"litert": "exporter:LiteRTExporter"},
+    runtimes={"litert": "runtime:LiteRTSession"},
+    lint_targets={"litert": "lint_probe"},
+))

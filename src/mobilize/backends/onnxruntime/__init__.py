@@ -1,0 +1,18 @@
+"""ONNX and ONNX Runtime: the ONNX exporter with ONNX Runtime quantization, the runtime, the completeness
+check, the lint probe (providers' node assignment), the profiler and tune's drift localiser."""
+
+from mobilize.backends import BACKENDS
+from mobilize.backends.base import Backend
+
+BACKENDS.register("onnxruntime")(Backend(
+    name="onnxruntime",
+    formats={"onnx": "onnxruntime"},
+    suffixes={".onnx": "onnx", ".ort": "onnx"},
+    exporters={"onnx": "exporter:OnnxExporter"},
+    runtimes={"onnxruntime": "runtime:OnnxRuntimeSession"},
+    complete={"onnx": "complete:check_onnx"},
+    lint_targets={"onnxruntime": "lint_probe"},
+    profilers={"onnx": "profiler:profile_onnx"},
+    drift={"onnx": "drift"},
+    tools={"lint_timing": "lint_timing:measure_time"},
+))

@@ -1,0 +1,244 @@
+"""Per-layer drift of an ONNX Runtime static int8 (QDQ) model against its float twin, on real samples.
+
+Built on ONNX Runtime's own debugging API (``onnxruntime.quantization.qdq_loss_debug``): both
+models are augmented to output every activation (``modify_model_output_intermediate_tensors``),
+run on the same samples (``collect_activations``), matched tensor by tensor
+(``create_activation_matching``) and scored (``compute_activation_error``), giving for every
+quantized activation:
+
+- ``qdq_sqnr_db``: its own quantization noise (before vs after its QuantizeLinear/DequantizeLinear
+  pair in the int8 model).  A huge outlier hides here: it dominates the norm, so the SQNR looks fine
+  while every other value in the tensor is rounded to zero.
+- ``drift_sqnr_db``: the int8 model's activation against the float model's (all error accumulated
+  up to that point).
+- ``alone_sqnr_db``: the model's final outputs when *only this tensor* is quantized (the float model
+  with the int8 model's scale and zero point inserted as one Q/DQ pair there).  This is what ranks:
+  it says how much accuracy this one layer costs, whatever came before it.
+
+    >>> layers = localise(Path("float-pre.onnx"), Path("int8.onnx"), feeds)
+    >>> layers[0].tensor, round(layers[0].alone_sqnr_db, 1), layers[0].nodes
+    ('relu', 3.2, ('node_Conv_0', 'node_relu', 'node_Conv_2'))
+
+The float model must be the one the quantizer saw (after ``quant_pre_process``), so that tensor
+names match; :func:`preprocessed_float` makes it from a float ``.onnx``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerError:
+    """One quantized activation tensor and what its quantization costs."""
+
+    tensor: str
+    producer: str | None
+    """Name of the node that computes the tensor (None for a graph input)."""
+    op_type: str
+    """The producer's op type (``input`` for a graph input)."""
+    consumers: tuple[str, ...]
+    """Float-model nodes reading the tensor."""
+    qdq_sqnr_db: float
+    drift_sqnr_db: float
+    alone_sqnr_db: float | None
+    """Final-output SQNR with only this tensor quantized (None when not measured)."""
+    fused_into: str | None = None
+    """When the producer is an activation (Relu, Clip) the quantizer folds into the node before it, that
+    node: its output carries this tensor's Q/DQ pair."""
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """The nodes to keep in float so that this tensor stays float (its producer and its readers)."""
+        head = tuple(n for n in (self.fused_into, self.producer) if n)
+        return head + tuple(n for n in self.consumers if n not in head)
+
+    @property
+    def score_db(self) -> float:
+        """Lower is worse: the alone SQNR where measured, else the accumulated drift."""
+        return self.alone_sqnr_db if self.alone_sqnr_db is not None else self.drift_sqnr_db
+
+    def to_json(self) -> dict[str, Any]:
+        def num(x: float | None) -> float | None:
+            return None if x is None or not math.isfinite(x) else round(x, 2)
+
+        return {"tensor": self.tensor, "producer": self.producer, "op_type": self.op_type,
+                "consumers": list(self.consumers), "fused_into": self.fused_into, "qdq_sqnr_db": num(self.qdq_sqnr_db),
+                "drift_sqnr_db": num(self.drift_sqnr_db), "alone_sqnr_db": num(self.alone_sqnr_db)}
+
+
+def preprocessed_float(float_onnx: Path, dst: Path) -> Path:
+    """The float model as the quantizer sees it (``quant_pre_process``), so tensor names match."""
+    from mobilize.backends.onnxruntime.quant import pre_process
+
+    pre_process(float_onnx, dst)
+    return dst
+
+
+def feeds_for(model_path: Path, samples: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
+    """ONNX Runtime feeds (name -> numpy) for samples given as lists of torch tensors or arrays."""
+    import numpy as np
+    import onnx
+
+    from mobilize.lowering.onnx_export import real_inputs
+
+    names = [i.name for i in real_inputs(onnx.load(str(model_path), load_external_data=False))]
+    return [{n: np.asarray(getattr(x, "numpy", lambda: x)(), dtype=np.float32) for n, x in zip(names, s)}
+            for s in samples]
+
+
+def localise(float_pre: Path, qdq: Path, feeds: Sequence[dict[str, Any]], ablate: int | None = 64) -> list[LayerError]:
+    """Every quantized activation of ``qdq`` scored on ``feeds``; worst first (lowest :attr:`score_db`).
+
+    ``ablate``: measure the alone-quantized SQNR for at most this many tensors (None: all)."""
+    import onnx
+    from onnxruntime.quantization.qdq_loss_debug import (collect_activations, compute_activation_error,
+                                                         create_activation_matching,
+                                                         modify_model_output_intermediate_tensors)
+
+    with tempfile.TemporaryDirectory(prefix="mobilize-drift-") as tmp_dir:
+        tmp = Path(tmp_dir)
+        aug_f, aug_q = tmp / "float-aug.onnx", tmp / "qdq-aug.onnx"
+        modify_model_output_intermediate_tensors(str(float_pre), str(aug_f))
+        modify_model_output_intermediate_tensors(str(qdq), str(aug_q))
+        float_acts = collect_activations(str(aug_f), list(feeds))
+        qdq_acts = collect_activations(str(aug_q), list(feeds))
+    matched = create_activation_matching(qdq_acts, float_acts)
+    errors = compute_activation_error({k: v for k, v in matched.items() if v.get("float") is not None})
+
+    float_model = onnx.load(str(float_pre))
+    qdq_model = onnx.load(str(qdq))
+    producers = {o: n for n in float_model.graph.node for o in n.output}
+    consumers: dict[str, list[str]] = {}
+    for n in float_model.graph.node:
+        for i in n.input:
+            consumers.setdefault(i, []).append(n.name)
+    qparams = _qparams(qdq_model)
+    reference = _final_outputs(float_model, feeds)
+    drifts = sorted(errors, key=lambda t: errors[t].get("xmodel_err", math.inf))
+    ablated = set(drifts if ablate is None else _ablation_order(errors, ablate))
+    layers = []
+    for tensor, err in errors.items():
+        node = producers.get(tensor)
+        alone = None
+        if tensor in ablated and tensor in qparams:
+            alone = _alone_sqnr(float_model, tensor, qparams[tensor], feeds, reference)
+        layers.append(LayerError(tensor, node.name if node is not None else None,
+                                 node.op_type if node is not None else "input", tuple(consumers.get(tensor, ())),
+                                 float(err["qdq_err"]), float(err.get("xmodel_err", math.nan)), alone,
+                                 _fused_into(node, producers)))
+    return sorted(layers, key=lambda l: (l.alone_sqnr_db is None, l.score_db, l.drift_sqnr_db))
+
+
+_FOLDED_ACTIVATIONS = ("Relu", "Clip")
+"""Activations ONNX Runtime's QDQ quantizer removes after a quantized node (they share its output's range)."""
+
+
+def _fused_into(node: Any, producers: dict[str, Any]) -> str | None:
+    if node is None or node.op_type not in _FOLDED_ACTIVATIONS or not node.input:
+        return None
+    before = producers.get(node.input[0])
+    return before.name if before is not None else None
+
+
+def _ablation_order(errors: dict[str, dict[str, float]], limit: int) -> list[str]:
+    """Which tensors to ablate when not all: those with the lowest local or accumulated SQNR, alternately."""
+    by_qdq = sorted(errors, key=lambda t: errors[t]["qdq_err"])
+    by_drift = sorted(errors, key=lambda t: errors[t].get("xmodel_err", math.inf))
+    out: list[str] = []
+    for pair in zip(by_qdq, by_drift):
+        for t in pair:
+            if t not in out and len(out) < limit:
+                out.append(t)
+    return out
+
+
+def _qparams(qdq_model: Any) -> dict[str, tuple[Any, Any]]:
+    """Activation tensor -> (scale, zero point) arrays of the QuantizeLinear that reads it."""
+    from onnx import numpy_helper
+
+    inits = {t.name: numpy_helper.to_array(t) for t in qdq_model.graph.initializer}
+    out = {}
+    for n in qdq_model.graph.node:
+        if n.op_type == "QuantizeLinear" and n.input[0] not in inits and n.input[1] in inits:
+            zp = inits.get(n.input[2]) if len(n.input) > 2 else None
+            out.setdefault(n.input[0], (inits[n.input[1]], zp))
+    return out
+
+
+def _final_outputs(model: Any, feeds: Sequence[dict[str, Any]]) -> list[list[Any]]:
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model.SerializeToString(), _quiet_options(), providers=["CPUExecutionProvider"])
+    return [session.run(None, f) for f in feeds]
+
+
+def _quiet_options() -> Any:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    opts.intra_op_num_threads = 1
+    return opts
+
+
+def _alone_sqnr(float_model: Any, tensor: str, qparams: tuple[Any, Any], feeds: Sequence[dict[str, Any]],
+                reference: list[list[Any]]) -> float:
+    """Final-output SQNR of the float model with one Q/DQ pair (the int8 model's) on ``tensor``."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnx import helper, numpy_helper
+
+    scale, zp = qparams
+    model = onnx.ModelProto()
+    model.CopyFrom(float_model)
+    g = model.graph
+    tag = f"mobilize_fq_{abs(hash(tensor)) % 10**8}"
+    g.initializer.append(numpy_helper.from_array(np.asarray(scale), f"{tag}_scale"))
+    inputs = [tensor, f"{tag}_scale"]
+    if zp is not None:
+        g.initializer.append(numpy_helper.from_array(np.asarray(zp), f"{tag}_zp"))
+        inputs.append(f"{tag}_zp")
+    for n in g.node:
+        for i, name in enumerate(n.input):
+            if name == tensor:
+                n.input[i] = f"{tag}_dq"
+    q = helper.make_node("QuantizeLinear", inputs, [f"{tag}_q"], name=f"{tag}_Q")
+    dq = helper.make_node("DequantizeLinear", [f"{tag}_q"] + inputs[1:], [f"{tag}_dq"], name=f"{tag}_DQ")
+    position = next((k + 1 for k, n in enumerate(g.node) if tensor in n.output), 0)
+    nodes = list(g.node)
+    nodes[position:position] = [q, dq]
+    del g.node[:]
+    g.node.extend(nodes)
+    for out in g.output:
+        if out.name == tensor:  # a graph output read directly: leave it float
+            return math.inf
+    session = ort.InferenceSession(model.SerializeToString(), _quiet_options(), providers=["CPUExecutionProvider"])
+    signal = noise = 0.0
+    for f, ref in zip(feeds, reference):
+        for got, want in zip(session.run(None, f), ref):
+            want64, got64 = np.asarray(want, np.float64), np.asarray(got, np.float64)
+            signal += float((want64 ** 2).sum())
+            noise += float(((got64 - want64) ** 2).sum())
+    if noise == 0:
+        return math.inf
+    return 10 * math.log10(signal / noise) if signal > 0 else -math.inf
+
+
+def format_table(layers: Sequence[LayerError], top: int = 10) -> list[str]:
+    """The ranked table for the terminal."""
+
+    def db(x: float | None) -> str:
+        return "-" if x is None else ("inf" if x == math.inf else f"{x:.1f}")
+
+    rows = [f"{'rank':>4}  {'tensor':<28} {'op':<14} {'alone dB':>8} {'drift dB':>8} {'qdq dB':>7}"]
+    for k, l in enumerate(layers[:top], 1):
+        rows.append(f"{k:>4}  {l.tensor[:28]:<28} {l.op_type[:14]:<14} {db(l.alone_sqnr_db):>8} "
+                    f"{db(l.drift_sqnr_db):>8} {db(l.qdq_sqnr_db):>7}")
+    return rows

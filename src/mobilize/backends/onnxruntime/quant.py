@@ -1,0 +1,333 @@
+"""ONNX → ONNX steps on ONNX Runtime: pre-processing, static QDQ and dynamic int8, ORT format.
+
+Private helpers of the ``onnx`` exporter.  Calibration streams batches from a data source
+through ONNX Runtime's calibrators a few batches at a time (memory stays bounded whatever
+``calibration_samples`` is), then quantizes from the collected ranges.
+
+    >>> notes = pre_process(Path("float.onnx"), Path("pre.onnx"))
+    >>> batches = ([x] for x, _ in open_data("digits:train").batches(InputSpec((1, 1, 8, 8)), limit=100))
+    >>> feed = BatchFeed(onnx.load("pre.onnx"), batches)
+    >>> notes += quantize_static_qdq(Path("pre.onnx"), Path("int8.onnx"), feed, StaticOptions(), batch=1)
+    >>> notes[-1]
+    'calibrated minmax ranges on 100 batch(es) of 1'
+    >>> notes += to_ort_format(Path("int8.onnx"), Path("int8.ort"))
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import difflib
+import logging
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+from mobilize.errors import ConfigError, UnsupportedModelError
+from mobilize.lowering.onnx_export import native_output, opset_of, real_inputs
+
+PER_CHANNEL_MIN_OPSET = 13
+"""Per-axis QuantizeLinear/DequantizeLinear (per-channel weights) needs ai.onnx opset 13."""
+CHUNK_SAMPLES = 8
+"""Samples run through a calibrator per collect step: bounds the intermediate tensors kept in memory."""
+_ORT_LOGGERS = ("", "onnxruntime.quantization.shape_inference", "onnxruntime.tools.symbolic_shape_infer")
+"""The root logger (where ORT's quantizer logs) and the ORT tool modules' own loggers."""
+U8S8_NOTE = ("static int8 as QDQ with uint8 activations and int8 per-channel weights (U8S8): on x64 ONNX "
+             "Runtime fuses QDQ into QLinearConv/QGemm kernels with its fastest U8S8 paths; int8 activations "
+             "(S8S8) on x64 run slower kernels, and the QOperator format skips the runtime's QDQ fusions")
+
+
+@dataclasses.dataclass(frozen=True)
+class StaticOptions:
+    calibration: str = "minmax"
+    per_channel: bool = True
+    reduce_range: bool = False
+    exclude_nodes: tuple[str, ...] = ()
+    exclude_op_types: tuple[str, ...] = ()
+
+
+@contextlib.contextmanager
+def quiet(notes: list[str]) -> Iterator[None]:
+    """Turn what ONNX Runtime's tools print (native stdout/stderr) and log into notes."""
+    captured: list[str] = []
+    try:
+        with native_output(captured), _log_records(notes):
+            yield
+    finally:
+        _add_notes(notes, [ln.split("] ", 1)[-1] for ln in captured if "onnxruntime" in ln])
+
+
+@contextlib.contextmanager
+def _log_records(notes: list[str]) -> Iterator[None]:
+    records: list[logging.LogRecord] = []
+
+    class Collect(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            if "onnxruntime" in record.pathname:
+                if record.levelno >= logging.WARNING:
+                    records.append(record)
+                return False
+            return True
+
+    loggers = [logging.getLogger(name) for name in _ORT_LOGGERS]
+    collect = Collect()
+    for logger in loggers:
+        logger.addFilter(collect)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(collect)
+        _add_notes(notes, [r.getMessage() for r in records])
+
+
+def _add_notes(notes: list[str], messages: list[str]) -> None:
+    seen: list[str] = []
+    for message in messages:
+        text = message.strip().splitlines()[0] if message.strip() else ""
+        if text and text not in seen and "pre-process" not in text:
+            seen.append(text)
+    notes += [f"onnxruntime: {t}" for t in seen[:5]]
+
+
+def pre_process(src: Path, dst: Path) -> list[str]:
+    """``quant_pre_process``: symbolic shape inference, ORT basic optimizations, ONNX shape inference."""
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    notes: list[str] = []
+    try:
+        with quiet(notes):
+            quant_pre_process(str(src), str(dst))
+        return notes
+    except Exception as exc:  # symbolic shape inference fails on some graphs; retry without it
+        first = _first_line(exc)
+    try:
+        with quiet(notes):
+            quant_pre_process(str(src), str(dst), skip_symbolic_shape=True)
+        return notes + [f"quant_pre_process: symbolic shape inference failed ({first}); pre-processed without it"]
+    except Exception as exc:
+        raise UnsupportedModelError(f"quant_pre_process failed: {_first_line(exc)}",
+                                    hint="set quant_pre_process: false to quantize without it") from exc
+
+
+def constant_initializers(proto: Any) -> list[str]:
+    """Make initializers listed as graph inputs (IR version 3 style) plain constants, as quantization needs.
+
+    Returns the notes; ``proto`` is changed in place."""
+    import onnx
+
+    weights = {t.name for t in proto.graph.initializer}
+    listed = [i for i in proto.graph.input if i.name in weights]
+    if not listed:
+        return []
+    for inp in listed:
+        proto.graph.input.remove(inp)
+    proto.ir_version = max(proto.ir_version, onnx.helper.find_min_ir_version_for(list(proto.opset_import), True), 4)
+    return [f"{len(listed)} weight(s) listed as graph inputs (IR version 3 style) are treated as constants"]
+
+
+def convert_opset(proto: Any, target: int, hint: str) -> Any:
+    import onnx
+
+    try:
+        return onnx.version_converter.convert_version(proto, target)
+    except Exception as exc:  # the converter raises plain RuntimeErrors
+        raise UnsupportedModelError(f"cannot convert the model from opset {opset_of(proto)} to {target}: "
+                                    f"{_first_line(exc)}", hint=hint) from exc
+
+
+def op_types(registry: Iterable[str], exclude: Sequence[str]) -> list[str]:
+    known = sorted(set(registry))
+    for op in exclude:
+        if op not in known:
+            close = difflib.get_close_matches(op, known, n=1)
+            raise ConfigError(f"exclude_op_types: '{op}' is not an op type ONNX Runtime quantizes",
+                              hint=(f"did you mean: {close[0]}? " if close else "") + f"choose from: {', '.join(known)}")
+    return [op for op in known if op not in exclude]
+
+
+def check_node_names(proto: Any, names: Sequence[str]) -> None:
+    present = [n.name for n in proto.graph.node]
+    for name in names:
+        if name not in present:
+            close = difflib.get_close_matches(name, present, n=3)
+            raise ConfigError(f"exclude_nodes: no node named '{name}' in the model (after pre-processing)",
+                              hint=f"did you mean: {', '.join(close)}?" if close else "see the names with Netron")
+
+
+class BatchFeed:
+    """A CalibrationDataReader over a stream of input tensors, checking each against the model's inputs."""
+
+    def __init__(self, proto: Any, batches: Iterable[Sequence[Any]]):
+        import onnx
+
+        self.inputs = [(i.name, onnx.helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type),
+                        [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None
+                         for d in i.type.tensor_type.shape.dim]) for i in real_inputs(proto)]
+        self._it = iter(batches)
+        self._next: dict | None = None
+        self.count = 0
+
+    def has_more(self) -> bool:
+        if self._next is None:
+            tensors = next(self._it, None)
+            self._next = None if tensors is None else self._to_feed(tensors)
+        return self._next is not None
+
+    def get_next(self) -> dict | None:
+        if not self.has_more():
+            return None
+        item, self._next = self._next, None
+        self.count += 1
+        return item
+
+    def chunk(self, size: int) -> "_Chunk":
+        return _Chunk(self, size)
+
+    def _to_feed(self, tensors: Sequence[Any]) -> dict:
+        import numpy as np
+
+        feed = {}
+        for (name, dtype, dims), t in zip(self.inputs, tensors):
+            arr = np.ascontiguousarray(t.detach().numpy() if hasattr(t, "detach") else np.asarray(t))
+            if arr.ndim != len(dims) or any(d is not None and d != s for d, s in zip(dims, arr.shape)):
+                want = ",".join(str(d) if d else "?" for d in dims)
+                raise ConfigError(f"calibration data for input '{name}' has shape {','.join(map(str, arr.shape))} "
+                                  f"but the model expects {want}", hint="fix --input_dims or the data source")
+            if arr.dtype != dtype:
+                raise ConfigError(f"calibration data for input '{name}' is {arr.dtype} but the model takes {dtype}")
+            feed[name] = arr
+        return feed
+
+
+class _Chunk:
+    """The next ``size`` feeds of a BatchFeed, as a CalibrationDataReader."""
+
+    def __init__(self, feed: BatchFeed, size: int):
+        self.feed, self.left = feed, size
+
+    def get_next(self) -> dict | None:
+        if self.left <= 0:
+            return None
+        self.left -= 1
+        return self.feed.get_next()
+
+
+def calibrate(model_path: Path, feed: BatchFeed, method: str, ops: list[str], tmp: Path, batch: int) -> Any:
+    """Run calibration a chunk of batches at a time; returns ORT TensorsData (ranges per tensor)."""
+    from onnxruntime.quantization.calibrate import create_calibrator
+
+    calibrator = create_calibrator(model_path, ops, augmented_model_path=str(tmp / "augmented.onnx"),
+                                   calibrate_method=ort_calibration_method(method))
+    per_chunk = max(1, CHUNK_SAMPLES // max(batch, 1))
+    if not feed.has_more():
+        raise ConfigError("no calibration data", hint="give --data with at least one sample")
+    while feed.has_more():
+        calibrator.collect_data(feed.chunk(per_chunk))
+    return calibrator.compute_data()
+
+
+def ort_calibration_method(name: str) -> Any:
+    from onnxruntime.quantization.calibrate import CalibrationMethod
+
+    return {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
+            "percentile": CalibrationMethod.Percentile}[name]
+
+
+def quantize_static_qdq(src: Path, dst: Path, feed: BatchFeed, opts: StaticOptions, batch: int) -> list[str]:
+    """Calibrate on ``feed``, then write a QDQ model (U8S8, per-channel weights) to ``dst``."""
+    import onnx
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization.calibrate import save_tensors_data
+    from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
+
+    notes = [U8S8_NOTE]
+    proto = onnx.load(str(src))
+    check_node_names(proto, opts.exclude_nodes)
+    ops = op_types(set(QLinearOpsRegistry) | set(QDQRegistry), opts.exclude_op_types)
+    outputs = {o.name for o in proto.graph.output}
+    final_softmax = [n.name for n in proto.graph.node if n.op_type == "Softmax" and set(n.output) & outputs]
+    if final_softmax and "Softmax" in ops:
+        notes.append(f"kept the output Softmax ({', '.join(final_softmax)}) in float: uint8 probabilities in "
+                     "[0, 1] round every probability below 1/510 to 0")
+    exclude = list(dict.fromkeys([*opts.exclude_nodes, *final_softmax]))
+    with tempfile.TemporaryDirectory(prefix="mobilize-calib-") as tmp_dir, quiet(notes), _wrapped("static"):
+        tmp = Path(tmp_dir)
+        ranges = calibrate(src, feed, opts.calibration, ops, tmp, batch)
+        notes.append(f"calibrated {opts.calibration} ranges on {feed.count} batch(es) of {batch}")
+        cache = tmp / "ranges.json"
+        save_tensors_data(ranges, cache)
+        quantize_static(str(src), str(dst), None, quant_format=QuantFormat.QDQ, op_types_to_quantize=ops,
+                        per_channel=opts.per_channel, reduce_range=opts.reduce_range,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                        nodes_to_exclude=exclude or None,
+                        calibrate_method=ort_calibration_method(opts.calibration), calibration_cache_path=str(cache))
+    return notes
+
+
+def quantize_dynamic_int8(src: Path, dst: Path, opts: StaticOptions) -> list[str]:
+    """Dynamic int8 (per-tensor weights, activations quantized per run); notes when the model is conv-heavy."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.quantization.registry import IntegerOpsRegistry
+
+    proto = onnx.load(str(src))
+    check_node_names(proto, opts.exclude_nodes)
+    ops = op_types(IntegerOpsRegistry, opts.exclude_op_types)
+    counts = {op: sum(n.op_type == op for n in proto.graph.node) for op in ("Conv", "MatMul", "Gemm")}
+    notes: list[str] = []
+    # ConvInteger has no int8-weight CPU kernel: convolutions quantized dynamically need uint8 weights.
+    weight_type = QuantType.QUInt8 if counts["Conv"] and "Conv" in ops else QuantType.QInt8
+    if counts["Conv"] and "Conv" in ops and counts["Conv"] >= counts["MatMul"] + counts["Gemm"]:
+        notes.append(f"warning: dynamic quantization on a conv-heavy model ({counts['Conv']} Conv vs "
+                     f"{counts['MatMul'] + counts['Gemm']} MatMul/Gemm) is usually slower than float: ConvInteger "
+                     "quantizes activations on every run and has no fused kernels; use quantize: static, or add Conv "
+                     "to exclude_op_types to quantize only MatMul/Gemm")
+    if weight_type == QuantType.QUInt8:
+        notes.append("dynamic: uint8 weights (ONNX Runtime's ConvInteger CPU kernel takes uint8 weights only)")
+    with quiet(notes), _wrapped("dynamic"):
+        quantize_dynamic(str(src), str(dst), op_types_to_quantize=ops, per_channel=False,
+                         reduce_range=opts.reduce_range, weight_type=weight_type,
+                         nodes_to_exclude=list(opts.exclude_nodes) or None)
+    return notes
+
+
+def to_ort_format(src: Path, dst: Path) -> list[str]:
+    """Save as an ORT-format model for onnxruntime-mobile, as convert_onnx_models_to_ort does (fixed, all)."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.optimized_model_filepath = str(dst)
+    so.add_session_config_entry("session.save_model_format", "ORT")
+    so.log_severity_level = 3
+    notes: list[str] = []
+    try:
+        with quiet(notes):
+            ort.InferenceSession(str(src), so, providers=["CPUExecutionProvider"],
+                                 disabled_optimizers=["NchwcTransformer"])
+    except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
+        raise UnsupportedModelError(f"converting to ORT format failed: {_first_line(exc)}",
+                                    hint="set ort_format: false to keep the .onnx file") from exc
+    return notes + ["ORT format: graph optimized at level 'all' without the x64-only NCHWc layout, so the .ort "
+                    "runs on ARM and x64 builds of onnxruntime(-mobile)"]
+
+
+@contextlib.contextmanager
+def _wrapped(mode: str) -> Iterator[None]:
+    """ONNX Runtime's quantizer errors as one-line user errors (ours pass through)."""
+    from mobilize.errors import MobilizeError
+
+    try:
+        yield
+    except MobilizeError:
+        raise
+    except Exception as exc:  # the quantizer raises ValueError, RuntimeError, ORT Fail ...
+        raise UnsupportedModelError(f"ONNX Runtime {mode} quantization failed: {_first_line(exc)}",
+                                    hint="exclude the failing nodes or op types, or set quantize: none") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    text = lines[0] if lines else type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."

@@ -1,0 +1,13 @@
+"""OpenVINO: IR (.xml + .bin) exporter (f32, f16, bf16, NNCF int8) and the CPU-plugin runtime (also runs .onnx)."""
+
+from mobilize.backends import BACKENDS
+from mobilize.backends.base import Backend
+
+BACKENDS.register("openvino")(Backend(
+    name="openvino",
+    formats={"openvino": "openvino"},
+    suffixes={".xml": "openvino"},
+    side_files={"openvino": (".bin",)},
+    exporters={"openvino": "exporter:OpenVinoExporter"},
+    runtimes={"openvino": "runtime:OpenVinoSession"},
+))

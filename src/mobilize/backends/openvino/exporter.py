@@ -1,0 +1,250 @@
+"""OpenVINO IR (``.xml`` + ``.bin``): ``openvino.convert_model``, float32 / fp16 weights, NNCF int8, and the
+inference precision the file is meant to run in.
+
+OpenVINO's CPU plugin runs "float" models in bfloat16 on CPUs with AMX or AVX512-BF16 unless told
+otherwise, so every IR carries its inference precision (``rt_info/runtime_options/
+INFERENCE_PRECISION_HINT``: ``f32`` unless a recipe asks for ``bf16`` or ``f16``) and mobilize's
+``openvino`` runtime sets it explicitly: a "fp32" label never hides bf16.  int8 is NNCF
+post-training quantization calibrated on ``--data``.  The weights file sits next to the ``.xml``
+under the same stem and is moved into place before it.
+
+    >>>     >>> art = EXPORTERS.get("openvino")(OpenVinoConfig(quantize="int8")).export(model, ctx, "out/mobilenet_v2")
+    >>> art.path.name, art.path.with_suffix(".bin").exists()
+    ('mobilenet_v2.xml', True)
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import dataclasses
+import enum
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from mobilize.accuracy.verify import Kind
+from mobilize.artifact import Artifact
+from mobilize.context import Context
+from mobilize.errors import ConfigError, ExportError, MobilizeError
+from mobilize.exporters.base import Expectation, Exporter
+
+PRECISION_KEY = ["runtime_options", "INFERENCE_PRECISION_HINT"]
+"""Where the IR keeps the inference precision it was made for (read by mobilize's openvino runtime)."""
+
+
+class Precision(enum.StrEnum):
+    F32 = "f32"
+    BF16 = "bf16"
+    F16 = "f16"
+
+
+class Quantize(enum.StrEnum):
+    NONE = "none"
+    INT8 = "int8"
+    """NNCF post-training quantization (FakeQuantize on activations and weights), calibrated on real samples."""
+
+
+class Ranges(enum.StrEnum):
+    MINMAX = "minmax"
+    """Activation ranges from the min and max over all calibration samples (as PT2E and ONNX Runtime's MinMax)."""
+    NNCF = "nncf"
+    """NNCF's default: averaged per-sample quantiles, robust to outliers but clipping inputs wider than the
+    average sample (on the sample photos' crops, 10 dB SQNR where minmax gives 46 dB)."""
+
+
+class Preset(enum.StrEnum):
+    PERFORMANCE = "performance"
+    """Symmetric activations and weights (fastest on CPU)."""
+    MIXED = "mixed"
+    """Asymmetric activations, symmetric weights (better for activations not centred on zero, e.g. after GELU)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class OpenVinoConfig:
+    inference_precision: Precision = Precision.F32
+    """The precision OpenVINO's CPU plugin computes float layers in: f32 (pinned, never a silent bf16), bf16
+    (AMX / AVX512-BF16 CPUs) or f16 (CPUs with AVX512-FP16 or AMX-FP16, ARM with fp16 arithmetic)."""
+    fp16_weights: bool = False
+    """Store float weights as fp16 in the .bin (half the size; OpenVINO decompresses them at load)."""
+    quantize: Quantize = Quantize.NONE
+    preset: Preset = Preset.PERFORMANCE
+    activation_ranges: Ranges = Ranges.MINMAX
+    """int8: how NNCF sets activation ranges from the calibration statistics."""
+    calibration_samples: int = 100
+    """int8: samples from ``--data`` for NNCF's statistics (seeded random inputs without data, noted)."""
+    fast_bias_correction: bool = True
+    """int8: NNCF's fast bias correction (else the slower full one)."""
+    reduced_tolerance: float = 0.02
+    """bf16 / f16 / fp16 weights: element-wise tolerance as a fraction of the float model's largest |output|."""
+    int8_tolerance: float = 0.1
+    """int8: element-wise tolerance as a fraction of the float model's largest |output|."""
+
+    def __post_init__(self) -> None:
+        if self.calibration_samples < 1:
+            raise ConfigError(f"calibration_samples must be at least 1, got {self.calibration_samples}")
+        for name in ("reduced_tolerance", "int8_tolerance"):
+            if not 0 < getattr(self, name) <= 1:
+                raise ConfigError(f"{name} must be in (0, 1], got {getattr(self, name)}")
+
+
+class OpenVinoExporter(Exporter):
+    name = "openvino"
+    format = "openvino"
+    suffix = ".xml"
+    packages = ("openvino",)
+    tolerance = 1e-4
+    Config = OpenVinoConfig
+
+    def __init__(self, config: Any = None):
+        super().__init__(config)
+        self.details: dict[str, Any] = {}
+        """Structured facts for reports: ``openvino`` (inference precision, op counts, int8 weights)."""
+        self._final: Path | None = None
+        self._output_absmax: float | None = None
+
+    @property
+    def kind(self) -> Kind:
+        cfg = self.config
+        if cfg.quantize == Quantize.INT8:
+            return Kind.QUANTIZED
+        return Kind.REDUCED if cfg.inference_precision != Precision.F32 or cfg.fp16_weights else Kind.FLOAT
+
+    def requires(self, ctx: Context) -> None:
+        if ctx.quant.quantized:
+            raise ConfigError("the model is already eager-quantized; OpenVINO converts float models and quantizes "
+                              "with NNCF itself", hint="drop the eager quantize step and use the openvino-int8 recipe")
+        if self.config.quantize == Quantize.INT8 and len(ctx.input_specs) != 1:
+            raise ConfigError(f"quantize: int8 supports models with one input; this one has {len(ctx.input_specs)}")
+        if self.config.quantize == Quantize.INT8:
+            _require("nncf", "NNCF post-training quantization")
+
+    def expectation(self, ctx: Context | None) -> Expectation:
+        kind = self.kind
+        if kind == Kind.FLOAT or self._output_absmax is None:
+            return Expectation(kind, self.tolerance)
+        share = self.config.int8_tolerance if kind == Kind.QUANTIZED else self.config.reduced_tolerance
+        return Expectation(kind, max(self.tolerance, share * self._output_absmax))
+
+    def export(self, module: Any, ctx: Context, stem: str | Path, recipe: dict | None = None) -> Artifact:
+        stem = Path(stem)
+        self._final = stem if stem.name.endswith(self.suffix) else stem.with_name(stem.name + self.suffix)
+        return super().export(module, ctx, stem, recipe)
+
+    def write(self, module: Any, ctx: Context, path: Path) -> None:
+        import openvino as ov
+
+        cfg = self.config
+        model = self._convert(module, ctx)
+        if cfg.quantize == Quantize.INT8:
+            from mobilize.backends.openvino.quant import nncf_quantize
+
+            samples = _batched(ctx.calibration_inputs(cfg.calibration_samples), ctx)
+            model, notes = nncf_quantize(model, samples, str(cfg.preset), cfg.fast_bias_correction,
+                                         minmax=cfg.activation_ranges == Ranges.MINMAX)
+            source = f"'{ctx.data.reference}'" if ctx.data is not None else "seeded random inputs"
+            self.note(f"int8: NNCF post-training quantization ({cfg.preset} preset, {cfg.activation_ranges} "
+                      f"activation ranges"
+                      f"{', fast bias correction' if cfg.fast_bias_correction else ''}), calibrated on "
+                      f"{len(samples)} samples from {source}")
+            for text in notes:
+                self.note(text)
+        model.set_rt_info(str(cfg.inference_precision), PRECISION_KEY)
+        final = self._final or path
+        with tempfile.TemporaryDirectory(prefix=".mobilize-ov-", dir=path.parent) as tmp:
+            xml = Path(tmp) / "model.xml"
+            ov.save_model(model, str(xml), compress_to_fp16=cfg.fp16_weights)
+            # The .bin goes in first (an .xml never points at a missing or stale .bin), then the .xml at ``path``,
+            # which the base class renames to ``final`` on success.
+            os.replace(xml.with_suffix(".bin"), final.with_suffix(".bin"))
+            shutil.move(str(xml), str(path))
+        self._describe(model)
+
+    # -- steps ----------------------------------------------------------------------------
+    def _convert(self, module: Any, ctx: Context) -> Any:
+        """``openvino.convert_model`` on a PyTorch module, a .pt2 program or an .onnx file, with static input shapes."""
+        import openvino as ov
+        import torch
+
+        from mobilize.lowering.onnx_export import native_output
+
+        example = ctx.example_inputs()
+        shapes = [ov.PartialShape(list(s.shape)) for s in ctx.input_specs]
+        if isinstance(module, Artifact):
+            if module.format not in ("onnx", "exported_program"):
+                raise ConfigError(f"the openvino exporter takes a PyTorch model, a .pt2 program or an .onnx file, not "
+                                  f"a {module.format} file ({module.path.name})")
+            source: Any = (str(module.path) if module.format == "onnx" else torch.export.load(str(module.path)))
+            what = module.path.name
+        elif isinstance(module, torch.nn.Module):
+            if module.training:
+                self.note("the model was in training mode; converted a copy in eval mode")
+                module = copy.deepcopy(module).eval()
+            source, what = module, "the model"
+        else:
+            raise ConfigError(f"the openvino exporter takes a torch.nn.Module, not {type(module).__name__}")
+        lines: list[str] = []
+        try:
+            with native_output(lines), torch.no_grad():
+                if isinstance(source, torch.nn.Module):
+                    model = ov.convert_model(source, example_input=tuple(example), input=shapes)
+                else:
+                    model = ov.convert_model(source)
+                    model.reshape({i: s for i, s in enumerate(shapes)})
+        except MobilizeError:
+            raise
+        except Exception as exc:  # OpConversionFailure, GeneralFailure, RuntimeError ...
+            text = " ".join(ln.strip() for ln in str(exc).splitlines() if ln.strip())
+            raise ExportError(f"OpenVINO could not convert {what}: {type(exc).__name__}: {text[:400]}",
+                              stage="convert") from exc
+        self._probe(model, ctx)
+        return model
+
+    def _probe(self, model: Any, ctx: Context) -> None:
+        """The float model's output scale on a sample input (for the reduced / int8 element-wise tolerance)."""
+        if self.kind == Kind.FLOAT:
+            return
+        import openvino as ov
+
+        compiled = ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 1})
+        inputs = [t.detach().numpy() for t in ctx.example_inputs(seed=123)]
+        self._output_absmax = max(float(abs(v).max()) for v in compiled(inputs).values())
+
+    def _describe(self, model: Any) -> None:
+        cfg = self.config
+        ops = collections.Counter(op.get_type_name() for op in model.get_ordered_ops())
+        constants = collections.Counter(str(op.get_output_element_type(0).get_type_name())
+                                        for op in model.get_ordered_ops() if op.get_type_name() == "Constant")
+        self.details = {"openvino": {"inference_precision": str(cfg.inference_precision),
+                                     "fp16_weights": cfg.fp16_weights, "op_counts": dict(ops),
+                                     "constant_types": dict(constants), "fake_quantize": ops.get("FakeQuantize", 0)}}
+        what = {Precision.F32: "f32 (pinned: OpenVINO's default on AMX / AVX512-BF16 CPUs would be bf16)",
+                Precision.BF16: "bf16 (needs AMX or AVX512-BF16; other CPUs run f32)",
+                Precision.F16: "f16 (needs AVX512-FP16 / AMX-FP16 on x86 or fp16 arithmetic on ARM; others run f32)"}
+        self.note(f"inference precision {what[cfg.inference_precision]}, set explicitly by mobilize's openvino "
+                  f"runtime; weights stored as {'fp16' if cfg.fp16_weights else 'fp32'}")
+        if cfg.quantize == Quantize.INT8:
+            int8 = constants.get("i8", 0) + constants.get("u8", 0)
+            self.note(f"int8: {ops.get('FakeQuantize', 0)} FakeQuantize ops, {int8} int8 weight tensors in the IR")
+
+
+def _batched(samples: list, ctx: Context) -> list:
+    """Data samples come one at a time; a model with a fixed batch of N takes them N at a time."""
+    import torch
+
+    batch = ctx.input_specs[0].shape[0]
+    if batch <= 1 or not samples or samples[0][0].shape[0] != 1:
+        return samples
+    return [[torch.cat([s[0] for s in samples[i:i + batch]])]
+            for i in range(0, len(samples) - batch + 1, batch)] or [ctx.example_inputs()]
+
+
+def _require(package: str, what: str) -> None:
+    import importlib.util
+
+    from mobilize.errors import BackendUnavailableError
+
+    if importlib.util.find_spec(package) is None:
+        raise BackendUnavailableError(f"{what} needs the Python package '{package}'", hint=f"pip install {package}")

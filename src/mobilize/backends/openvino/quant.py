@@ -1,0 +1,44 @@
+"""NNCF post-training int8 for OpenVINO IR: statistics on real samples, FakeQuantize on weights and activations.
+
+Private helper of the ``openvino`` exporter.  NNCF prints progress bars and INFO lines; they are
+kept out of the terminal, its warnings come back as notes.
+
+    >>> model, notes = nncf_quantize(model, calibration_inputs, "performance", fast_bias_correction=True)
+    >>> sum(op.get_type_name() == "FakeQuantize" for op in model.get_ordered_ops()) > 0
+    True
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Sequence
+
+from mobilize.errors import ExportError
+
+
+def nncf_quantize(model: Any, samples: Sequence[Sequence[Any]], preset: str, fast_bias_correction: bool,
+                  minmax: bool = True) -> tuple[Any, list[str]]:
+    """``minmax``: activation ranges from the min and max over all samples (else NNCF's averaged quantiles)."""
+    from mobilize.lowering.onnx_export import native_output
+
+    lines: list[str] = []
+    items = [inputs[0].detach().contiguous().numpy() for inputs in samples]
+    try:
+        with native_output(lines), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import nncf
+            from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters
+            from nncf.quantization.range_estimator import RangeEstimatorParametersSet
+
+            advanced = (AdvancedQuantizationParameters(
+                activations_range_estimator_params=RangeEstimatorParametersSet.MINMAX) if minmax else None)
+            quantized = nncf.quantize(
+                model, nncf.Dataset(items), subset_size=len(items),
+                preset=nncf.QuantizationPreset.PERFORMANCE if preset == "performance" else nncf.QuantizationPreset.MIXED,
+                fast_bias_correction=fast_bias_correction, advanced_parameters=advanced)
+    except Exception as exc:  # nncf raises its own error types with the reason in the first line
+        text = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+        raise ExportError(f"NNCF int8 quantization failed: {type(exc).__name__}: {text[:300]}", stage="quantize") from exc
+    notes = sorted({f"nncf: {ln.strip()[:200]}" for ln in lines if "WARNING" in ln and ln.strip()})
+    return quantized, notes
+

@@ -1,0 +1,13 @@
+"""TorchScript (.pt) and the lite interpreter (.ptl): exporters, runtimes, archive checks."""
+
+from mobilize.backends import BACKENDS
+from mobilize.backends.base import Backend
+
+BACKENDS.register("torchscript")(Backend(
+    name="torchscript",
+    formats={"torchscript": "torchscript", "lite": "lite"},
+    suffixes={".pt": "torchscript", ".pth": "torchscript", ".jit": "torchscript", ".ptl": "lite"},
+    exporters={"torchscript": "exporter:TorchScriptExporter", "lite": "lite_exporter:LiteExporter"},
+    runtimes={"torchscript": "runtime:TorchScriptSession", "lite": "lite_runtime:LiteSession"},
+    complete={"torchscript": "complete:check_archive", "lite": "complete:check_archive"},
+))

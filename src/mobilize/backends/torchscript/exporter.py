@@ -1,0 +1,138 @@
+"""``torchscript``: script (or trace) → freeze → optimize → bundled inputs → ``.pt``.
+
+* ``method: auto`` scripts, and traces (with a note) where scripting fails.
+* ``optimize: mobile`` runs ``optimize_for_mobile`` where the torch build has XNNPACK; on a
+  build without it the frozen artifact is still written and a note says exactly that and
+  points to the ExecuTorch target.  ``optimize: inference`` is refused with a note: its output
+  cannot be saved and reloaded on this torch build (``jit.save`` drops the conv weights).
+* ``bundled_inputs``: a real sample (from the data source, else seeded random) is bundled with
+  ``augment_model_with_bundled_inputs`` so ``mobilize bench x.pt --use_bundled_input 0`` works.
+
+    >>> art = EXPORTERS.get("torchscript")().export(fused_quantized_model, ctx, "out/model")
+    >>> art.path.name
+    'model.pt'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import io
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mobilize.lowering.torch_build import xnnpack_enabled
+from mobilize.errors import ConfigError, UnsupportedModelError, headline
+from mobilize.accuracy.verify import Kind
+from mobilize.exporters.base import Expectation, Exporter
+from mobilize.context import Context
+
+
+class Method(enum.StrEnum):
+    AUTO = "auto"
+    SCRIPT = "script"
+    TRACE = "trace"
+
+
+class Optimize(enum.StrEnum):
+    NONE = "none"
+    MOBILE = "mobile"
+    INFERENCE = "inference"
+
+
+@dataclasses.dataclass(frozen=True)
+class TorchScriptConfig:
+    method: Method = Method.AUTO
+    freeze: bool = True
+    """Inline weights and attributes as constants (torch.jit.freeze)."""
+    optimize: Optimize = Optimize.MOBILE
+    bundled_inputs: bool = True
+    """Bundle one real sample input in the file."""
+
+
+class TorchScriptExporter(Exporter):
+    name = "torchscript"
+    format = "torchscript"
+    suffix = ".pt"
+    tolerance = 1e-5
+    Config = TorchScriptConfig
+
+    def write(self, module: Any, ctx: Context, path: Path) -> None:
+        if not isinstance(module, torch.nn.Module):
+            raise ConfigError(f"exporter '{self.name}' needs a PyTorch model, got a {getattr(module, 'format', '?')} file")
+        scripted = self.script(module, ctx)
+        self.save(scripted, path)
+
+    def expectation(self, ctx: Context | None) -> Expectation:
+        # A scripted int8 module runs the same int8 kernels as the eager one: float kind, a looser atol.
+        return Expectation(Kind.FLOAT, 1e-4 if ctx is not None and ctx.quant.quantized else self.tolerance)
+
+    def script(self, module: torch.nn.Module, ctx: Context) -> torch.jit.ScriptModule:
+        cfg = self.config
+        module = module.eval()
+        scripted = self._script_or_trace(module, ctx)
+        if cfg.freeze:
+            scripted = torch.jit.freeze(scripted)
+        if cfg.optimize == Optimize.MOBILE:
+            if xnnpack_enabled():
+                from torch.utils.mobile_optimizer import optimize_for_mobile
+
+                scripted = optimize_for_mobile(scripted)
+                self.note("optimize_for_mobile applied")
+            else:
+                self.note("optimize_for_mobile skipped: this torch build has no XNNPACK (torch.backends.xnnpack."
+                          "enabled is False); the artifact is frozen but not mobile-optimized. The maintained "
+                          "mobile path is ExecuTorch: --recipe executorch-fp32 or executorch-int8")
+        elif cfg.optimize == Optimize.INFERENCE:
+            self.note("optimize_for_inference not applied: on this torch build its output cannot be saved and "
+                      "reloaded (jit.save drops the conv weights); apply it after torch.jit.load on the server")
+        if cfg.bundled_inputs:
+            scripted = self._bundle(scripted, ctx)
+        return scripted
+
+    def _script_or_trace(self, module: torch.nn.Module, ctx: Context) -> torch.jit.ScriptModule:
+        method = self.config.method
+        if method in (Method.AUTO, Method.SCRIPT):
+            try:
+                return torch.jit.script(module)
+            except Exception as exc:
+                reason = headline(exc)
+                if method == Method.SCRIPT:
+                    raise UnsupportedModelError(f"torch.jit.script failed: {reason}",
+                                                hint="use method: trace, or the executorch/onnx targets") from exc
+                self.note(f"scripting failed ({reason[:100]}); traced instead: data-dependent control flow is frozen "
+                          f"to the example input's path")
+        try:
+            with torch.no_grad():
+                return torch.jit.trace(module, tuple(self._example(ctx)))
+        except Exception as exc:
+            reason = headline(exc)
+            raise UnsupportedModelError(f"the model can be neither scripted nor traced: {reason}",
+                                        hint="try the executorch or onnx exporters") from exc
+
+    def _example(self, ctx: Context) -> list:
+        inputs = ctx.calibration_inputs(1)[0] if ctx.data is not None else ctx.example_inputs()
+        qparams = ctx.quant.input_qparams if ctx.quant.interface == "full" else None
+        if qparams:
+            scale, zero_point = qparams
+            inputs = [torch.quantize_per_tensor(t, scale, zero_point, torch.quint8) for t in inputs]
+        return inputs
+
+    def _bundle(self, scripted: torch.jit.ScriptModule, ctx: Context) -> torch.jit.ScriptModule:
+        from torch.utils.bundled_inputs import augment_model_with_bundled_inputs, bundle_large_tensor
+
+        # A frozen module lacks the type info augment_* needs; a save/load round trip restores it.
+        buf = io.BytesIO()
+        torch.jit.save(scripted, buf)
+        buf.seek(0)
+        reloaded = torch.jit.load(buf)
+        sample = tuple(bundle_large_tensor(t) for t in self._example(ctx))
+        augment_model_with_bundled_inputs(reloaded, [sample])
+        source = "a real sample from " + ctx.data.reference if ctx.data is not None else "a seeded random input"
+        self.note(f"bundled 1 input ({source})")
+        return reloaded
+
+    def save(self, scripted: torch.jit.ScriptModule, path: Path) -> None:
+        scripted.save(str(path))

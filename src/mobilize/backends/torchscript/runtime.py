@@ -1,0 +1,31 @@
+"""TorchScript (``.pt``) through ``torch.jit.load``.
+
+    >>> s = RUNTIMES.get("torchscript").load(Artifact.from_file("model.pt"), RuntimeOptions(threads=1))
+    >>> s.run(s.bundled_inputs()[0])
+"""
+
+from __future__ import annotations
+
+from mobilize.errors import UnsupportedModelError
+from mobilize.runtimes.torch_session import TorchSession
+
+
+class TorchScriptSession(TorchSession):
+    name = "torchscript"
+    formats = ("torchscript", "lite")
+
+    def _load(self) -> None:
+        import torch
+
+        try:
+            self.module = torch.jit.load(str(self.target.path), map_location="cpu")
+        except Exception as exc:
+            raise UnsupportedModelError(
+                f"{self.target.path} is not a loadable TorchScript file: {str(exc).strip().splitlines()[0]}"
+            ) from exc
+        self.module.eval()
+
+    def bundled_inputs(self) -> list[list]:
+        if not hasattr(self.module, "get_all_bundled_inputs"):
+            return super().bundled_inputs()
+        return [list(inp) for inp in self.module.get_all_bundled_inputs()]

@@ -1,0 +1,85 @@
+"""``compare``: every variant of a plan on real data, with report.json and report.html written as it goes.
+
+    >>> report = compare("zoo:conv_bn_relu", "default", CompareConfig(model="", out_dir="out"))
+    >>> sorted(v["outcome"] for v in report["variants"])[:2]
+    ['OK', 'OK']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Sequence
+
+from mobilize.checks import default_threads
+from mobilize.errors import ConfigError
+from mobilize.paths import check_output_dir
+from mobilize.report.json_report import SCHEMA_VERSION
+from mobilize.sources.facts import calibration_for, check_data_fits, default_data, model_facts_isolated
+
+
+def compare(model: str | None = None, plan: Any = "default", config: Any = None, *, variants: Sequence[str] = (),
+            progress: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
+    """Run every variant of a plan on real data; write report.json and report.html as it goes.
+
+    ``config`` is a :class:`~mobilize.compare.runner.CompareConfig`; its ``data``, ``calibration``,
+    ``input_specs`` and ``threads`` are filled in here when left empty."""
+    import datetime
+
+    import mobilize
+    from mobilize.checks import check_at_least, check_positive, check_threads
+    from mobilize.compare.runner import CompareConfig, run_plan
+    from mobilize.paths import remove_previous
+    from mobilize.plan import Plan, load_plan
+    from mobilize.report.json_report import write_reports
+    from mobilize.target import Target, host_cpu
+    from mobilize.zoo import DEFAULT_MODEL
+
+    cfg = config or CompareConfig(model="")
+    model = model or cfg.model or f"zoo:{DEFAULT_MODEL}"
+    plan = plan if isinstance(plan, Plan) else load_plan(plan)
+    if variants:
+        plan = plan.select(list(variants))
+    check_at_least(cfg.iterations, 1, "--iter")
+    check_at_least(cfg.rounds, 1, "--rounds")
+    check_at_least(cfg.accuracy_samples, 1, "--accuracy-samples")
+    check_positive(cfg.timeout_s, "--timeout", " seconds")
+    check_threads(cfg.threads)
+    target = Target.parse(cfg.target)
+    out = check_output_dir(cfg.out_dir)
+    facts = model_facts_isolated(model, cfg.trust_pickle, len(cfg.input_specs), cfg.timeout_s)
+    if facts["format"] != "eager":
+        raise ConfigError(f"compare needs a PyTorch model to derive variants from; {model} is a {facts['format']} "
+                          f"file", hint="use mobilize bench for a single artifact")
+    specs = list(cfg.input_specs or facts["input_specs"])
+    if not specs:
+        raise ConfigError("the model's input shape is unknown", hint='give --input_dims, e.g. "1,3,224,224"')
+    names = facts["input_names"]
+    data = cfg.data or default_data(model, specs)
+    if data is not None:
+        check_data_fits(specs, data, names)
+    calibration, note = (cfg.calibration, None) if cfg.calibration else calibration_for(data)
+    cfg = dataclasses.replace(cfg, model=model, data=data, calibration=calibration, input_specs=tuple(specs),
+                              out_dir=str(out), threads=cfg.threads or default_threads(), target=target.name,
+                              input_names=tuple(names))
+    meta = {"schema_version": SCHEMA_VERSION, "mobilize_version": mobilize.__version__,
+            "created": datetime.datetime.now().isoformat(timespec="seconds"),
+            "input_specs": [s.to_json() for s in specs], "target": target.to_json(), "host_cpu": host_cpu().to_json(),
+            "inputs": f"data:{data}" if data else "random-with-seed (no --data: accuracy on seeded random inputs)",
+            "notes": [note] if note else []}
+
+    def save(report: dict[str, Any]) -> None:
+        for key, value in meta.items():
+            report.setdefault(key, value)
+        write_reports(report, out)
+
+    # The folder holds this run's results only: an older report (or its artifacts) beside a new one misleads.
+    removed = remove_previous(out, RUN_FILES)
+    if removed:
+        meta["notes"].append(f"removed the previous run's {', '.join(removed)} from {out} before this run")
+    report = run_plan(cfg, plan, progress=progress, on_update=save)
+    save(report)
+    return report
+
+
+RUN_FILES = ("report.json", "report.html", "artifacts", "logs")
+"""What a compare run writes into its output folder (and removes from an earlier run there first)."""

@@ -1,0 +1,46 @@
+"""Where a graph node came from: op names and the user's own source line, for any torch.export-based lowering.
+
+    >>> op_name("aten::convolution.out")
+    'aten.convolution'
+    >>> frame_location('File "/home/me/net.py", line 6, in forward\n    if x.sum() > 0:')["location"]
+    'net.py:6'
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)')
+
+
+def op_name(target: Any) -> str:
+    """``aten.convolution`` for an EdgeOpOverload, OpOverload or ``aten::convolution.out`` string."""
+    if isinstance(target, str):
+        return target.split(".")[0].replace("::", ".")
+    schema = getattr(target, "_schema", None) or getattr(getattr(target, "_op", None), "_schema", None)
+    if schema is not None:
+        return schema.name.replace("::", ".")
+    return getattr(target, "__name__", str(target))
+
+
+def source_location(node: Any) -> dict[str, Any] | None:
+    """The user's source line for a graph node: the innermost stack frame outside torch itself."""
+    trace = (getattr(node, "meta", None) or {}).get("stack_trace") or ""
+    return frame_location(trace)
+
+
+def frame_location(text: str) -> dict[str, Any] | None:
+    frames = _FRAME.findall(text)
+    if not frames:
+        return None
+    user = [f for f in frames if not _is_library_file(f[0])]
+    file, line, func, code = (user or frames)[-1]
+    return {"location": f"{Path(file).name}:{line}", "file": file, "line": int(line), "function": func,
+            "code": code.strip()}
+
+
+def _is_library_file(file: str) -> bool:
+    parts = Path(file).parts
+    return any(p in ("torch", "torchao", "executorch") for p in parts) and "site-packages" in parts

@@ -1,0 +1,84 @@
+"""What the orchestrators learn about a model and its data before any work: format, input specs and names,
+the default data and calibration sources, and whether the data fits the inputs.
+
+    >>> default_data("zoo:digits_mobilenet_v2", [InputSpec((1, 1, 96, 96))]), calibration_for("digits:test")
+    ('digits:test', ('digits:train', None))
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from mobilize.errors import ConfigError
+from mobilize.sources.inputs import InputSpec
+from mobilize.sources.models import resolve_model
+
+
+def default_data(reference: str, specs: Sequence[InputSpec]) -> str | None:
+    """Labelled digits for the digits model, the sample photos for other image models, else None."""
+    if "digits" in reference:
+        return "digits:test"
+    if specs and len(specs[0].shape) == 4 and specs[0].shape[1] in (1, 3):
+        return "sample-photos"
+    return None
+
+
+def calibration_for(data: str | None) -> tuple[str | None, str | None]:
+    """Calibration source for an accuracy source, and a note when they overlap."""
+    if data is None:
+        return None, None
+    if data.startswith("digits"):
+        return "digits:train", None
+    return data, f"calibration and accuracy both use {data}: give held-out data for an unbiased accuracy figure"
+
+
+def model_facts(reference: str, trust_pickle: bool, spec_count: int,
+                progress: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
+    """What compare needs to know before its workers start: the format, the declared input specs and the
+    forward's input names (for ``spec_count`` inputs, or as many as it declares)."""
+    if progress:
+        progress(0, 1, "build the model")
+    source = resolve_model(reference, trust_pickle=trust_pickle)
+    specs = list(getattr(source, "input_specs", None) or [])
+    module = getattr(source, "module", None)
+    names = input_names(module, spec_count or len(specs)) if module is not None else []
+    return {"format": str(source.format), "input_specs": specs, "input_names": names}
+
+
+def model_facts_isolated(reference: str, trust_pickle: bool, spec_count: int, timeout_s: float) -> dict[str, Any]:
+    """:func:`model_facts` in a child process under the stage timeout: building a user's model runs its code
+    (import, constructor, unpickling), which may hang or crash.  The zoo's models are mobilize's own."""
+    from mobilize.isolate import run_isolated
+    from mobilize.sources.models import check_reference
+
+    check_reference(reference)
+    if reference.strip().startswith("zoo:"):
+        return model_facts(reference, trust_pickle, spec_count)
+    return run_isolated(model_facts, reference, trust_pickle, spec_count, what="model check", timeout_s=timeout_s)
+
+
+def input_names(module: Any, count: int) -> list[str]:
+    """The names of a module's first ``count`` forward parameters (to match .npz arrays by name)."""
+    import inspect
+
+    try:
+        params = [p.name for p in inspect.signature(module.forward).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return []
+    return params[:count] if len(params) >= count else []
+
+
+def check_data_fits(specs: Sequence[InputSpec], data: str, names: Sequence[str] = ()) -> None:
+    """Before any work: the data source gives inputs shaped for the model (the model itself first runs
+    in the isolated reference stage, under the timeout)."""
+    import dataclasses as dc
+
+    from mobilize.sources.data import open_data
+
+    source = open_data(data)
+    if source.inputs_per_sample != len(specs):
+        raise ConfigError(f"data source '{data}' feeds {source.inputs_per_sample} input(s), but the model takes "
+                          f"{len(specs)}", hint="give an .npz with one array per model input (named after the "
+                                                "inputs, or x0, x1, ...)")
+    source.sample_lists([dc.replace(s, shape=(1, *s.shape[1:])) for s in specs], 1, list(names) or None)

@@ -13,12 +13,12 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import enum
 import typing
 from typing import Any
 
 from mobilize.errors import ConfigError
+from mobilize.registry import did_you_mean
 
 
 def build_config(cls: type, options: dict[str, Any] | None, step: str) -> Any:
@@ -27,9 +27,7 @@ def build_config(cls: type, options: dict[str, Any] | None, step: str) -> Any:
     hints = typing.get_type_hints(cls)
     for key in options:
         if key not in fields:
-            close = difflib.get_close_matches(key, list(fields), n=1)
-            hint = (f"did you mean: {close[0]}? " if close else "") + f"options: {', '.join(fields) or 'none'}"
-            raise ConfigError(f"step '{step}' has no option '{key}'", hint=hint)
+            raise ConfigError(f"step '{step}' has no option '{key}'", hint=did_you_mean(key, list(fields), "options", n=1))
     kwargs = {key: _coerce(hints[key], value, step, key) for key, value in options.items()}
     try:
         return cls(**kwargs)
@@ -100,8 +98,7 @@ def load_document(name_or_path: str, folder: str, kind: str) -> tuple[Any, str]:
     else:
         names = builtin_names(folder)
         if name_or_path not in names:
-            close = difflib.get_close_matches(name_or_path, names, n=2)
-            hint = (f"did you mean: {', '.join(close)}? " if close else "") + f"built-in {kind}s: {', '.join(names)}"
+            hint = did_you_mean(name_or_path, names, f"built-in {kind}s", n=2)
             raise ConfigError(f"unknown {kind} '{name_or_path}'", hint=hint + "; or give a .yaml/.json file")
         text, name = (resources.files("mobilize") / folder / f"{name_or_path}.yaml").read_text(), name_or_path
     try:

@@ -12,10 +12,10 @@ A variant names a built-in recipe (``recipe: onnx-int8``) or lists its own ``pas
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from typing import Any
 
 from mobilize.config import builtin_names, load_document
+from mobilize.registry import did_you_mean
 from mobilize.errors import ConfigError
 from mobilize.recipe import Recipe, load_recipe
 
@@ -101,9 +101,8 @@ class Plan:
         known = [v.name for v in self.variants]
         for n in names:
             if n not in known:
-                close = difflib.get_close_matches(n, known, n=2)
-                hint = (f"did you mean: {', '.join(close)}? " if close else "") + f"variants: {', '.join(known)}"
-                raise ConfigError(f"unknown variant '{n}' in plan '{self.name}'", hint=hint)
+                raise ConfigError(f"unknown variant '{n}' in plan '{self.name}'",
+                                  hint=did_you_mean(n, known, "variants", n=2))
         kept = tuple(v for v in self.variants if v.name in names)
         return dataclasses.replace(self, variants=kept, reference=self.reference if self.reference in names else None)
 

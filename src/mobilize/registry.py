@@ -30,15 +30,21 @@ T = TypeVar("T")
 _NOT_PLUGINS = {"base"}
 
 
-def did_you_mean(name: str, choices: Sequence[str], what: str = "choose one of") -> str:
-    """The one "did you mean" hint: close matches first, then every choice.
+def did_you_mean(name: str, choices: Sequence[str], what: str | None = "choose one of", n: int = 3,
+                 cutoff: float = 0.6, otherwise: str = "") -> str:
+    """The one "did you mean" hint: close matches first, then every choice (``what: a, b``; ``what=None`` lists
+    none, for long lists, and gives ``otherwise`` when nothing is close).
 
-    >>> did_you_mean("onnxrt", ["onnxruntime", "openvino"])
+    >>> did_you_mean("onnxrt", ["onnxruntime", "openvino"], cutoff=0.5)
     'did you mean: onnxruntime? choose one of: onnxruntime, openvino'
+    >>> did_you_mean("conv9", ["conv1", "fc"], what=None)
+    'did you mean: conv1?'
     """
-    close = difflib.get_close_matches(name, list(choices), n=3, cutoff=0.5)
-    text = f"{what}: {', '.join(choices)}"
-    return f"did you mean: {', '.join(close)}? " + text if close else text
+    close = difflib.get_close_matches(name, list(choices), n=n, cutoff=cutoff)
+    text = f"{what}: {', '.join(choices) or 'none'}" if what else ""
+    if not close:
+        return text or otherwise
+    return f"did you mean: {', '.join(close)}?" + (f" {text}" if text else "")
 
 
 class Registry(Generic[T]):
@@ -81,7 +87,7 @@ class Registry(Generic[T]):
             elif self.package is not None and name in self.names():
                 importlib.import_module(f"{self.package}.{name}")
             if name not in self._entries:
-                raise ConfigError(f"unknown {self.kind} '{name}'", hint=did_you_mean(name, self.names()))
+                raise ConfigError(f"unknown {self.kind} '{name}'", hint=did_you_mean(name, self.names(), cutoff=0.5))
         return self._entries[name]
 
     def _external(self, reference: str) -> T:

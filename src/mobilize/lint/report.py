@@ -17,7 +17,7 @@ import dataclasses
 import enum
 from typing import Any
 
-SCHEMA_VERSION = 1
+from mobilize.report.json_report import SCHEMA_VERSION  # one version for every JSON mobilize writes
 
 
 class Rule(enum.StrEnum):

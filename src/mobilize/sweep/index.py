@@ -20,7 +20,7 @@ from typing import Any
 from mobilize.sweep.fingerprint import fingerprint_id
 from mobilize.sweep.jobs import ModelEntry
 
-INDEX_SCHEMA_VERSION = 1
+from mobilize.report.json_report import SCHEMA_VERSION as INDEX_SCHEMA_VERSION  # one version for every JSON
 
 
 def _speedup_text(entry: ModelEntry) -> str:

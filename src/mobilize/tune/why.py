@@ -1,6 +1,6 @@
 """"Why is int8 not faster": per-operator profiles of an int8 model and its fp32 twin (ONNX Runtime, ExecuTorch).
 
-Both files run under ONNX Runtime's profiler (``SessionOptions.enable_profiling``) on the same
+Both files run under ONNX Runtime's profiler (the onnxruntime backend's, as ``bench --profile``) on the same
 input, one thread; the profile's node events are summed per op type.  The diagnosis names the op
 types that take more time in int8 than in fp32, counts the QuantizeLinear/DequantizeLinear nodes
 left *unfused* in the optimized graph (each is a float<->int8 conversion run on every call), and
@@ -29,9 +29,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import json
-import os
-import statistics
 import tempfile
 from pathlib import Path
 from typing import Any, Sequence
@@ -182,34 +179,17 @@ def op_profile(path: Path, inputs: Sequence[Any], runs: int = PROFILE_RUNS) -> t
 
     The profiler adds a fixed cost per node, so these sums exceed a plain run's latency on small
     models; compare them between the two files, not with benchmark latencies."""
-    import numpy as np
     import onnx
-    import onnxruntime as ort
+
+    from mobilize.backends import profiler_for
 
     with tempfile.TemporaryDirectory(prefix="mobilize-prof-") as tmp:
-        opts = ort.SessionOptions()
-        opts.enable_profiling = True
-        opts.profile_file_prefix = os.path.join(tmp, "prof")
-        opts.intra_op_num_threads = 1
-        opts.log_severity_level = 3
-        opts.optimized_model_filepath = os.path.join(tmp, "optimized.onnx")
-        session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-        feed = {i.name: np.asarray(getattr(x, "numpy", lambda: x)(), dtype=np.float32)
-                for i, x in zip(session.get_inputs(), inputs)}
-        for _ in range(3):
-            session.run(None, feed)
-        for _ in range(runs):
-            session.run(None, feed)
-        events = json.loads(Path(session.end_profiling()).read_text())
-        optimized = onnx.load(opts.optimized_model_filepath)
-    per_node: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
-    for e in events:
-        args = e.get("args") or {}
-        if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time") and "op_name" in args:
-            per_node[(e["name"], args["op_name"])].append(float(e.get("dur", 0)))
+        optimized_path = Path(tmp) / "optimized.onnx"
+        profile = profiler_for("onnx")(Path(path), inputs, 1, runs, 3, optimized_path=optimized_path)
+        optimized = onnx.load(str(optimized_path))
     per_op: dict[str, float] = collections.defaultdict(float)
-    for (_, op), durations in per_node.items():  # the median run of each node: warm-up and first-run packing excluded
-        per_op[op] += statistics.median(durations)
+    for op in profile.ops:  # each node's median run, summed by op type: warm-up and first-run packing excluded
+        per_op[op.op] += op.time_us
     return dict(per_op), optimized
 
 

@@ -25,6 +25,8 @@ names match; :func:`preprocessed_float` makes it from a float ``.onnx``.
 
 from __future__ import annotations
 
+from mobilize.backends.onnxruntime.sessions import ort_session, session_options
+
 import dataclasses
 import math
 import tempfile
@@ -172,19 +174,9 @@ def _qparams(qdq_model: Any) -> dict[str, tuple[Any, Any]]:
 
 
 def _final_outputs(model: Any, feeds: Sequence[dict[str, Any]]) -> list[list[Any]]:
-    import onnxruntime as ort
 
-    session = ort.InferenceSession(model.SerializeToString(), _quiet_options(), providers=["CPUExecutionProvider"])
+    session = ort_session(model, session_options(threads=1))
     return [session.run(None, f) for f in feeds]
-
-
-def _quiet_options() -> Any:
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    opts.intra_op_num_threads = 1
-    return opts
 
 
 def _alone_sqnr(float_model: Any, tensor: str, qparams: tuple[Any, Any], feeds: Sequence[dict[str, Any]],
@@ -192,7 +184,6 @@ def _alone_sqnr(float_model: Any, tensor: str, qparams: tuple[Any, Any], feeds: 
     """Final-output SQNR of the float model with one Q/DQ pair (the int8 model's) on ``tensor``."""
     import numpy as np
     import onnx
-    import onnxruntime as ort
     from onnx import helper, numpy_helper
 
     scale, zp = qparams
@@ -219,7 +210,7 @@ def _alone_sqnr(float_model: Any, tensor: str, qparams: tuple[Any, Any], feeds: 
     for out in g.output:
         if out.name == tensor:  # a graph output read directly: leave it float
             return math.inf
-    session = ort.InferenceSession(model.SerializeToString(), _quiet_options(), providers=["CPUExecutionProvider"])
+    session = ort_session(model, session_options(threads=1))
     signal = noise = 0.0
     for f, ref in zip(feeds, reference):
         for got, want in zip(session.run(None, f), ref):

@@ -82,16 +82,12 @@ class OnnxConfig:
     """Op types to keep in float (e.g. Conv, to quantize only MatMul/Gemm dynamically)."""
     ort_format: bool = False
     """Write an ``.ort`` file (for onnxruntime-mobile) instead of ``.onnx``."""
-    int8_tolerance: float = 0.1
-    """Quantized models: verification tolerance as a fraction of the float model's largest |output|."""
 
     def __post_init__(self) -> None:
         if self.calibration_samples < 1:
             raise ConfigError(f"calibration_samples must be at least 1, got {self.calibration_samples}")
         if self.opset is not None and self.opset < MIN_OPSET:
             raise ConfigError(f"opset {self.opset} is too old", hint=f"use {MIN_OPSET} or newer, or leave it unset")
-        if not 0 < self.int8_tolerance <= 1:
-            raise ConfigError(f"int8_tolerance must be in (0, 1], got {self.int8_tolerance}")
 
 
 class OnnxExporter(Exporter):
@@ -99,18 +95,14 @@ class OnnxExporter(Exporter):
     format = "onnx"
     suffix = ".onnx"
     packages = ("onnx", "onnxruntime")
-    tolerance = 1e-4
     Config = OnnxConfig
 
     def __init__(self, config: Any = None):
         super().__init__(config)
         self.suffix = ".ort" if self.config.ort_format else ".onnx"
-        self._output_absmax: float | None = None
 
     def expectation(self, ctx: Context | None) -> Expectation:
-        if self.config.quantize == Quantize.NONE or self._output_absmax is None:
-            return Expectation(Kind.FLOAT, self.tolerance)
-        return Expectation(Kind.QUANTIZED, max(self.tolerance, self.config.int8_tolerance * self._output_absmax))
+        return Expectation(Kind.FLOAT if self.config.quantize == Quantize.NONE else Kind.QUANTIZED)
 
     def write(self, module: Any, ctx: Context, path: Path) -> None:
         import onnx
@@ -159,20 +151,11 @@ class OnnxExporter(Exporter):
         return proto
 
     def _probe(self, path: Path, ctx: Context) -> None:
-        """Load the float model in ONNX Runtime (a clear error if it cannot) and measure its output scale."""
+        """Load the float model in ONNX Runtime: a clear error here if it cannot."""
         from mobilize.runtimes.base import RuntimeOptions
         from mobilize.backends.onnxruntime.runtime import OnnxRuntimeSession
 
-        session = OnnxRuntimeSession.load(Artifact(path=path, format="onnx"), RuntimeOptions(threads=1))
-        try:
-            if self.config.quantize != Quantize.NONE:
-                inputs = [ctx.example_inputs(seed=123)]
-                spec = ctx.input_specs[0]
-                if ctx.data is not None and len(ctx.input_specs) == 1 and _data_mismatch(ctx, "input") is None:
-                    inputs.append([next(iter(ctx.data.batches(spec, limit=spec.shape[0])))[0]])
-                self._output_absmax = max(float(o.abs().max()) for x in inputs for o in session.run(x))
-        finally:
-            session.close()
+        OnnxRuntimeSession.load(Artifact(path=path, format="onnx"), RuntimeOptions(threads=1)).close()
 
     def _quantize(self, src: Path, proto: Any, ctx: Context, tmp: Path) -> Path:
         import onnx

@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 from typing import Any
 
+from mobilize.backends.onnxruntime.sessions import ort_session, session_options
 from mobilize.errors import MobilizeError
 from mobilize.backends.onnxruntime.onnx_map import OnnxScopes, export_onnx
 from mobilize.lint.report import TargetSupport, UnsupportedOp
@@ -47,11 +48,9 @@ def probe(subject: Any) -> TargetSupport:
     except MobilizeError as exc:
         return TargetSupport("onnxruntime", "failed", HOW, partitions=0, summary=f"the model does not export to ONNX: {exc}")
     chosen = providers(subject.config)
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    opts.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+    opts = session_options(config={"session.record_ep_graph_assignment_info": "1"})
     try:
-        session = ort.InferenceSession(proto.SerializeToString(), opts, providers=chosen)
+        session = ort_session(proto, opts, providers=chosen)
     except Exception as exc:  # onnxruntime raises Fail, InvalidGraph, NotImplemented ...: the message says which node
         from pathlib import Path
 

@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from mobilize.backends.onnxruntime.sessions import ort_session, session_options
 from mobilize.backends.onnxruntime.onnx_map import OnnxScopes, export_onnx
 from mobilize.lint.profile import OPS_SUFFIX, ops_row
 from mobilize.lint.report import LayerRow, Profile
@@ -39,15 +40,10 @@ def measure_time(profile: Profile, subject: Any, samples: list[list], data_refer
     feeds = [{n: t.detach().contiguous().numpy() for n, t in zip(names, s)} for s in samples] or \
             [{n: t.detach().contiguous().numpy() for n, t in zip(names, subject.example)}]
     with tempfile.TemporaryDirectory(prefix="mobilize-lint-") as tmp:
-        opts = ort.SessionOptions()
-        opts.log_severity_level = 3
-        opts.intra_op_num_threads = cfg.time_threads
-        opts.inter_op_num_threads = 1
-        opts.optimized_model_filepath = str(Path(tmp) / "optimized.onnx")
-        opts.enable_profiling = True
-        opts.profile_file_prefix = str(Path(tmp) / "profile")
+        opts = session_options(cfg.time_threads, optimized_path=Path(tmp) / "optimized.onnx",
+                               profile_prefix=Path(tmp) / "profile")
         try:
-            session = ort.InferenceSession(proto.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+            session = ort_session(proto, opts)
         except Exception as exc:  # onnxruntime's Fail / InvalidGraph / NotImplemented: its message names the node
             from mobilize.errors import UnsupportedModelError
             from mobilize.backends.onnxruntime.runtime import describe_load_error

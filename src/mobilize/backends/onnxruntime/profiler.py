@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
+from mobilize.backends.onnxruntime.sessions import ort_session, session_options
 from mobilize.profile.core import OpTime, TimeProfile
 
 SOURCE = "ONNX Runtime profiler"
@@ -66,18 +67,14 @@ def profile_from_trace(events: Sequence[dict[str, Any]], path: str, threads: int
 
 
 def profile_onnx(path: Path, inputs: Sequence[Any], threads: int = 1, runs: int = RUNS, warmup: int = WARMUP,
-                 providers: Sequence[str] = (CPU,)) -> TimeProfile:
-    """Profile ``path`` under ONNX Runtime on ``inputs`` (torch tensors or arrays, in input order)."""
+                 providers: Sequence[str] = (CPU,), optimized_path: Path | None = None) -> TimeProfile:
+    """Profile ``path`` under ONNX Runtime on ``inputs`` (torch tensors or arrays, in input order); the graph
+    ONNX Runtime optimized and ran is saved at ``optimized_path`` when given."""
     import numpy as np
-    import onnxruntime as ort
 
     with tempfile.TemporaryDirectory(prefix="mobilize-ortprof-") as tmp:
-        opts = ort.SessionOptions()
-        opts.enable_profiling = True
-        opts.profile_file_prefix = os.path.join(tmp, "prof")
-        opts.intra_op_num_threads = threads
-        opts.log_severity_level = 3
-        session = ort.InferenceSession(str(path), opts, providers=list(providers))
+        opts = session_options(threads, profile_prefix=os.path.join(tmp, "prof"), optimized_path=optimized_path)
+        session = ort_session(Path(path), opts, providers)
         feed = {}
         for meta, x in zip(session.get_inputs(), inputs):
             array = np.asarray(getattr(x, "numpy", lambda: x)())

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import logging
 import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
+from mobilize.registry import did_you_mean
 from mobilize.errors import ConfigError, UnsupportedModelError
 from mobilize.lowering.onnx_export import native_output, opset_of, real_inputs
 
@@ -140,9 +140,8 @@ def op_types(registry: Iterable[str], exclude: Sequence[str]) -> list[str]:
     known = sorted(set(registry))
     for op in exclude:
         if op not in known:
-            close = difflib.get_close_matches(op, known, n=1)
             raise ConfigError(f"exclude_op_types: '{op}' is not an op type ONNX Runtime quantizes",
-                              hint=(f"did you mean: {close[0]}? " if close else "") + f"choose from: {', '.join(known)}")
+                              hint=did_you_mean(op, known, "choose from", n=1))
     return [op for op in known if op not in exclude]
 
 
@@ -150,9 +149,8 @@ def check_node_names(proto: Any, names: Sequence[str]) -> None:
     present = [n.name for n in proto.graph.node]
     for name in names:
         if name not in present:
-            close = difflib.get_close_matches(name, present, n=3)
             raise ConfigError(f"exclude_nodes: no node named '{name}' in the model (after pre-processing)",
-                              hint=f"did you mean: {', '.join(close)}?" if close else "see the names with Netron")
+                              hint=did_you_mean(name, present, None, otherwise="see the names with Netron"))
 
 
 class BatchFeed:
@@ -294,18 +292,13 @@ def quantize_dynamic_int8(src: Path, dst: Path, opts: StaticOptions) -> list[str
 
 def to_ort_format(src: Path, dst: Path) -> list[str]:
     """Save as an ORT-format model for onnxruntime-mobile, as convert_onnx_models_to_ort does (fixed, all)."""
-    import onnxruntime as ort
+    from mobilize.backends.onnxruntime.sessions import ort_session, session_options
 
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.optimized_model_filepath = str(dst)
-    so.add_session_config_entry("session.save_model_format", "ORT")
-    so.log_severity_level = 3
+    so = session_options(optimized_path=dst, config={"session.save_model_format": "ORT"})
     notes: list[str] = []
     try:
         with quiet(notes):
-            ort.InferenceSession(str(src), so, providers=["CPUExecutionProvider"],
-                                 disabled_optimizers=["NchwcTransformer"])
+            ort_session(src, so, disabled_optimizers=["NchwcTransformer"])
     except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
         raise UnsupportedModelError(f"converting to ORT format failed: {_first_line(exc)}",
                                     hint="set ort_format: false to keep the .onnx file") from exc

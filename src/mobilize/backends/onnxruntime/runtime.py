@@ -24,6 +24,7 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
+from mobilize.backends.onnxruntime.sessions import ort_session, session_options
 from mobilize.errors import ConfigError, UnsupportedModelError
 from mobilize.runtimes.base import Session, flatten_outputs
 from mobilize.sources.inputs import InputSpec
@@ -34,8 +35,6 @@ _ORT_TYPES = {
     "tensor(int8)": "int8", "tensor(bool)": "bool",
 }
 _NUMPY_TYPES = {"float": "float32"}
-_LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED",
-           "layout": "ORT_ENABLE_LAYOUT", "all": "ORT_ENABLE_ALL"}
 _OPSET_TOO_NEW = re.compile(r"Opset (\d+) is under development.*?support for domain (\S+) is till opset (\d+)", re.S)
 _ORT_PREFIX = re.compile(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ")
 _CPP_LOCATION = re.compile(r"^\S+\.(?:cc|h|cpp):\d+ .*?\)\s+")
@@ -65,14 +64,11 @@ class OnnxRuntimeSession(Session):
         self._make_session(self.options.threads)
 
     def _make_session(self, threads: int | None) -> None:
-        import onnxruntime as ort
-
-        opts = self._session_options(threads)
-        if self.own.optimized_model_path:
-            opts.optimized_model_filepath = str(self.own.optimized_model_path)
-        opts.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+        opts = session_options(threads, level=self.own.graph_optimization_level,
+                               optimized_path=self.own.optimized_model_path,
+                               config={"session.record_ep_graph_assignment_info": "1"})
         try:
-            self.session = ort.InferenceSession(self._source, opts, providers=["CPUExecutionProvider"])
+            self.session = ort_session(self._source, opts)
         except Exception as exc:  # onnxruntime raises Fail, InvalidGraph, InvalidProtobuf, NotImplemented ...
             path = Path(self.target.path)
             if isinstance(self._source, bytes) or not _NO_KERNEL.search(str(exc)) or path.suffix.lower() == ".ort":
@@ -85,20 +81,6 @@ class OnnxRuntimeSession(Session):
             return self._make_session(threads)
         self.threads = threads
         self._names = [i.name for i in self.session.get_inputs()]
-
-    def _session_options(self, threads: int | None) -> Any:
-        import onnxruntime as ort
-
-        opts = ort.SessionOptions()
-        level = self.own.graph_optimization_level
-        if level not in _LEVELS:
-            raise ConfigError(f"unknown graph optimization level '{level}'", hint=f"choose one of: {', '.join(_LEVELS)}")
-        opts.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _LEVELS[level])
-        if threads:
-            opts.intra_op_num_threads = threads
-            opts.inter_op_num_threads = 1
-        opts.log_severity_level = 3
-        return opts
 
     # -- inputs ---------------------------------------------------------------------------
     def declared_input_specs(self) -> list[InputSpec]:
@@ -183,13 +165,10 @@ class OnnxRuntimeSession(Session):
         import json
         import tempfile
 
-        import onnxruntime as ort
-
-        opts = self._session_options(self.threads)
-        opts.enable_profiling = True
         with tempfile.TemporaryDirectory(prefix="mobilize-ort-profile-") as tmp:
-            opts.profile_file_prefix = str(Path(tmp) / "profile")
-            session = ort.InferenceSession(self._source, opts, providers=["CPUExecutionProvider"])
+            opts = session_options(self.threads, level=self.own.graph_optimization_level,
+                                   profile_prefix=Path(tmp) / "profile")
+            session = ort_session(self._source, opts)
             session.run(None, feed)
             events = json.loads(Path(session.end_profiling()).read_text())
         nodes = {(e["name"], e["args"].get("provider")) for e in events
@@ -225,13 +204,8 @@ also right there: its BatchNormalization 7-13 uses batch statistics when a momen
 
 def missing_kernel(model_bytes: bytes) -> str | None:
     """ONNX Runtime's "Could not find an implementation for Op(version)" for this model, or None if it loads."""
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    opts.log_severity_level = 3
     try:
-        ort.InferenceSession(model_bytes, opts, providers=["CPUExecutionProvider"])
+        ort_session(model_bytes, session_options(level="disable"))
     except Exception as exc:  # only the missing-kernel failure is ours to fix; the caller reports the rest
         return str(exc) if _NO_KERNEL.search(str(exc)) else None
     return None

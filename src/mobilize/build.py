@@ -32,7 +32,6 @@ class Built:
     artifact: Artifact
     kind: Kind
     """Against the prepared module: float (to rounding) or quantized (the exporter quantized it)."""
-    atol: float
     details: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Exporter facts for reports (e.g. ExecuTorch's ``delegation``)."""
 
@@ -84,7 +83,7 @@ def build(model: Any, recipe: Recipe, ctx: Context, stem: str | Path | None,
         exporter = EXPORTERS.get(step.name)(step.config)
         art = exporter.export(module, ctx, Path(stem), recipe.to_dict())
         expectation = exporter.expectation(ctx)
-        built.append(Built(art, expectation.kind, expectation.atol, dict(getattr(exporter, "details", None) or {})))
+        built.append(Built(art, expectation.kind, dict(getattr(exporter, "details", None) or {})))
     return BuildResult(module, ctx, built)
 
 

@@ -11,6 +11,8 @@ import re
 
 import pytest
 import torch
+
+from mobilize.accuracy.verify import Kind, compare_outputs, judge
 from torch import nn
 
 from mobilize.artifact import Artifact
@@ -223,8 +225,11 @@ def test_int8_dynamic_on_a_linear_model(tmp_path):
     art, exporter = export(mlp, tmp_path, "mlp", (1, 64), quantize="int8_dynamic")
     assert exporter.details["delegation"]["delegated_by_op"].get("aten.linear") == 2
     x = torch.randn(1, 64)
-    err = float((run_pte(art.path, [x])[0] - mlp(x)).abs().max())
-    assert 0 < err < exporter.expectation(None).atol and err < 0.05 * float(mlp(x).abs().max())
+    got, want = run_pte(art.path, [x])[0], mlp(x)
+    err = float((got - want).abs().max())
+    assert 0 < err < 0.05 * float(want.abs().max())  # really int8, and close
+    assert exporter.expectation(None).kind == Kind.QUANTIZED
+    assert judge(compare_outputs([[got]], [[want]]), Kind.QUANTIZED).ok
 
 
 # -- fallbacks and failures, named ------------------------------------------------------------------
@@ -332,5 +337,6 @@ def test_full_size_mobilenet_v2(tmp_path, quantize):
                            quantize=quantize)
     assert exporter.details["delegation"]["delegated_percent"] == 100.0
     x = open_data("sample-photos").samples(InputSpec((1, 3, 224, 224)), 1)[0]
-    err = float((run_pte(art.path, [x])[0] - model(x)).abs().max())
-    assert err <= (1e-4 if quantize == "none" else exporter.expectation(None).atol)
+    got, want = run_pte(art.path, [x])[0], model(x)
+    verdict = judge(compare_outputs([[got]], [[want]]), exporter.expectation(None).kind)
+    assert verdict.ok, verdict.reason

@@ -1,10 +1,10 @@
 """The Exporter base class: capabilities as class attributes, atomic files, a manifest, notes.
 
-An exporter author sets ``name``, ``format``, ``suffix``, ``packages``, ``tolerance`` and
-``Config`` and implements ``write(module, ctx, path)``, which writes the file at ``path`` (a
-temp name that is renamed into place only on success).  What the file promises against the
-module it came from (float to rounding, or quantized, and an absolute tolerance for bundled
-outputs) is declared by one method, ``expectation(ctx)``; the verify core judges by it.
+An exporter author sets ``name``, ``format``, ``suffix``, ``packages`` and ``Config`` and implements
+``write(module, ctx, path)``, which writes the file at ``path`` (a temp name that is renamed into
+place only on success).  What the file promises against the module it came from (float to
+rounding, reduced precision, or quantized) is declared by one method, ``expectation(ctx)``; the
+verify core judges by it with the Policy's rule for that kind (no per-exporter tolerance).
 
     >>> from mobilize.exporters import EXPORTERS
     >>> art = EXPORTERS.get("onnx")().export(module, ctx, out_dir / "model")
@@ -33,9 +33,8 @@ class Expectation:
     """What an exported file promises against the module it was exported from."""
 
     kind: Kind = Kind.FLOAT
-    """float: equal up to rounding; quantized: the exporter quantized it (judged by the quantized rules)."""
-    atol: float = 1e-4
-    """Absolute tolerance for bundled expected outputs and element-wise checks."""
+    """float: equal up to rounding; reduced: fp16/bf16; quantized: the exporter quantized it (each judged by
+    the verify core's rule for its kind)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,8 +47,6 @@ class Exporter(abc.ABC):
     format: ClassVar[Format]
     suffix: ClassVar[str]
     packages: ClassVar[tuple[str, ...]] = ("torch",)
-    tolerance: ClassVar[float] = 1e-4
-    """Max abs difference from the eager module on the same input that still counts as a match."""
     Config: ClassVar[type] = ExporterConfig
 
     def __init__(self, config: Any = None):
@@ -61,7 +58,7 @@ class Exporter(abc.ABC):
 
     def expectation(self, ctx: Context | None) -> Expectation:
         """What the file promises against the module it was exported from (the one tolerance method)."""
-        return Expectation(Kind.FLOAT, self.tolerance)
+        return Expectation(Kind.FLOAT)
 
     def check_available(self) -> None:
         for pkg in self.packages:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from mobilize.artifact import Artifact, atomic_write_bytes
+from mobilize.registry import did_you_mean
 from mobilize.errors import ConfigError, ExportError, MobilizeError
 from mobilize.backends.executorch.bundled import BundleCheck, verify_bundled_program
 from mobilize.backends.executorch.bpte import bundled_inputs
@@ -112,7 +113,6 @@ class ExecuTorchExporter(Exporter):
     format = "executorch"
     suffix = ".pte"
     packages = ("torch", "executorch", "torchao")
-    tolerance = 1e-4
     Config = ExecuTorchConfig
 
     def __init__(self, config: Any = None):
@@ -120,7 +120,7 @@ class ExecuTorchExporter(Exporter):
         self.details: dict[str, Any] = {}
         """Structured facts for reports: ``delegation`` (DelegationReport.to_json()), ``bundle``."""
         self._written: _Written | None = None
-        self._verify_tolerance: float | None = None
+        self._fp16_error = 0.0
 
     def requires(self, ctx: Context) -> None:
         if ctx.quant.quantized:
@@ -145,7 +145,7 @@ class ExecuTorchExporter(Exporter):
     def expectation(self, ctx: Context | None) -> Expectation:
         kind = Kind.FLOAT if self.config.quantize == Quantize.NONE else Kind.QUANTIZED
         kind = Kind.REDUCED if self.config.fp16 else kind
-        return Expectation(kind, self._verify_tolerance if self._verify_tolerance is not None else self.tolerance)
+        return Expectation(kind)
 
     # -- the .pte -------------------------------------------------------------------------
     def write(self, module: Any, ctx: Context, path: Path) -> None:
@@ -154,7 +154,7 @@ class ExecuTorchExporter(Exporter):
         from mobilize.backends.executorch.runtime import portable_lib
 
         cfg = self.config
-        self._verify_tolerance = None
+        self._fp16_error = 0.0
         module = self._as_module(module)
         example = ctx.example_inputs()
         samples = self._samples(ctx)
@@ -162,7 +162,7 @@ class ExecuTorchExporter(Exporter):
             float_module, module = module, _Float16(module)
             self.note("fp16: weights and activations in float16 (XNNPACK fp16 kernels), float32 inputs and outputs "
                       "cast at the edges")
-            self._set_quantized_tolerance(float_module, module, ctx, samples)
+            self._note_error(float_module, module, ctx, samples)
         try:
             reference = self._quantize(module, ctx, example, samples)
         except MobilizeError:
@@ -184,7 +184,7 @@ class ExecuTorchExporter(Exporter):
         atomic_write_bytes(path, manager.buffer)
         self._written = _Written(manager, reference, samples, report)
         if reference is not module:
-            self._set_quantized_tolerance(module, reference, ctx, samples)
+            self._note_error(module, reference, ctx, samples)
 
     def _partitioners(self) -> list:
         if self.config.delegate == Delegate.NONE:
@@ -252,7 +252,6 @@ class ExecuTorchExporter(Exporter):
 
     def _check_exclude(self, module: Any) -> tuple[str, ...]:
         """The ``exclude`` names, each checked against the model's submodules (one error naming the close ones)."""
-        import difflib
 
         import torch
 
@@ -262,25 +261,25 @@ class ExecuTorchExporter(Exporter):
                       for path, _ in (node.meta.get("nn_module_stack") or {}).values() if path]
         for name in self.config.exclude:
             if name not in names:
-                close = difflib.get_close_matches(name, names, n=3)
                 raise ConfigError(f"exclude: the model has no submodule named '{name}'",
-                                  hint=f"did you mean: {', '.join(close)}?" if close else
-                                  "names are as model.named_modules() gives them, e.g. features.3.conv")
+                                  hint=did_you_mean(name, names, None, otherwise="names are as model.named_modules() "
+                                                                                 "gives them, e.g. features.3.conv"))
         return tuple(self.config.exclude)
 
-    def _set_quantized_tolerance(self, module: Any, reference: Any, ctx: Context, samples: list) -> None:
-        """The element-wise tolerance against the float model: twice the PT2E reference's own error."""
+    def _note_error(self, module: Any, reference: Any, ctx: Context, samples: list) -> None:
+        """What quantization (or fp16) costs before any runtime: the PyTorch reference's own error against the
+        float model (the fp16 bundle's tolerance is twice it)."""
         from mobilize.lowering.pt2e import max_abs_difference, output_step
 
         # The inputs verify_artifact draws from: real samples when there is data, else seeded random ones.
         probes = samples[:8] if ctx.data is not None else samples[:8] + [ctx.example_inputs(seed=123)]
         err, _ = max_abs_difference(reference, module, probes)
         step = (None if self.config.fp16 else output_step(reference)) or 0.0
-        self._verify_tolerance = max(self.tolerance, 2 * err + 2 * step)
+        self._fp16_error = err
         after = " (after QAT fine-tuning)" if self.config.quantize == Quantize.QAT else ""
         what = "fp16" if self.config.fp16 else "int8"
-        self.note(f"{what} error vs the float model{after}: max abs {err:.3g} on {len(probes)} inputs; element-wise "
-                  f"atol {self._verify_tolerance:.3g} (twice that plus two output steps)")
+        self.note(f"{what} error of the PyTorch reference vs the float model{after}: max abs {err:.3g} on "
+                  f"{len(probes)} inputs" + (f" ({err / step:.1f} output steps)" if step else ""))
 
     def _note_memory_format(self, ctx: Context, buffer: bytes) -> None:
         from mobilize.backends.executorch.pte import is_channels_last, read_program
@@ -330,7 +329,7 @@ class ExecuTorchExporter(Exporter):
             rtol = cfg.bundle_rtol if cfg.bundle_rtol is not None else 0.0
         else:
             # fp16: the expected outputs come from PyTorch's own float16 run, which carries its own fp16 error
-            atol = cfg.bundle_atol if cfg.bundle_atol is not None else (2 * self._verify_tolerance if cfg.fp16 else 1e-4)
+            atol = cfg.bundle_atol if cfg.bundle_atol is not None else (max(1e-4, 2 * self._fp16_error) if cfg.fp16 else 1e-4)
             rtol = cfg.bundle_rtol if cfg.bundle_rtol is not None else 1e-4
         path = art.path.with_suffix(".bpte")
         atomic_write_bytes(path, build_bundled_program(written.manager, cases))

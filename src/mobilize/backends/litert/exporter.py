@@ -66,7 +66,6 @@ class LiteRTExporter(Exporter):
     format = "tflite"
     suffix = ".tflite"
     packages = ("torch", "litert_torch", "ai_edge_litert", "torchao")
-    tolerance = 1e-4
     Config = LiteRTConfig
 
     def __init__(self, config: Any = None):
@@ -74,7 +73,6 @@ class LiteRTExporter(Exporter):
         self.details: dict[str, Any] = {}
         """Structured facts for reports: ``delegation`` (which ops XNNPACK runs), ``tflite`` (ops, tensor types,
         precision, input layouts)."""
-        self._atol: float | None = None
         self._layouts: list[str] = []
 
     def requires(self, ctx: Context) -> None:
@@ -88,14 +86,13 @@ class LiteRTExporter(Exporter):
 
     def expectation(self, ctx: Context | None) -> Expectation:
         kind = {Quantize.NONE: Kind.FLOAT, Quantize.FP16: Kind.REDUCED}.get(self.config.quantize, Kind.QUANTIZED)
-        return Expectation(kind, self._atol if self._atol is not None else self.tolerance)
+        return Expectation(kind)
 
     def write(self, module: Any, ctx: Context, path: Path) -> None:
         from mobilize.backends.litert import convert as lc
         from mobilize.backends.litert.tflite import LAYOUT_METADATA, with_metadata
 
         cfg = self.config
-        self._atol = None
         module = self._as_module(module)
         example = ctx.example_inputs()
         nhwc = [i for i, t in enumerate(example) if cfg.input_layout == Layout.NHWC and t.dim() == 4]
@@ -114,7 +111,7 @@ class LiteRTExporter(Exporter):
             if getattr(quantizer, "added", 0):
                 self.note(f"int8: also quantized {quantizer.added} tensor add(s) the litert-torch quantizer does not "
                           "match (adds through torch.ao's FloatFunctional)")
-            self._set_tolerance(module, module_q, ctx, samples)
+            self._note_error(module, module_q, ctx, samples)
             module = module_q
         data, notes = lc.to_tflite(module, example, quantizer, nhwc)
         for text in notes:
@@ -176,15 +173,15 @@ class LiteRTExporter(Exporter):
         self.note(f"int8: static PT2E ({weights} symmetric weights, int8 activations, litert-torch PT2EQuantizer), "
                   f"calibrated on {calibrated} samples from {source}")
 
-    def _set_tolerance(self, module: Any, reference: Any, ctx: Context, samples: list) -> None:
-        """Element-wise tolerance against the float model: twice the PT2E reference's own error."""
+    def _note_error(self, module: Any, reference: Any, ctx: Context, samples: list) -> None:
+        """What quantization costs before any runtime: the PT2E reference's own error against the float model."""
         from mobilize.lowering.pt2e import max_abs_difference, output_step
 
         probes = samples[:8] if ctx.data is not None else samples[:8] + [ctx.example_inputs(seed=123)]
         err, _ = max_abs_difference(reference, module, probes)
-        self._atol = max(self.tolerance, 2 * err + 2 * (output_step(reference) or 0.0))
+        step = output_step(reference)
         self.note(f"{self.config.quantize} error of the PT2E reference vs the float model: max abs {err:.3g} on "
-                  f"{len(probes)} inputs; element-wise atol {self._atol:.3g}")
+                  f"{len(probes)} inputs" + (f" ({err / step:.1f} output steps)" if step else ""))
 
     def _describe(self, path: Path, data: bytes) -> None:
         """Facts read back from the written file: ops, integer tensors, and what XNNPACK takes."""

@@ -354,7 +354,7 @@ def test_optimize_dynamic_dims_needs_input_dims(run_cli, tmp_path):
 
 
 @pytest.mark.parametrize("shape,fragment", [
-    ([1, 64], "calibration data 'digits' gives images, but input 'x' is 1,64 float"),
+    ([1, 64], "calibration data 'digits' gives images, but input 'x' is (1,64) float"),
     ([1, 4, 8, 8], "calibration data 'digits' gives RGB images, but input 'x' has 4 channels"),
 ])
 def test_calibration_data_that_does_not_fit(run_cli, tmp_path, shape, fragment):

@@ -46,7 +46,7 @@ def compare(model: str | None = None, plan: Any = "default", config: Any = None,
     check_threads(cfg.threads)
     target = Target.parse(cfg.target)
     out = check_output_dir(cfg.out_dir)
-    facts = model_facts_isolated(model, cfg.trust_pickle, len(cfg.input_specs), cfg.timeout_s)
+    facts = model_facts_isolated(model, cfg.trust_pickle, len(cfg.input_specs), cfg.timeout_s, dict(cfg.bound_args))
     if facts["format"] != "eager":
         raise ConfigError(f"compare needs a PyTorch model to derive variants from; {model} is a {facts['format']} "
                           f"file", hint="use mobilize bench for a single artifact")
@@ -65,6 +65,7 @@ def compare(model: str | None = None, plan: Any = "default", config: Any = None,
             "created": datetime.datetime.now().isoformat(timespec="seconds"),
             "input_specs": [s.to_json() for s in specs], "target": target.to_json(), "host_cpu": host_cpu().to_json(),
             "inputs": f"data:{data}" if data else "random-with-seed (no --data: accuracy on seeded random inputs)",
+            **({"bound_args": dict(cfg.bound_args)} if cfg.bound_args else {}),
             "notes": [note] if note else []}
 
     def save(report: dict[str, Any]) -> None:

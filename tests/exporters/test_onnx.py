@@ -256,8 +256,8 @@ def test_calibration_reads_the_data_lazily(digits_onnx):
     assert sum(1 for _ in iter(reader.get_next, None)) == 8
     assert len(pulled) <= 9  # one batch of look-ahead, never the whole source
     bad = BatchFeed(onnx.load(str(digits_onnx)), iter([[torch.zeros(1, 1, 16, 16)]]))
-    with pytest.raises(ConfigError, match="calibration data for input 'input' has shape 1,1,16,16 but the model "
-                                          "expects \\?,1,8,8"):
+    with pytest.raises(ConfigError, match="calibration data for input 'input' has shape \\(1,1,16,16\\) but the "
+                                          "model expects \\(\\?,1,8,8\\)"):
         bad.get_next()
 
 

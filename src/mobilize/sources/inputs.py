@@ -13,7 +13,7 @@ name=value`` binds a non-tensor forward argument (an ``int``, ``float``, ``bool`
     >>> parse_bound_args(["sr=16000", "mode=fast", "norm=true"])
     {'sr': 16000, 'mode': 'fast', 'norm': True}
     >>> [tuple(t.shape) for t in make_random_inputs(specs, seed=0)]
-    [(1, 3, 224, 224), (1, 10)]
+    [(1, 3, 224, 224), (1, 10), ()]
 """
 
 from __future__ import annotations

@@ -194,7 +194,7 @@ def op_profile(path: Path, inputs: Sequence[Any], runs: int = PROFILE_RUNS) -> t
         opts.log_severity_level = 3
         opts.optimized_model_filepath = os.path.join(tmp, "optimized.onnx")
         session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-        feed = {i.name: np.asarray(getattr(x, "numpy", lambda: x)(), dtype=np.float32)
+        feed = {i.name: np.asarray(getattr(x, "numpy", lambda: x)())  # each input keeps its own type (int64 ids)
                 for i, x in zip(session.get_inputs(), inputs)}
         for _ in range(3):
             session.run(None, feed)

@@ -25,7 +25,7 @@ from mobilize.report.json_report import SCHEMA_VERSION  # noqa: E402  (one defin
 from mobilize.checks import default_threads
 from mobilize.compare.run import compare
 from mobilize.paths import check_output_dir, model_stem
-from mobilize.sources.facts import calibration_for, default_data, model_facts_isolated
+from mobilize.sources.facts import calibration_for, default_data, input_names, model_facts_isolated
 
 __all__ = ["SCHEMA_VERSION", "bench", "build_and_verify", "calibration_for", "check_output_dir", "compare", "default_data",
            "default_threads", "load", "model_facts_isolated", "model_stem", "optimize"]
@@ -49,7 +49,7 @@ def bench(reference: str, config: BenchConfig = BenchConfig(), *,
     check_at_least(config.iterations, 1, "--iter")
     check_at_least(config.warmup, 0, "--warmup")
     threads = threads or default_threads()
-    target = resolve_model(reference, trust_pickle=trust_pickle)
+    target = resolve_model(reference, trust_pickle=trust_pickle, bound_args=config.bound_args)
     cls = session_class(target, runtime)
     if not cls.measures_latency:
         raise ConfigError(f"runtime '{cls.name}' checks numbers on this host but does not run the real runtime: "
@@ -62,6 +62,8 @@ def bench(reference: str, config: BenchConfig = BenchConfig(), *,
     load_ms = (time.perf_counter_ns() - t0) / 1e6
     try:
         inputs, source, specs = _choose_inputs(session, target, input_specs, no_inputs, bundled_input, data, seed)
+        if config.bound_args:
+            source += " with " + ", ".join(f"{k}={v!r}" for k, v in config.bound_args.items())
         result = benchmark(session, inputs, config, echo=echo)
         details = session.details()
     finally:
@@ -102,10 +104,16 @@ def _choose_inputs(session, target, input_specs, no_inputs, bundled_input, data,
         from mobilize.sources.data import open_data
 
         specs = list(input_specs or session.declared_input_specs() or target.input_specs)
-        if len(specs) != 1 or any(d <= 0 for d in specs[0].shape):
-            raise ConfigError("--data feeds one input of known shape", hint='give --input_dims, e.g. "1,3,224,224"')
-        x, _ = next(iter(open_data(data).batches(specs[0], limit=specs[0].shape[0])))
-        return [x], f"data:{data}", specs
+        if not specs or any(d <= 0 for s in specs for d in s.shape):
+            raise ConfigError("--data needs the model's input shapes", hint='give --input_dims, e.g. "1,3,224,224" '
+                                                                           'or "1,128;1,128"')
+        source = open_data(data)
+        if len(specs) == 1 and source.inputs_per_sample == 1 and specs[0].shape:
+            x, _ = next(iter(source.batches(specs[0], limit=specs[0].shape[0])))
+            return [x], f"data:{data}", specs
+        module = getattr(target, "module", None)
+        names = input_names(module, len(specs)) if module is not None else []
+        return source.sample_lists(specs, 1, names or None)[0], f"data:{data} (first sample)", specs
     if input_specs:
         return make_random_inputs(input_specs, seed), f"random-with-seed:{seed}", list(input_specs)
     inputs = session.example_inputs(seed)
@@ -132,6 +140,7 @@ def optimize(
     progress: Callable[[int, int, str], None] | None = None,
     isolate: bool = True,
     log_path: Any = None,
+    bound_args: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run a recipe's passes and exporters; write artifacts and manifests; verify each artifact.
 
@@ -158,7 +167,8 @@ def optimize(
         open_data(data)
     out = check_output_dir(out_dir)
     staging = paths.staging_dir(out)
-    job = (reference, recipe.to_dict(), str(staging), data, target, list(input_specs or []), trust_pickle, verify)
+    job = (reference, recipe.to_dict(), str(staging), data, target, list(input_specs or []), trust_pickle, verify,
+           dict(bound_args or {}))
     try:
         if isolate:
             report = run_isolated(build_and_verify, *job, what="optimize", progress=progress, log_path=log_path,
@@ -172,7 +182,7 @@ def optimize(
 
 
 def build_and_verify(reference: str, recipe: dict[str, Any], out_dir: str, data: str | None, target: str | None,
-                     input_specs: list[InputSpec], trust_pickle: bool, verify: bool,
+                     input_specs: list[InputSpec], trust_pickle: bool, verify: bool, bound_args: dict[str, Any] | None = None,
                      progress: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
     """optimize's work (in its child process): resolve the model, run the recipe, verify every artifact."""
 
@@ -184,10 +194,12 @@ def build_and_verify(reference: str, recipe: dict[str, Any], out_dir: str, data:
     from mobilize.target import Target, host_cpu
 
     recipe = Recipe.from_dict(recipe, recipe.get("name", "custom"))
-    source = resolve_model(reference, trust_pickle=trust_pickle)
+    source = resolve_model(reference, trust_pickle=trust_pickle, bound_args=bound_args)
     ctx = Context(input_specs=list(input_specs or source.input_specs), data=open_data(data) if data else None,
-                  target=Target.parse(target))
+                  target=Target.parse(target), bound_args=dict(bound_args or {}))
     model = getattr(source, "module", source)
+    if hasattr(source, "module"):
+        ctx.input_names = input_names(source.module, len(ctx.input_specs))
     if not hasattr(source, "module") and not ctx.input_specs:
         with open_session(source) as s:
             ctx.input_specs = list(s.declared_input_specs() or [])
@@ -216,7 +228,8 @@ def build_and_verify(reference: str, recipe: dict[str, Any], out_dir: str, data:
         artifacts.append(entry)
     report = {"schema_version": SCHEMA_VERSION, "model": reference, "recipe": recipe.to_dict(),
               "target": ctx.target.to_json(), "host_cpu": host_cpu().to_json(),
-              "artifacts": artifacts, "notes": list(ctx.notes), "timings_ms": ctx.timings_ms}
+              "artifacts": artifacts, "notes": list(ctx.notes), "timings_ms": ctx.timings_ms,
+              **({"bound_args": dict(ctx.bound_args)} if ctx.bound_args else {})}
     if progress:
         progress(total, total, "done")
     if mismatches:

@@ -120,6 +120,8 @@ class Artifact:
     notes: list[str] = dataclasses.field(default_factory=list)
     size_bytes: int = 0
     sha256: str = ""
+    bound_args: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Non-tensor forward arguments fixed when the file was built (``--input sr=16000``)."""
 
     @classmethod
     def from_file(cls, path: str | os.PathLike, **fields: Any) -> "Artifact":
@@ -140,6 +142,7 @@ class Artifact:
                 art.input_specs = [InputSpec.from_json(s) for s in data.get("input_specs", [])]
                 art.recipe = data.get("recipe")
                 art.notes = list(data.get("notes", []))
+                art.bound_args = dict(data.get("bound_args") or {})
         return art
 
     @property
@@ -155,6 +158,7 @@ class Artifact:
             "size_bytes": self.size_bytes,
             "sha256": self.sha256,
             "notes": list(self.notes),
+            **({"bound_args": dict(self.bound_args)} if self.bound_args else {}),
         }
 
     def write_manifest(self) -> Path:

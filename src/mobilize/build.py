@@ -90,7 +90,7 @@ def build(model: Any, recipe: Recipe, ctx: Context, stem: str | Path | None,
 def verify_inputs(ctx: Context, count: int = 4) -> list[list]:
     """The inputs an artifact is checked on: real samples when there is data, else seeded random ones."""
     if ctx.data is not None:
-        return ctx.data.sample_lists(ctx.input_specs, count)
+        return ctx.data.sample_lists(ctx.input_specs, count, ctx.input_names or None)
     return [ctx.example_inputs(seed=123 + i) for i in range(min(count, 2))]
 
 

@@ -43,6 +43,10 @@ class Context:
     """What flows beside the module through passes and exporters."""
 
     input_specs: list[InputSpec] = dataclasses.field(default_factory=list)
+    input_names: list[str] = dataclasses.field(default_factory=list)
+    """The forward's tensor parameter names, in order: an .npz with arrays of these names feeds them."""
+    bound_args: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Non-tensor forward arguments bound by name (``--input sr=16000``); recorded in every manifest."""
     data: Any = None
     """A DataSource for calibration (None: no real data)."""
     target: Target = dataclasses.field(default_factory=host_target)
@@ -68,10 +72,34 @@ class Context:
         return make_random_inputs(self.input_specs, seed)
 
     def calibration_inputs(self, limit: int) -> list[list]:
-        """Real samples when a data source is given, else a note and seeded random inputs."""
+        """Real samples when a data source is given (an .npz's arrays matched by the forward's parameter names,
+        or x0, x1, ...), else a note and seeded random inputs."""
         if self.data is not None and self.data.inputs_per_sample == len(self.input_specs):
-            return self.data.sample_lists(self.input_specs, limit)
+            return self.data.sample_lists(self.input_specs, limit, self.input_names or None)
         why = ("no data source" if self.data is None else
                f"'{self.data.reference}' feeds {self.data.inputs_per_sample} input(s), the model takes {len(self.input_specs)}")
         self.note("data", f"{why}: using {min(limit, 8)} seeded random inputs (give --data for real samples)")
         return [self.example_inputs(seed) for seed in range(min(limit, 8))]
+
+    @property
+    def calibration_source(self) -> str:
+        """Where calibration samples come from, for notes: the data source, or seeded random inputs."""
+        if self.data is not None and self.data.inputs_per_sample == len(self.input_specs):
+            return f"'{self.data.reference}'"
+        return "seeded random inputs"
+
+    def calibration_batches(self, limit: int) -> list[list]:
+        """:meth:`calibration_inputs` stacked to the input specs' batch size (data samples come one at a time);
+        a last incomplete batch is dropped.  Scalar (0-d) inputs are taken from each batch's first sample."""
+        import torch
+
+        samples = self.calibration_inputs(limit)
+        batch = self.input_specs[0].shape[0] if self.input_specs and self.input_specs[0].shape else 1
+        if batch <= 1 or not samples or not samples[0] or samples[0][0].dim() == 0 or samples[0][0].shape[0] != 1:
+            return samples
+        stacked = []
+        for i in range(0, len(samples) - batch + 1, batch):
+            group = samples[i:i + batch]
+            stacked.append([torch.cat([s[k] for s in group]) if group[0][k].dim() else group[0][k]
+                            for k in range(len(group[0]))])
+        return stacked or [self.example_inputs()]

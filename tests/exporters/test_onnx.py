@@ -256,8 +256,8 @@ def test_calibration_reads_the_data_lazily(digits_onnx):
     assert sum(1 for _ in iter(reader.get_next, None)) == 8
     assert len(pulled) <= 9  # one batch of look-ahead, never the whole source
     bad = BatchFeed(onnx.load(str(digits_onnx)), iter([[torch.zeros(1, 1, 16, 16)]]))
-    with pytest.raises(ConfigError, match="calibration data for input 'input' has shape 1,1,16,16 but the model "
-                                          "expects \\?,1,8,8"):
+    with pytest.raises(ConfigError, match="calibration data for input 'input' has shape \\(1,1,16,16\\) but the "
+                                          "model expects \\(\\?,1,8,8\\)"):
         bad.get_next()
 
 
@@ -354,7 +354,7 @@ def test_optimize_dynamic_dims_needs_input_dims(run_cli, tmp_path):
 
 
 @pytest.mark.parametrize("shape,fragment", [
-    ([1, 64], "calibration data 'digits' gives images, but input 'x' is 1,64 float"),
+    ([1, 64], "calibration data 'digits' gives images, but input 'x' is (1,64) float"),
     ([1, 4, 8, 8], "calibration data 'digits' gives RGB images, but input 'x' has 4 channels"),
 ])
 def test_calibration_data_that_does_not_fit(run_cli, tmp_path, shape, fragment):

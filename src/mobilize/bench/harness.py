@@ -45,6 +45,8 @@ class BenchConfig:
     trust_pickle: bool = False
     io_binding: bool = False
     """ONNX Runtime only: bind inputs once and write outputs into preallocated buffers."""
+    bound_args: dict = dataclasses.field(default_factory=dict)
+    """Non-tensor forward arguments bound by name (``--input sr=16000``)."""
 
 
 @dataclasses.dataclass

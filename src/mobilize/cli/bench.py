@@ -15,6 +15,7 @@ import json
 import sys
 
 from mobilize.artifact import atomic_write_text
+from mobilize.cli.inputs import add_input_flags, bound_args_from_args, input_specs_from_args
 
 
 def _flag(parser: argparse.ArgumentParser, name: str, **kw) -> None:
@@ -29,9 +30,7 @@ def add_parser(sub) -> None:
     p.add_argument("model_pos", nargs="?", metavar="MODEL",
                    help="zoo:NAME, file.py:Class, pkg.mod:factory, or a .pt/.ptl/.pt2/.pte/.onnx file")
     _flag(p, "model", help="same as MODEL (speed_benchmark_torch spelling)")
-    _flag(p, "input_dims", help='input shapes, e.g. "1,3,224,224;1,10"')
-    _flag(p, "input_type", help='input types, e.g. "float;int64" (float, int64, uint8, ...)')
-    _flag(p, "input_memory_format", choices=["contiguous_format", "channels_last"])
+    add_input_flags(p, memory_format=True)
     _flag(p, "no_inputs", action="store_true", help="call the model with no inputs")
     _flag(p, "use_bundled_input", type=int, metavar="N", help="use the N-th input bundled in the file")
     _flag(p, "print_output", action="store_true", help="print the model's outputs")
@@ -67,7 +66,6 @@ def run(args: argparse.Namespace) -> int:
     from mobilize.bench.harness import BenchConfig
     from mobilize.checks import check_at_least, check_threads
     from mobilize.errors import ConfigError
-    from mobilize.sources.inputs import parse_input_specs
 
     reference = args.model_pos or args.model
     if args.from_log:
@@ -84,11 +82,8 @@ def run(args: argparse.Namespace) -> int:
     threads = args.threads if args.threads is not None else args.pthreadpool_size
     check_at_least(args.warmup, 0, "--warmup")
     check_at_least(args.iter, 1, "--iter")
-    specs = None
-    if args.input_dims is not None:
-        specs = parse_input_specs(args.input_dims, args.input_type, args.input_memory_format)
-    elif args.input_type:
-        raise ConfigError("--input_type needs --input_dims")
+    specs = input_specs_from_args(args)
+    bound = bound_args_from_args(args)
     _refuse_unmeasured(reference, args.runtime)
     if args.profile:
         from mobilize.cli._bench_profile import check as check_profile
@@ -99,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
     report = bench(reference, BenchConfig(
         warmup=args.warmup, iterations=args.iter, report_pep=args.report_pep, runtime=args.runtime, threads=threads,
         input_specs=tuple(specs or ()), no_inputs=args.no_inputs, bundled_input=args.use_bundled_input,
-        data=args.data, seed=args.seed, trust_pickle=args.trust_pickle, io_binding=args.io_binding))
+        data=args.data, seed=args.seed, trust_pickle=args.trust_pickle, io_binding=args.io_binding,
+        bound_args=bound))
     outputs = report.pop("_outputs")
     if args.print_output:
         for i, out in enumerate(outputs):

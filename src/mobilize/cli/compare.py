@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from mobilize.cli.bench import _flag
+from mobilize.cli.inputs import add_input_flags, bound_args_from_args, input_specs_from_args
 
 
 def add_parser(sub) -> None:
@@ -35,8 +36,7 @@ def add_parser(sub) -> None:
     p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
     p.add_argument("--accuracy-samples", type=int, default=1000, help="max samples for accuracy (default 1000)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per stage before TIMEOUT (default 600)")
-    _flag(p, "input_dims", help='input shapes, e.g. "1,3,224,224" or "1,16;1,16"')
-    _flag(p, "input_type", help='input types, e.g. "int64;int64" (default float)')
+    add_input_flags(p)
     p.add_argument("--target", default="host", choices=["host", "arm64", "x86-avx2", "x86-vnni"],
                    help="the device the files are for (decides ONNX reduce_range, the default int8 engine)")
     p.add_argument("-o", "--output", default="out/compare", metavar="DIR", help="output folder (default out/compare)")
@@ -58,19 +58,17 @@ def run(args: argparse.Namespace) -> int:
     from mobilize.compare.runner import CompareConfig
     from mobilize.errors import ConfigError
     from mobilize.report.terminal import format_table, summary_lines
-    from mobilize.sources.inputs import parse_input_specs
 
     check_threads(args.threads, "--threads")
     if args.max_drop < 0 or not 0 < args.min_cosine <= 1:
         raise ConfigError("--max-drop must be 0 or more and --min-cosine in (0, 1]")
-    if args.input_type and not args.input_dims:
-        raise ConfigError("--input_type needs --input_dims")
-    specs = parse_input_specs(args.input_dims, args.input_type) if args.input_dims else ()
+    specs = input_specs_from_args(args) or ()
     config = CompareConfig(model=args.model or "", data=args.data, input_specs=tuple(specs), out_dir=args.output,
                            threads=args.threads, iterations=args.iter, rounds=args.rounds,
                            accuracy_samples=args.accuracy_samples, timeout_s=args.timeout,
                            trust_pickle=args.trust_pickle, target=args.target, verbose=args.verbose,
-                           policy=Policy(max_drop_points=args.max_drop, min_cosine=args.min_cosine))
+                           policy=Policy(max_drop_points=args.max_drop, min_cosine=args.min_cosine),
+                           bound_args=bound_args_from_args(args))
     progress = Progress()
     started = int(time.time())  # whole seconds: file systems keep coarse modification times
     try:

@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 
-from mobilize.cli.bench import _flag
+from mobilize.cli.inputs import add_input_flags
 
 STRICT_EXIT = 1
 """Exit code of ``--strict`` when a warning fired: the lint verdict, not an internal error."""
@@ -31,8 +31,7 @@ def add_parser(sub) -> None:
                "crash); 2 for a bad model, option or data source",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", metavar="MODEL", help="zoo:NAME, file.py:Class, pkg.mod:factory, or a torch.save()d model")
-    _flag(p, "input_dims", help='input shapes, e.g. "1,3,224,224" (default: the model\'s own)')
-    _flag(p, "input_type", help="input types, e.g. float")
+    add_input_flags(p)
     p.add_argument("--target", action="append", metavar="T",
                    help="target backend to probe: xnnpack, onnxruntime, nnapi, litert, all or none (repeat or "
                         "comma-separate; default: all)")
@@ -54,18 +53,17 @@ def run(args: argparse.Namespace) -> int:
     from mobilize.errors import ConfigError
     from mobilize.lint import LintConfig, lint, parse_targets
     from mobilize.lint.terminal import format_report
-    from mobilize.sources.inputs import parse_input_specs
+    from mobilize.cli.inputs import bound_args_from_args, input_specs_from_args
 
     if args.top < 0:
         raise ConfigError(f"--top must be 0 or more, got {args.top}")
     if args.threads < 1:
         raise ConfigError(f"--threads must be at least 1, got {args.threads}")
-    specs = parse_input_specs(args.input_dims, args.input_type) if args.input_dims else None
-    if args.input_type and not args.input_dims:
-        raise ConfigError("--input_type needs --input_dims")
+    specs = input_specs_from_args(args)
     config = LintConfig(targets=parse_targets(args.target), xnnpack_lower=args.xnnpack_lower,
                         time_threads=args.threads)
-    report = lint(args.model, config, input_specs=specs, data=args.data, trust_pickle=args.trust_pickle)
+    report = lint(args.model, config, input_specs=specs, data=args.data, trust_pickle=args.trust_pickle,
+                  bound_args=bound_args_from_args(args))
     print(format_report(report, top=args.top))
     if args.json:
         atomic_write_text(args.json, json.dumps(report.to_json(), indent=2, default=str) + "\n")

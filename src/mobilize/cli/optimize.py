@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from mobilize.cli.bench import _flag
+from mobilize.cli.inputs import add_input_flags, bound_args_from_args, input_specs_from_args
 
 
 def add_parser(sub) -> None:
@@ -24,9 +24,7 @@ def add_parser(sub) -> None:
                    help="the device the files are for; decides CPU-dependent choices such as ONNX reduce_range and "
                         "the int8 engine (default: this machine, recorded in every manifest)")
     p.add_argument("-o", "--output", default="out", metavar="DIR", help="output folder (default: out)")
-    _flag(p, "input_dims", help='input shapes, e.g. "1,3,224,224"')
-    _flag(p, "input_type", help="input types, e.g. float")
-    _flag(p, "input_memory_format", choices=["contiguous_format", "channels_last"])
+    add_input_flags(p, memory_format=True)
     p.add_argument("-v", "--verbose", action="store_true",
                    help="show the exporters' own stderr output (otherwise kept in DIR/logs/optimize.log)")
     p.add_argument("--emit-app", metavar="DIR",
@@ -47,16 +45,16 @@ def run(args: argparse.Namespace) -> int:
     from mobilize.artifact import atomic_write_text
     from mobilize.cli.capture import capture_stderr
     from mobilize.cli.progress import Progress
-    from mobilize.sources.inputs import parse_input_specs
 
-    specs = parse_input_specs(args.input_dims, args.input_type, args.input_memory_format) if args.input_dims else None
+    specs = input_specs_from_args(args)
     progress = Progress()
     log_path = None if args.verbose else Path(args.output) / "logs" / "optimize.log"
     try:
         with capture_stderr(log_path if Path(args.output).is_dir() or not Path(args.output).exists() else None) as log:
             result = optimize(args.model, args.recipe, out_dir=args.output, data=args.data, engine=args.engine,
                               target=args.target, input_specs=specs, trust_pickle=args.trust_pickle,
-                              verify=not args.no_verify, progress=progress, log_path=log.path)
+                              verify=not args.no_verify, progress=progress, log_path=log.path,
+                              bound_args=bound_args_from_args(args))
     finally:
         progress.close()
     for note in result["notes"]:

@@ -23,7 +23,9 @@ def add_parser(sub) -> None:
     p.add_argument("--plan", default="default", help="built-in plan name or a .yaml/.json file (default: default)")
     p.add_argument("--variant", action="append", default=[], metavar="NAME",
                    help="run only this variant for every model (repeatable; a models-file line may give its own)")
-    _flag(p, "input_dims", help='input shapes for every model given on the command line, e.g. "1,3,224,224"')
+    _flag(p, "input_dims", help='input shapes for every model given on the command line, e.g. "1,3,224,224" '
+                                '(one syntax with compare: "1,128;1,128", "()" for a scalar)')
+    _flag(p, "input_type", help='input types for every model given on the command line, e.g. "int64;int64"')
     p.add_argument("--data", metavar="SRC", help="accuracy/benchmark data for every model (default: per model, "
                                                  "as compare chooses)")
     p.add_argument("--executor", default="local", metavar="local|ray[:ADDRESS]",
@@ -56,8 +58,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.threads is not None and args.threads < 1:
         raise ConfigError(f"--threads must be at least 1, got {args.threads}")
-    defaults = ModelJob("", args.input_dims, tuple(args.variant))
-    jobs = [ModelJob(m, args.input_dims, tuple(args.variant)) for m in args.models]
+    if args.input_type and not args.input_dims:
+        raise ConfigError("--input_type needs --input_dims")
+    defaults = ModelJob("", args.input_dims, tuple(args.variant), input_type=args.input_type)
+    jobs = [ModelJob(m, args.input_dims, tuple(args.variant), input_type=args.input_type) for m in args.models]
     if args.models_file:
         try:
             text = Path(args.models_file).read_text()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from mobilize.cli.bench import _flag
+from mobilize.cli.inputs import add_input_flags
 from mobilize.errors import ConfigError
 
 
@@ -33,7 +33,7 @@ def add_parser(sub) -> None:
     p.add_argument("--time-budget", metavar="T", help="stop searching after T (e.g. 90s, 10m); the best so far wins")
     p.add_argument("--samples", type=int, default=200, help="evaluation samples (default: 200)")
     p.add_argument("-o", "--output", default="out", metavar="DIR", help="output folder (default: out)")
-    _flag(p, "input_dims", help='input shapes, e.g. "1,3,224,224"')
+    add_input_flags(p)
     p.add_argument("--json", metavar="FILE", help="also write the search report here")
     p.add_argument("--trust-pickle", action="store_true", help="allow unpickling a torch.save()d model file")
     p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     from mobilize.accuracy.verify import Policy
     from mobilize.api import calibration_for, check_output_dir, model_stem
     from mobilize.artifact import atomic_write_text
-    from mobilize.sources.inputs import parse_input_specs
+    from mobilize.cli.inputs import bound_args_from_args, input_specs_from_args
     from mobilize.sources.models import resolve_model
     from mobilize.tune import format_layers, tune
 
@@ -68,11 +68,12 @@ def run(args: argparse.Namespace) -> int:
     policy = Policy(max_drop_points=args.max_drop) if args.max_drop is not None else Policy(min_cosine=args.min_cosine)
     budget_s = parse_duration_s(args.time_budget)
     out = check_output_dir(args.output)
-    source = resolve_model(args.model, trust_pickle=args.trust_pickle)
+    specs = input_specs_from_args(args)
+    source = resolve_model(args.model, trust_pickle=args.trust_pickle, bound_args=bound_args_from_args(args))
     if not hasattr(source, "module"):
         raise ConfigError("tune takes a PyTorch model (zoo:, file.py:Class, pkg.mod:factory), not a model file",
                           hint="its recipes export from PyTorch")
-    specs = parse_input_specs(args.input_dims) if args.input_dims else source.input_specs
+    specs = specs or source.input_specs
     calibration = args.calibration or calibration_for(args.data)[0]
     runtimes = [r.strip() for r in args.runtimes.split(",") if r.strip()]
     result = tune(source.module, specs, data=args.data, calibration=calibration, policy=policy, runtimes=runtimes,

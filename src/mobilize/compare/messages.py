@@ -33,6 +33,8 @@ class Job:
     """The model's input names (its forward's parameters), to match an .npz's arrays by name."""
     artifact: str | None = None
     trust_pickle: bool = False
+    bound_args: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Non-tensor forward arguments bound by name (``--input sr=16000``)."""
 
 
 @dataclasses.dataclass

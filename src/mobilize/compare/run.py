@@ -36,6 +36,7 @@ def compare(model: str | None = None, plan: Any = "default", config: Any = None,
 
     cfg = config or CompareConfig(model="")
     model = model or cfg.model or f"zoo:{DEFAULT_MODEL}"
+    fit = plan == "default" and not variants  # the built-in default adapts to the model; a named plan runs as given
     plan = plan if isinstance(plan, Plan) else load_plan(plan)
     if variants:
         plan = plan.select(list(variants))
@@ -46,7 +47,7 @@ def compare(model: str | None = None, plan: Any = "default", config: Any = None,
     check_threads(cfg.threads)
     target = Target.parse(cfg.target)
     out = check_output_dir(cfg.out_dir)
-    facts = model_facts_isolated(model, cfg.trust_pickle, len(cfg.input_specs), cfg.timeout_s)
+    facts = model_facts_isolated(model, cfg.trust_pickle, len(cfg.input_specs), cfg.timeout_s, dict(cfg.bound_args))
     if facts["format"] != "eager":
         raise ConfigError(f"compare needs a PyTorch model to derive variants from; {model} is a {facts['format']} "
                           f"file", hint="use mobilize bench for a single artifact")
@@ -54,6 +55,9 @@ def compare(model: str | None = None, plan: Any = "default", config: Any = None,
     if not specs:
         raise ConfigError("the model's input shape is unknown", hint='give --input_dims, e.g. "1,3,224,224"')
     names = facts["input_names"]
+    plan_notes = []
+    if fit:
+        plan, plan_notes = _fit_default_plan(plan, facts, specs)
     data = cfg.data or default_data(model, specs)
     if data is not None:
         check_data_fits(specs, data, names)
@@ -65,7 +69,8 @@ def compare(model: str | None = None, plan: Any = "default", config: Any = None,
             "created": datetime.datetime.now().isoformat(timespec="seconds"),
             "input_specs": [s.to_json() for s in specs], "target": target.to_json(), "host_cpu": host_cpu().to_json(),
             "inputs": f"data:{data}" if data else "random-with-seed (no --data: accuracy on seeded random inputs)",
-            "notes": [note] if note else []}
+            **({"bound_args": dict(cfg.bound_args)} if cfg.bound_args else {}),
+            "notes": ([note] if note else []) + plan_notes}
 
     def save(report: dict[str, Any]) -> None:
         for key, value in meta.items():
@@ -79,6 +84,22 @@ def compare(model: str | None = None, plan: Any = "default", config: Any = None,
     report = run_plan(cfg, plan, progress=progress, on_update=save)
     save(report)
     return report
+
+
+def _fit_default_plan(plan: Any, facts: dict[str, Any], specs: Sequence[Any]) -> tuple[Any, list[str]]:
+    """The default plan fitted to the model (:mod:`mobilize.plan_fit`), and notes saying what changed and why."""
+    from mobilize.plan_fit import fit_plan
+
+    before = {v.name for v in plan.variants}
+    fitted, left_out = fit_plan(plan, {"layers": facts.get("layers"), "input_types": [s.dtype for s in specs],
+                                       "input_ranks": [len(s.shape) for s in specs]})
+    notes = [f"plan: left out {name}: {why}" for name, why in left_out]
+    added = [v.name for v in fitted.variants if v.name not in before]
+    if added:
+        layers = facts.get("layers") or {}
+        notes.append(f"plan: added {', '.join(added)}: a Linear/attention model ({layers.get('linear', 0)} Linear, "
+                     f"{layers.get('attention', 0)} attention, no conv) quantizes with dynamic int8")
+    return fitted, notes
 
 
 RUN_FILES = ("report.json", "report.html", "artifacts", "logs")

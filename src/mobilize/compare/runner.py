@@ -64,6 +64,8 @@ class CompareConfig:
     """Let workers' stderr through instead of capturing it in ``<out>/logs``."""
     input_names: tuple[str, ...] = ()
     """The model's input names (filled in from its forward signature), to match .npz arrays by name."""
+    bound_args: dict = dataclasses.field(default_factory=dict)
+    """Non-tensor forward arguments bound by name (``--input sr=16000``)."""
 
 
 class StageFailure(Exception):
@@ -216,7 +218,7 @@ class PlanRun:
                    data=cfg.data, calibration=cfg.calibration, out_dir=str(Path(cfg.out_dir) / "artifacts"),
                    threads=cfg.threads, accuracy_samples=cfg.accuracy_samples,
                    reference_path=str(self.workdir / "reference.pt"), log_path=log, target=cfg.target,
-                   input_names=list(cfg.input_names) or None,
+                   input_names=list(cfg.input_names) or None, bound_args=dict(cfg.bound_args),
                    artifact=artifact, trust_pickle=cfg.trust_pickle)
 
     # -- the run ---------------------------------------------------------------------------

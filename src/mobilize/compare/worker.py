@@ -9,7 +9,6 @@ stderr noise goes to the worker's log file; its tail joins the note of a failed 
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import os
 import sys
@@ -82,7 +81,9 @@ def accuracy_set(job: Job) -> tuple[list[list], list[int] | None]:
     from mobilize.sources.data import open_data
     from mobilize.sources.inputs import make_random_inputs
 
-    specs = [dataclasses.replace(s, shape=(1, *s.shape[1:])) for s in _specs(job)]
+    from mobilize.sources.data import dataclass_replace_batch
+
+    specs = [dataclass_replace_batch(s, 1) for s in _specs(job)]
     if job.data is None:
         return [make_random_inputs(specs, seed) for seed in range(min(job.accuracy_samples, 16))], None
     return open_data(job.data).labelled_sample_lists(specs, job.accuracy_samples, job.input_names)
@@ -94,7 +95,7 @@ def load_model(job: Job):
 
     from mobilize.sources.models import resolve_model
 
-    source = resolve_model(job.model, trust_pickle=job.trust_pickle)
+    source = resolve_model(job.model, trust_pickle=job.trust_pickle, bound_args=job.bound_args)
     saved = torch.load(job.reference_path, weights_only=True)
     source.module.load_state_dict(saved["state_dict"])
     return source
@@ -107,7 +108,7 @@ def make_reference(job: Job) -> ReferenceDone:
     from mobilize.runtimes.base import flatten_outputs, output_names
     from mobilize.sources.models import resolve_model
 
-    source = resolve_model(job.model, trust_pickle=job.trust_pickle)
+    source = resolve_model(job.model, trust_pickle=job.trust_pickle, bound_args=job.bound_args)
     xs, ys = accuracy_set(job)
     with torch.inference_mode():
         raw = [source.module(*x) for x in xs]
@@ -149,7 +150,8 @@ def _prepare(job: Job):
     variant = Variant.from_dict(job.variant)
     source = load_model(job)
     ctx = Context(input_specs=_specs(job), data=open_data(job.calibration) if job.calibration else None,
-                  target=Target.parse(job.target))
+                  target=Target.parse(job.target), input_names=list(job.input_names or []),
+                  bound_args=dict(job.bound_args))
     return variant, source, ctx
 
 

@@ -92,6 +92,6 @@ class Exporter(abc.ABC):
             raise ExportError(f"exporter '{self.name}' failed: {type(exc).__name__}: {first}", stage="export") from exc
         ctx.timings_ms[f"export:{self.name}"] = (time.perf_counter() - start) * 1e3
         art = Artifact(path=path, format=self.format, input_specs=list(ctx.input_specs), recipe=recipe,
-                       notes=list(ctx.notes) + self.notes)
+                       notes=list(ctx.notes) + self.notes, bound_args=dict(ctx.bound_args))
         art.write_manifest()
         return art

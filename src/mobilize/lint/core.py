@@ -34,10 +34,11 @@ _FIXES = {
 
 
 def lint(model: Any, config: LintConfig = LintConfig(), *, input_specs: Sequence[InputSpec] | None = None,
-         data: str | None = None, trust_pickle: bool = False) -> LintReport:
-    """Check a model (reference or ``nn.Module``) for what is unfriendly to mobile backends; never changes it."""
+         data: str | None = None, trust_pickle: bool = False, bound_args: dict[str, Any] | None = None) -> LintReport:
+    """Check a model (reference or ``nn.Module``) for what is unfriendly to mobile backends; never changes it.
+    ``bound_args``: non-tensor forward arguments of a model reference (``--input sr=16000``)."""
     with _one_thread():
-        return _lint(model, config, input_specs, data, trust_pickle)
+        return _lint(model, config, input_specs, data, trust_pickle, bound_args)
 
 
 @contextlib.contextmanager
@@ -54,7 +55,8 @@ def _one_thread():
         torch.set_num_threads(threads)
 
 
-def _lint(model: Any, config: LintConfig, input_specs, data: str | None, trust_pickle: bool) -> LintReport:
+def _lint(model: Any, config: LintConfig, input_specs, data: str | None, trust_pickle: bool,
+          bound_args: dict[str, Any] | None = None) -> LintReport:
     import torch
 
     from mobilize.lint.graph import ModelView
@@ -64,7 +66,7 @@ def _lint(model: Any, config: LintConfig, input_specs, data: str | None, trust_p
 
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    module, name, specs = _resolve(model, input_specs, trust_pickle)
+    module, name, specs = _resolve(model, input_specs, trust_pickle, bound_args)
     if isinstance(model, torch.nn.Module):
         module = copy.deepcopy(module)  # the caller's model: forward passes in training mode would move BN statistics
     example = make_random_inputs(specs, config.seed)
@@ -120,7 +122,7 @@ def _measure_time(profile: Any, subject: Any, batches: list[list], data: str) ->
     return []
 
 
-def _resolve(model: Any, input_specs, trust_pickle: bool) -> tuple[Any, str, list[InputSpec]]:
+def _resolve(model: Any, input_specs, trust_pickle: bool, bound_args=None) -> tuple[Any, str, list[InputSpec]]:
     import torch
 
     from mobilize.sources.models import resolve_model
@@ -129,7 +131,7 @@ def _resolve(model: Any, input_specs, trust_pickle: bool) -> tuple[Any, str, lis
         specs = list(input_specs or getattr(model, "input_specs", None) or [])
         name = type(model).__name__
     else:
-        source = resolve_model(str(model), trust_pickle=trust_pickle)
+        source = resolve_model(str(model), trust_pickle=trust_pickle, bound_args=bound_args)
         if not hasattr(source, "module"):
             raise ConfigError(f"lint checks a PyTorch model; {model} is an exported file ({source.format})",
                               hint="point at the model's code (zoo:NAME, file.py:Class, pkg.mod:factory)")

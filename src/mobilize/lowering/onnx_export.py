@@ -178,9 +178,10 @@ def check_static_inputs(proto: Any, specs: Sequence[Any]) -> None:
                               hint='give --input_dims, e.g. --input_dims "1,3,224,224"')
         fixed = [d if isinstance(d, int) and d > 0 else None for d in dims]
         if len(fixed) != len(spec.shape) or any(f is not None and f != s for f, s in zip(fixed, spec.shape)):
-            want = ",".join(str(d) for d in dims)
-            raise ConfigError(f"input '{inp.name}' is {want} in the model, but the input spec is "
-                              f"{','.join(map(str, spec.shape))}", hint="fix --input_dims")
+            from mobilize.sources.inputs import shape_text
+
+            raise ConfigError(f"input '{inp.name}' is {shape_text([d if isinstance(d, int) else -1 for d in dims])} "
+                              f"in the model, but the input spec is {shape_text(spec.shape)}", hint="fix --input_dims")
 
 
 def real_inputs(proto: Any) -> list:

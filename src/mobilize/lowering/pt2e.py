@@ -39,8 +39,8 @@ def max_abs_difference(a: Any, b: Any, inputs: Sequence[Sequence[Any]]) -> tuple
 
 
 def first_output(out: Any) -> Any:
-    while isinstance(out, (tuple, list)):
-        out = out[0]
+    while isinstance(out, (tuple, list, dict)):
+        out = next(iter(out.values())) if isinstance(out, dict) else out[0]
     return out
 
 

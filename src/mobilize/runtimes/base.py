@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Sequence
 from mobilize.artifact import Format
 from mobilize.runtime_options import RuntimeOptions, check_options  # noqa: F401  (re-exported)
 from mobilize.errors import BackendUnavailableError, ConfigError, MobilizeError, UserError, internal, raised_in
-from mobilize.sources.inputs import InputSpec, make_random_inputs
+from mobilize.sources.inputs import InputSpec, make_random_inputs, shape_text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,9 +138,8 @@ class Session(abc.ABC):
         for i, (spec, tensor) in enumerate(zip(declared, inputs)):
             shape = tuple(tensor.shape)
             if len(spec.shape) != len(shape) or any(d > 0 and d != s for d, s in zip(spec.shape, shape)):
-                want = ",".join(str(d) if d > 0 else "?" for d in spec.shape)
                 raise UserError(
-                    f"input {i} has shape {','.join(map(str, shape))} but the model expects {want}",
+                    f"input {i} has shape {shape_text(shape)} but the model expects {shape_text(spec.shape)}",
                     hint="fix --input_dims",
                 )
 
@@ -229,7 +228,7 @@ def first_error_line(exc: BaseException) -> str:
 
 def describe_tensor(t: Any) -> str:
     dtype = str(getattr(t, "dtype", "?")).replace("torch.", "")
-    return f"{','.join(str(d) for d in tuple(t.shape))} {dtype}"
+    return f"{shape_text(tuple(t.shape))} {dtype}"
 
 
 def describe_target(target: Any) -> str:

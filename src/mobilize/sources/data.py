@@ -136,7 +136,8 @@ class DataSource(abc.ABC):
 
 
 def dataclass_replace_batch(spec: InputSpec, batch: int) -> InputSpec:
-    return dataclasses.replace(spec, shape=(batch, *spec.shape[1:]))
+    """``spec`` with a batch of ``batch``; a scalar (0-d) input has no batch and stays as it is."""
+    return dataclasses.replace(spec, shape=(batch, *spec.shape[1:])) if spec.shape else spec
 
 
 def resize_center_crop(image: np.ndarray, height: int, width: int, ratio: float) -> np.ndarray:
@@ -316,7 +317,8 @@ class NpzSource(DataSource):
                 if tuple(arr.shape) != tuple(spec.shape[1:]):
                     raise ConfigError(f"{self.reference}: array '{key}' has samples of shape {arr.shape}, but the "
                                       f"model input is {spec}")
-                sample.append(torch.from_numpy(np.ascontiguousarray(arr[None])).to(spec.torch_dtype))
+                batched = arr[None] if spec.shape else arr  # a scalar input takes each sample as it is
+                sample.append(torch.from_numpy(np.ascontiguousarray(batched)).to(spec.torch_dtype))
             xs.append(sample)
         ys = [int(v) for v in self.y[:len(xs)]] if self.labelled else None
         return xs, ys

@@ -33,19 +33,24 @@ def calibration_for(data: str | None) -> tuple[str | None, str | None]:
 
 
 def model_facts(reference: str, trust_pickle: bool, spec_count: int,
-                progress: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
+                progress: Callable[[int, int, str], None] | None = None,
+                bound_args: dict[str, Any] | None = None) -> dict[str, Any]:
     """What compare needs to know before its workers start: the format, the declared input specs and the
     forward's input names (for ``spec_count`` inputs, or as many as it declares)."""
     if progress:
         progress(0, 1, "build the model")
-    source = resolve_model(reference, trust_pickle=trust_pickle)
+    from mobilize.plan_fit import layer_counts
+
+    source = resolve_model(reference, trust_pickle=trust_pickle, bound_args=bound_args)
     specs = list(getattr(source, "input_specs", None) or [])
     module = getattr(source, "module", None)
     names = input_names(module, spec_count or len(specs)) if module is not None else []
-    return {"format": str(source.format), "input_specs": specs, "input_names": names}
+    layers = layer_counts(module) if module is not None else {}
+    return {"format": str(source.format), "input_specs": specs, "input_names": names, "layers": layers}
 
 
-def model_facts_isolated(reference: str, trust_pickle: bool, spec_count: int, timeout_s: float) -> dict[str, Any]:
+def model_facts_isolated(reference: str, trust_pickle: bool, spec_count: int, timeout_s: float,
+                         bound_args: dict[str, Any] | None = None) -> dict[str, Any]:
     """:func:`model_facts` in a child process under the stage timeout: building a user's model runs its code
     (import, constructor, unpickling), which may hang or crash.  The zoo's models are mobilize's own."""
     from mobilize.isolate import run_isolated
@@ -53,32 +58,26 @@ def model_facts_isolated(reference: str, trust_pickle: bool, spec_count: int, ti
 
     check_reference(reference)
     if reference.strip().startswith("zoo:"):
-        return model_facts(reference, trust_pickle, spec_count)
-    return run_isolated(model_facts, reference, trust_pickle, spec_count, what="model check", timeout_s=timeout_s)
+        return model_facts(reference, trust_pickle, spec_count, bound_args=bound_args)
+    return run_isolated(model_facts, reference, trust_pickle, spec_count, what="model check", timeout_s=timeout_s,
+                        bound_args=bound_args)
 
 
 def input_names(module: Any, count: int) -> list[str]:
     """The names of a module's first ``count`` forward parameters (to match .npz arrays by name)."""
-    import inspect
+    from mobilize.sources.bound import tensor_input_names
 
-    try:
-        params = [p.name for p in inspect.signature(module.forward).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):
-        return []
-    return params[:count] if len(params) >= count else []
+    return tensor_input_names(module, count)
 
 
 def check_data_fits(specs: Sequence[InputSpec], data: str, names: Sequence[str] = ()) -> None:
     """Before any work: the data source gives inputs shaped for the model (the model itself first runs
     in the isolated reference stage, under the timeout)."""
-    import dataclasses as dc
-
-    from mobilize.sources.data import open_data
+    from mobilize.sources.data import dataclass_replace_batch, open_data
 
     source = open_data(data)
     if source.inputs_per_sample != len(specs):
         raise ConfigError(f"data source '{data}' feeds {source.inputs_per_sample} input(s), but the model takes "
                           f"{len(specs)}", hint="give an .npz with one array per model input (named after the "
                                                 "inputs, or x0, x1, ...)")
-    source.sample_lists([dc.replace(s, shape=(1, *s.shape[1:])) for s in specs], 1, list(names) or None)
+    source.sample_lists([dataclass_replace_batch(s, 1) for s in specs], 1, list(names) or None)

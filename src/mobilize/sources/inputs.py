@@ -1,11 +1,19 @@
 """Input specs in ``speed_benchmark_torch`` syntax, and the tensors made from them.
 
-    >>> from mobilize.sources.inputs import parse_input_specs
-    >>> specs = parse_input_specs("1,3,224,224;1,10", "float;int64")
+One syntax for every command: ``--input_dims`` lists one shape per tensor input (``;`` between
+inputs, ``()`` for a scalar), ``--input_type`` one element type per input, and ``--input
+name=value`` binds a non-tensor forward argument (an ``int``, ``float``, ``bool`` or string).
+
+    >>> from mobilize.sources.inputs import parse_input_specs, parse_bound_args, shape_text
+    >>> specs = parse_input_specs("1,3,224,224;1,10;()", "float;int64;float")
     >>> [(s.shape, s.dtype) for s in specs]
-    [((1, 3, 224, 224), 'float'), ((1, 10), 'int64')]
+    [((1, 3, 224, 224), 'float'), ((1, 10), 'int64'), ((), 'float')]
+    >>> shape_text(()), shape_text((1, 128)), str(specs[1])
+    ('()', '(1,128)', '(1,10) int64')
+    >>> parse_bound_args(["sr=16000", "mode=fast", "norm=true"])
+    {'sr': 16000, 'mode': 'fast', 'norm': True}
     >>> [tuple(t.shape) for t in make_random_inputs(specs, seed=0)]
-    [(1, 3, 224, 224), (1, 10)]
+    [(1, 3, 224, 224), (1, 10), ()]
 """
 
 from __future__ import annotations
@@ -63,9 +71,43 @@ class InputSpec:
         return getattr(torch, _DTYPES[self.dtype])
 
     def __str__(self) -> str:
-        dims = ",".join(str(d) for d in self.shape)
         fmt = "" if self.memory_format == MemoryFormat.CONTIGUOUS else f" {self.memory_format}"
-        return f"{dims} {self.dtype}{fmt}"
+        return f"{shape_text(self.shape)} {self.dtype}{fmt}"
+
+
+def shape_text(shape: Sequence[int]) -> str:
+    """A shape as errors and reports print it: ``()`` for a scalar, ``(1,128)``; unknown dims as ``?``."""
+    return "(" + ",".join("?" if d is None or d < 0 else str(d) for d in shape) + ")"
+
+
+def parse_bound_args(items: Sequence[str] | None) -> dict[str, Any]:
+    """``--input name=value`` (repeatable): non-tensor forward arguments, bound by name.  Values parse as
+    int, float, true/false/none, else stay strings."""
+    bound: dict[str, Any] = {}
+    for item in items or ():
+        name, sep, text = item.partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier():
+            raise ConfigError(f"bad --input '{item}'", hint="give name=value for a non-tensor forward argument, "
+                                                            "e.g. --input sr=16000")
+        if name in bound:
+            raise ConfigError(f"--input {name} is given twice")
+        bound[name] = _python_value(text.strip())
+    return bound
+
+
+def _python_value(text: str) -> Any:
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered == "none":
+        return None
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
 
 
 def parse_input_specs(
@@ -92,14 +134,17 @@ def parse_input_specs(
         ) from None
     specs = []
     for group, dtype in zip(groups, types):
+        inner = group[1:-1].strip() if group.startswith("(") and group.endswith(")") else group
         try:
-            shape = tuple(int(d) for d in group.split(","))
+            shape = tuple(int(d) for d in inner.split(",") if d.strip()) if inner else ()
         except ValueError:
             raise ConfigError(
                 f"bad --input_dims '{input_dims}': '{group}' is not a comma-separated list of integers",
-                hint='example: --input_dims "1,3,224,224;1,10"',
+                hint='example: --input_dims "1,3,224,224;1,10" (a scalar input is "()")',
             ) from None
-        if not shape or any(d <= 0 for d in shape):
+        if not inner and group != "()":
+            raise ConfigError(f"bad --input_dims '{input_dims}': an empty shape", hint='a scalar input is written "()"')
+        if any(d <= 0 for d in shape):
             raise ConfigError(f"bad --input_dims '{input_dims}': dimensions must be positive integers")
         if dtype not in _DTYPES:
             raise ConfigError(f"bad --input_type '{dtype}'", hint=f"choose one of: {', '.join(_DTYPES)}")

@@ -66,15 +66,27 @@ def module_size_bytes(module: Any) -> int:
     return counter.size
 
 
-def resolve_model(reference: str, *, trust_pickle: bool = False) -> ModelSource | Artifact:
+def resolve_model(reference: str, *, trust_pickle: bool = False,
+                  bound_args: dict[str, Any] | None = None) -> ModelSource | Artifact:
+    """``bound_args``: non-tensor forward arguments (``--input sr=16000``) bound to the module by name."""
     kind, reference, head, attr = _parse(reference)
     if kind == "zoo":
-        return _resolve_zoo(attr, reference)
-    if kind == "python-file":
-        return _resolve_python_file(Path(head), attr, reference)
-    if kind == "file":
-        return _resolve_file(Path(reference), trust_pickle)
-    return _resolve_import(head, attr, reference)
+        source = _resolve_zoo(attr, reference)
+    elif kind == "python-file":
+        source = _resolve_python_file(Path(head), attr, reference)
+    elif kind == "file":
+        source = _resolve_file(Path(reference), trust_pickle)
+    else:
+        source = _resolve_import(head, attr, reference)
+    if bound_args:
+        if not isinstance(source, ModelSource):
+            raise ConfigError(f"--input {next(iter(bound_args))}=... binds a Python argument of a PyTorch model's "
+                              f"forward; {reference} is a {source.format} file, whose inputs are tensors")
+        from mobilize.sources.bound import bind_arguments
+
+        source.module = bind_arguments(source.module, bound_args, reference)
+        source.notes.append("bound forward argument(s): " + ", ".join(f"{k}={v!r}" for k, v in bound_args.items()))
+    return source
 
 
 def check_reference(reference: str) -> None:

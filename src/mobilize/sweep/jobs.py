@@ -45,9 +45,12 @@ class ModelJob:
     """Only these variants of the plan (empty: all)."""
     stem: str = ""
     """The folder under the sweep's output that holds this model's report (unique within the sweep)."""
+    input_type: str | None = None
+    """``--input_type`` for this model (None: float)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"reference": self.reference, "input_dims": self.input_dims, "variants": list(self.variants)}
+        data = {"reference": self.reference, "input_dims": self.input_dims, "variants": list(self.variants)}
+        return {**data, "input_type": self.input_type} if self.input_type else data
 
 
 def parse_model_line(line: str, defaults: ModelJob = ModelJob("")) -> ModelJob | None:
@@ -57,6 +60,7 @@ def parse_model_line(line: str, defaults: ModelJob = ModelJob("")) -> ModelJob |
     parser = argparse.ArgumentParser(prog="models-file", add_help=False, exit_on_error=False)
     parser.add_argument("reference")
     parser.add_argument("--input_dims", "--input-dims", dest="input_dims")
+    parser.add_argument("--input_type", "--input-type", dest="input_type")
     parser.add_argument("--variant", action="append", default=[])
     try:
         args, extra = parser.parse_known_args(shlex.split(text))
@@ -64,9 +68,9 @@ def parse_model_line(line: str, defaults: ModelJob = ModelJob("")) -> ModelJob |
         raise ConfigError(f"bad model line '{text}': {exc}") from None
     if extra:
         raise ConfigError(f"model line '{text}' has unknown option(s): {' '.join(extra)}",
-                          hint="a line is MODEL [--input_dims D] [--variant NAME ...]")
+                          hint="a line is MODEL [--input_dims D] [--input_type T] [--variant NAME ...]")
     return ModelJob(args.reference, args.input_dims or defaults.input_dims,
-                    tuple(args.variant) or defaults.variants)
+                    tuple(args.variant) or defaults.variants, input_type=args.input_type or defaults.input_type)
 
 
 def parse_models_text(text: str, defaults: ModelJob = ModelJob("")) -> list[ModelJob]:

@@ -75,7 +75,8 @@ def _remote():
         ray.get(attempts.start.remote(stem, ray.get_runtime_context().get_node_id(), platform.node(), os.getpid()))
         tmp = Path(tempfile.mkdtemp(prefix="mobilize-sweep-"))
         try:
-            entry = run_job(ModelJob(job["reference"], job["input_dims"], tuple(job["variants"]), stem), plan,
+            entry = run_job(ModelJob(job["reference"], job["input_dims"], tuple(job["variants"]), stem,
+                                     job.get("input_type")), plan,
                             SweepConfig(**cfg), tmp)
             files = []
             for p in sorted((tmp / stem).rglob("*")):

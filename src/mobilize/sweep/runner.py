@@ -70,7 +70,7 @@ def run_job(job: ModelJob, plan_dict: dict[str, Any], cfg: SweepConfig, out_dir:
                        attempts=1)
     start = time.monotonic()
     try:
-        specs = tuple(parse_input_specs(job.input_dims)) if job.input_dims else ()
+        specs = tuple(parse_input_specs(job.input_dims, job.input_type)) if job.input_dims else ()
         ccfg = CompareConfig(model=job.reference, data=cfg.data, input_specs=specs, out_dir=str(out_dir / job.stem),
                              threads=cfg.threads, iterations=cfg.iterations, rounds=cfg.rounds,
                              accuracy_samples=cfg.accuracy_samples, timeout_s=cfg.timeout_s, target=cfg.target)

@@ -169,8 +169,11 @@ class _Search:
         self.work = out_dir / "tune-cache"
         self.work.mkdir(parents=True, exist_ok=True)
         self.calibration = calibration or data
+        from mobilize.sources.bound import tensor_input_names
+
         source = open_data(data)
-        self.samples, self.labels = source.labelled_sample_lists(specs, eval_samples)
+        self.names = tensor_input_names(module, len(specs))
+        self.samples, self.labels = source.labelled_sample_lists(specs, eval_samples, self.names or None)
         if not self.samples:
             raise ConfigError(f"data source '{data}' gave no samples")
         with torch.inference_mode():
@@ -189,7 +192,8 @@ class _Search:
         from mobilize.context import Context
         from mobilize.sources.data import open_data
 
-        return Context(input_specs=list(self.specs), data=open_data(self.calibration))
+        return Context(input_specs=list(self.specs), data=open_data(self.calibration), input_names=list(self.names),
+                       bound_args=dict(getattr(self.module, "bound_args", None) or {}))
 
     def build(self, c: Candidate) -> None:
         """Build (or take from the cache) and judge one candidate."""

@@ -134,8 +134,9 @@ class ExecuTorchExporter(Exporter):
         if self.config.exclude and quant == Quantize.NONE:
             raise ConfigError("exclude keeps submodules out of int8, but quantize is none",
                               hint="set quantize: int8 (or int8_dynamic, qat), or drop exclude")
-        if quant != Quantize.NONE and len(ctx.input_specs) != 1:
-            raise ConfigError(f"quantize: {quant} supports models with one input; this one has {len(ctx.input_specs)}")
+        if quant == Quantize.QAT and len(ctx.input_specs) != 1:
+            raise ConfigError(f"quantize: qat fine-tunes models with one input; this one has {len(ctx.input_specs)}",
+                              hint="use quantize: int8 (static, calibrated on --data) or int8_dynamic")
         if quant == Quantize.QAT and (ctx.data is None or not ctx.data.labelled):
             what = "no data source was given" if ctx.data is None else f"'{ctx.data.reference}' has no labels"
             raise ConfigError(f"quantize: qat fine-tunes on labelled data, but {what}",
@@ -217,20 +218,13 @@ class ExecuTorchExporter(Exporter):
         wanted = max(cfg.calibration_samples if cfg.quantize == Quantize.INT8 else 0,
                      cfg.bundle_samples if cfg.bundle else 0,
                      8 if cfg.quantize != Quantize.NONE or cfg.fp16 else 0)
-        samples = ctx.calibration_inputs(wanted) if wanted else []
-        batch = ctx.input_specs[0].shape[0] if len(ctx.input_specs) == 1 else 1
-        if batch > 1 and samples and samples[0][0].shape[0] == 1:  # data samples come one at a time
-            import torch
-
-            samples = [[torch.cat([s[0] for s in samples[i:i + batch]])]
-                       for i in range(0, len(samples) - batch + 1, batch)] or [ctx.example_inputs()]
-        return samples
+        return ctx.calibration_batches(wanted) if wanted else []
 
     def _quantize(self, module: Any, ctx: Context, example: list, samples: list) -> Any:
         from mobilize.backends.executorch import quant as q
 
         cfg = self.config
-        source = f"'{ctx.data.reference}'" if ctx.data is not None else "seeded random inputs"
+        source = ctx.calibration_source
         if cfg.quantize == Quantize.NONE:
             return module
         exclude = self._check_exclude(module)

@@ -80,9 +80,6 @@ class LiteRTExporter(Exporter):
             raise ConfigError("the model is already eager-quantized; LiteRT quantizes with PT2E itself",
                               hint="drop the eager quantize step and set quantize: int8 on the litert step "
                                    "(or use the litert-int8 recipe)")
-        if self.config.quantize in (Quantize.INT8, Quantize.DYNAMIC) and len(ctx.input_specs) != 1:
-            raise ConfigError(f"quantize: {self.config.quantize} supports models with one input; this one has "
-                              f"{len(ctx.input_specs)}")
 
     def expectation(self, ctx: Context | None) -> Expectation:
         kind = {Quantize.NONE: Kind.FLOAT, Quantize.FP16: Kind.REDUCED}.get(self.config.quantize, Kind.QUANTIZED)
@@ -153,14 +150,7 @@ class LiteRTExporter(Exporter):
 
     def _samples(self, ctx: Context, wanted: int) -> list:
         """Real samples (batched to the input's batch size) for calibration and the int8 tolerance."""
-        import torch
-
-        samples = ctx.calibration_inputs(wanted)
-        batch = ctx.input_specs[0].shape[0]
-        if batch > 1 and samples and samples[0][0].shape[0] == 1:  # data samples come one at a time
-            samples = [[torch.cat([s[0] for s in samples[i:i + batch]])]
-                       for i in range(0, len(samples) - batch + 1, batch)] or [ctx.example_inputs()]
-        return samples
+        return ctx.calibration_batches(wanted)
 
     def _note_quantization(self, ctx: Context, calibrated: int) -> None:
         cfg = self.config
@@ -169,7 +159,7 @@ class LiteRTExporter(Exporter):
             self.note(f"dynamic: int8 {weights} weights, activations quantized at run time (PT2E, litert-torch "
                       "PT2EQuantizer); float inputs and outputs")
             return
-        source = f"'{ctx.data.reference}'" if ctx.data is not None else "seeded random inputs"
+        source = ctx.calibration_source
         self.note(f"int8: static PT2E ({weights} symmetric weights, int8 activations, litert-torch PT2EQuantizer), "
                   f"calibrated on {calibrated} samples from {source}")
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from mobilize.errors import UnsupportedModelError
+from mobilize.errors import UnsupportedModelError, UserError
 from mobilize.backends.litert.tflite import TfliteDelegation, read_tflite, tflite_delegation
 from mobilize.runtimes.native_stderr import filtered_stderr
 from mobilize.runtimes.base import Session
@@ -90,6 +90,12 @@ class LiteRTSession(Session):
                 scale, zero = d["quantization"]
                 info = np.iinfo(d["dtype"])
                 arr = np.clip(np.round(arr / scale) + zero, info.min, info.max).astype(d["dtype"])
+            elif arr.dtype == np.int64 and d["dtype"] == np.int32:
+                # the converter narrows int64 inputs (token ids, masks) to int32; values beyond int32 are refused
+                if arr.size and (arr.max() > np.iinfo(np.int32).max or arr.min() < np.iinfo(np.int32).min):
+                    raise UserError(f"input {len(native)} holds int64 values beyond int32, which the .tflite "
+                                    f"file takes")
+                arr = arr.astype(np.int32)
             if tuple(arr.shape) != tuple(d["shape"]) and any(dim < 0 for dim in d["shape_signature"]):
                 self._resize(d, arr.shape)  # a dynamic dimension: size the interpreter for these inputs
             native.append(np.ascontiguousarray(arr))

@@ -90,7 +90,7 @@ def feeds_for(model_path: Path, samples: Sequence[Sequence[Any]]) -> list[dict[s
     from mobilize.lowering.onnx_export import real_inputs
 
     names = [i.name for i in real_inputs(onnx.load(str(model_path), load_external_data=False))]
-    return [{n: np.asarray(getattr(x, "numpy", lambda: x)(), dtype=np.float32) for n, x in zip(names, s)}
+    return [{n: np.asarray(getattr(x, "numpy", lambda: x)()) for n, x in zip(names, s)}
             for s in samples]
 
 

@@ -212,11 +212,15 @@ class OnnxExporter(Exporter):
         from mobilize.lowering.onnx_export import real_inputs
 
         n = self.config.calibration_samples
-        if ctx.data is None or len(ctx.input_specs) != 1:
-            why = "no --data given" if ctx.data is None else "the model has several inputs"
-            self.note(f"calibrating on 8 seeded random inputs ({why}): int8 ranges from random data are poor; "
-                      "give --data with real samples")
+        if ctx.data is None:
+            self.note("calibrating on 8 seeded random inputs (no --data given): int8 ranges from random data are "
+                      "poor; give --data with real samples")
             yield from (ctx.example_inputs(seed) for seed in range(min(n, 8)))
+            return
+        if len(ctx.input_specs) != 1 or ctx.data.inputs_per_sample != 1:  # an .npz with one array per input
+            batches = ctx.calibration_batches(n)
+            self.note(f"calibrating on {len(batches)} batch(es) from {ctx.calibration_source}")
+            yield from batches
             return
         spec, inp = ctx.input_specs[0], real_inputs(model)[0]
         mismatch = _data_mismatch(ctx, inp.name)

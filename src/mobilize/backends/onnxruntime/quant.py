@@ -189,9 +189,11 @@ class BatchFeed:
         for (name, dtype, dims), t in zip(self.inputs, tensors):
             arr = np.ascontiguousarray(t.detach().numpy() if hasattr(t, "detach") else np.asarray(t))
             if arr.ndim != len(dims) or any(d is not None and d != s for d, s in zip(dims, arr.shape)):
-                want = ",".join(str(d) if d else "?" for d in dims)
-                raise ConfigError(f"calibration data for input '{name}' has shape {','.join(map(str, arr.shape))} "
-                                  f"but the model expects {want}", hint="fix --input_dims or the data source")
+                from mobilize.sources.inputs import shape_text
+
+                raise ConfigError(f"calibration data for input '{name}' has shape {shape_text(arr.shape)} but the "
+                                  f"model expects {shape_text([d or -1 for d in dims])}",
+                                  hint="fix --input_dims or the data source")
             if arr.dtype != dtype:
                 raise ConfigError(f"calibration data for input '{name}' is {arr.dtype} but the model takes {dtype}")
             feed[name] = arr

@@ -107,8 +107,6 @@ class OpenVinoExporter(Exporter):
         if ctx.quant.quantized:
             raise ConfigError("the model is already eager-quantized; OpenVINO converts float models and quantizes "
                               "with NNCF itself", hint="drop the eager quantize step and use the openvino-int8 recipe")
-        if self.config.quantize == Quantize.INT8 and len(ctx.input_specs) != 1:
-            raise ConfigError(f"quantize: int8 supports models with one input; this one has {len(ctx.input_specs)}")
         if self.config.quantize == Quantize.INT8:
             _require("nncf", "NNCF post-training quantization")
 
@@ -128,10 +126,10 @@ class OpenVinoExporter(Exporter):
         if cfg.quantize == Quantize.INT8:
             from mobilize.backends.openvino.quant import nncf_quantize
 
-            samples = _batched(ctx.calibration_inputs(cfg.calibration_samples), ctx)
+            samples = ctx.calibration_batches(cfg.calibration_samples)
             model, notes = nncf_quantize(model, samples, str(cfg.preset), cfg.fast_bias_correction,
                                          minmax=cfg.activation_ranges == Ranges.MINMAX)
-            source = f"'{ctx.data.reference}'" if ctx.data is not None else "seeded random inputs"
+            source = ctx.calibration_source
             self.note(f"int8: NNCF post-training quantization ({cfg.preset} preset, {cfg.activation_ranges} "
                       f"activation ranges"
                       f"{', fast bias correction' if cfg.fast_bias_correction else ''}), calibrated on "
@@ -204,17 +202,6 @@ class OpenVinoExporter(Exporter):
         if cfg.quantize == Quantize.INT8:
             int8 = constants.get("i8", 0) + constants.get("u8", 0)
             self.note(f"int8: {ops.get('FakeQuantize', 0)} FakeQuantize ops, {int8} int8 weight tensors in the IR")
-
-
-def _batched(samples: list, ctx: Context) -> list:
-    """Data samples come one at a time; a model with a fixed batch of N takes them N at a time."""
-    import torch
-
-    batch = ctx.input_specs[0].shape[0]
-    if batch <= 1 or not samples or samples[0][0].shape[0] != 1:
-        return samples
-    return [[torch.cat([s[0] for s in samples[i:i + batch]])]
-            for i in range(0, len(samples) - batch + 1, batch)] or [ctx.example_inputs()]
 
 
 def _require(package: str, what: str) -> None:

@@ -22,7 +22,8 @@ def nncf_quantize(model: Any, samples: Sequence[Sequence[Any]], preset: str, fas
     from mobilize.lowering.onnx_export import native_output
 
     lines: list[str] = []
-    items = [inputs[0].detach().contiguous().numpy() for inputs in samples]
+    items = [inputs[0].detach().contiguous().numpy() if len(inputs) == 1 else  # several inputs: one tuple each
+             tuple(t.detach().contiguous().numpy() for t in inputs) for inputs in samples]
     try:
         with native_output(lines), warnings.catch_warnings():
             warnings.simplefilter("ignore")

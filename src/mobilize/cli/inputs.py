@@ -1,0 +1,44 @@
+"""The one input-spec syntax every command takes: ``--input_dims``, ``--input_type`` and ``--input NAME=VALUE``.
+
+    $ mobilize bench vad.py:Vad --input_dims "1,32;()" --input_type "float;float" --input sr=16000
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def add_input_flags(p: argparse.ArgumentParser, *, memory_format: bool = False, bound: bool = True) -> None:
+    from mobilize.cli.bench import _flag
+
+    _flag(p, "input_dims", help='input shapes, one per tensor input: "1,3,224,224", "1,128;1,128", "1,512;()" '
+                                '(() is a scalar)')
+    _flag(p, "input_type", help='input types, one per input: "float", "int64;int64", "float;bool" '
+                                '(float, int64, int32, uint8, bool, ...)')
+    if memory_format:
+        _flag(p, "input_memory_format", choices=["contiguous_format", "channels_last"])
+    if bound:
+        p.add_argument("--input", action="append", default=[], metavar="NAME=VALUE", dest="bound_input",
+                       help="a non-tensor forward argument, bound by name (repeatable), e.g. --input sr=16000; "
+                            "recorded in every manifest")
+
+
+def input_specs_from_args(args: argparse.Namespace) -> list | None:
+    """The specs ``--input_dims`` / ``--input_type`` give, or None when the model's own are to be used."""
+    from mobilize.errors import ConfigError
+    from mobilize.sources.inputs import parse_input_specs
+
+    if getattr(args, "input_type", None) and not args.input_dims:
+        raise ConfigError("--input_type needs --input_dims", hint='e.g. --input_dims "1,128;1,128" --input_type '
+                                                                  '"int64;int64"')
+    if not args.input_dims:
+        return None
+    return parse_input_specs(args.input_dims, getattr(args, "input_type", None),
+                             getattr(args, "input_memory_format", None))
+
+
+def bound_args_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    from mobilize.sources.inputs import parse_bound_args
+
+    return parse_bound_args(getattr(args, "bound_input", None))

@@ -17,7 +17,23 @@ SCHEMA_VERSION = 2
 
 
 def schema() -> dict[str, Any]:
-    return json.loads((resources.files("mobilize") / "report" / "schema.json").read_text())
+    """report.json's JSON schema: its structure from schema.json, every enum from the Python enum it names
+    (``["$Outcome"]``), so the two cannot drift apart."""
+    from mobilize.accuracy.verify import Kind
+    from mobilize.outcome import Outcome
+
+    enums = {"$Outcome": [str(o) for o in Outcome], "$Kind": [str(k) for k in Kind]}
+
+    def fill(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: (_expand(v, enums) if k == "enum" else fill(v)) for k, v in node.items()}
+        return [fill(v) for v in node] if isinstance(node, list) else node
+
+    return fill(json.loads((resources.files("mobilize") / "report" / "schema.json").read_text()))
+
+
+def _expand(values: list, enums: dict[str, list]) -> list:
+    return [x for v in values for x in (enums[v] if isinstance(v, str) and v in enums else [v])]
 
 
 def validate(report: dict[str, Any]) -> None:

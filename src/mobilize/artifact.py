@@ -1,10 +1,4 @@
 """Artifacts: a model file on disk plus its manifest (format, input specs, recipe, size, sha256, notes).
-
-    >>> from mobilize.artifact import Artifact
-    >>> art = Artifact.from_file("model.onnx")          # format from the suffix
-    >>> art.format, art.size_bytes > 0
-    ('onnx', True)
-    >>> art.write_manifest()                            # model.onnx.manifest.json, written atomically
 """
 
 from __future__ import annotations

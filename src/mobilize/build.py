@@ -3,13 +3,6 @@
 ``optimize``, compare's worker (and tune and sweep after them) call :func:`build`; nothing else
 runs passes and exporters.  :func:`verify_artifact` runs a built file and the module it came
 from on the same inputs and lets the verify core judge them by what the exporter promised.
-
-    >>> from mobilize.build import build, verify_artifact
-    >>> result = build(model, load_recipe("onnx-int8"), Context(input_specs=specs, data=data), Path("out/m"))
-    >>> [b.artifact.path.name for b in result.artifacts], result.quantized
-    (['m.onnx'], True)
-    >>> verify_artifact(result.artifacts[0], result.module, result.context).rule
-    'quantized-sqnr'
 """
 
 from __future__ import annotations

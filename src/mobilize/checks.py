@@ -1,12 +1,5 @@
 """The limits on numbers every command takes, checked the same way by bench, optimize and compare
 (and their Python functions) before any work: a value out of range is a user error naming the flag.
-
-    >>> check_threads(1000)
-    Traceback (most recent call last):
-    mobilize.errors.ConfigError: --threads must be between 1 and 8 (this machine has 4 cores; more threads only oversubscribe it), got 1000
-    >>> check_at_least(0, 1, "--accuracy-samples")
-    Traceback (most recent call last):
-    mobilize.errors.ConfigError: --accuracy-samples must be at least 1, got 0
 """
 
 from __future__ import annotations

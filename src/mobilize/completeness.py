@@ -1,11 +1,6 @@
 """Is a model file whole?  One check per format (each backend declares its own), run on every file a user hands to mobilize before
 any runtime reads it: a file cut short (an interrupted copy or download) is a one-line user error,
 not a crash, a raw traceback or, worse, a run on whatever part of it was there.
-
-    >>> check_complete("model.pte", "executorch")      # declared sizes and segments vs the file length
-    >>> check_complete("cut.pt2", "exported_program")
-    Traceback (most recent call last):
-    mobilize.errors.UnsupportedModelError: cut.pt2 is not a valid ExportedProgram (.pt2): truncated or corrupt, ...
 """
 
 from __future__ import annotations

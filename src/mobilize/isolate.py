@@ -6,12 +6,6 @@ The child reports its progress as it goes (the last step it announced is the sta
 blamed on) and sends back its return value or its error; errors keep their type, so a user error
 in the child is still exit 2 and a bug in mobilize still exit 1.  The child ignores Ctrl-C; an
 interrupt (Ctrl-C or SIGTERM) in the parent kills it at once.
-
-    >>> run_isolated(build_and_verify, "zoo:conv_bn_relu", recipe, what="optimize", progress=show)
-    {'artifacts': [...], ...}                   # the function's return value
-    >>> run_isolated(aborts_in_export, what="optimize")
-    Traceback (most recent call last):
-    mobilize.errors.UserError: [export executorch] the optimize process was killed by SIGABRT (an abort in native code)
 """
 
 from __future__ import annotations

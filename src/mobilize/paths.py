@@ -5,14 +5,6 @@ Every temporary file or folder mobilize makes carries the id of the process that
 (``.m.mobilize-tmp-4242-x1y2.pte`` beside an artifact, ``/tmp/mobilize-compare-4242-ab12``);
 the next run that looks at that folder removes the ones whose process is gone (killed with
 SIGKILL, a power cut), so nothing accumulates.
-
-    >>> outputs = Outputs()
-    >>> outputs.folder("out", "-o")             # created now if missing; ConfigError if unusable
-    PosixPath('out')
-    >>> outputs.file("/proc/x.json", "--json")
-    Traceback (most recent call last):
-    mobilize.errors.ConfigError: cannot write --json /proc/x.json: No such file or directory in /proc
-    >>> outputs.discard()                       # after a failure: drop the folders this run created, if empty
 """
 
 from __future__ import annotations

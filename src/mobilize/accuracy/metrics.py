@@ -6,12 +6,6 @@ underflow).  Tuple and dict outputs are compared output by output, by name.  For
 logits a top-1 flip is split by what caused it: a *near tie* (the reference's top-1 margin on
 that sample was no larger than the candidate's own error there) or a *hard flip* (the margin
 was larger: the candidate changed a clear answer).
-
-    >>> import torch
-    >>> ref = [[torch.tensor([[1.0, 2.0, 3.0]])]]
-    >>> c = compare_outputs([[ref[0][0] + 0.01]], ref)
-    >>> round(c.max_abs, 3), c.top1_agreement, round(c.sqnr_db)
-    (0.01, 1.0, 46)
 """
 
 from __future__ import annotations

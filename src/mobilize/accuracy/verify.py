@@ -9,14 +9,6 @@ inf; other output count, shape; for a float candidate an error far beyond fp32 r
 a quantized one an SQNR below a floor, or agreement with the reference near chance counting
 only hard flips (a flipped near tie is counted and reported, never failed).  A working
 candidate that loses more than the user's budget is **over budget**.  Everything else is OK.
-
-    >>> import torch
-    >>> ref = [[torch.tensor([[0.1, 2.0, 0.3]])]]
-    >>> v = judge(compare_outputs([[ref[0][0] * 1.000001]], ref), Kind.FLOAT)
-    >>> v.outcome, v.rule
-    ('OK', 'float-sqnr')
-    >>> judge(compare_outputs([[ref[0][0] * 1.1]], ref), Kind.FLOAT).reason
-    'SQNR 20.0 dB < 60 dB: a float variant must match the float model to rounding error (rule float-sqnr)'
 """
 
 from __future__ import annotations

@@ -1,13 +1,4 @@
 """Time any Session the same way: warm-up in process, then N individually timed iterations.
-
-    >>> from mobilize.bench.harness import BenchConfig, benchmark
-    >>> result = benchmark(session, inputs, BenchConfig(warmup=5, iterations=50))
-    Starting benchmark.
-    Running warmup runs.
-    Main runs.
-    Main run finished. Microseconds per iter: 812.4. Iters per second: 1230.9
-    >>> result.stats.latency_ms_p50
-    0.8
 """
 
 from __future__ import annotations

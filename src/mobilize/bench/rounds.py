@@ -3,11 +3,6 @@
 The one implementation of the schedule (warm-up, rotating order, pooled times, round medians)
 for in-process callables (``interleaved``) and for compare's worker processes (``schedule`` with
 a function that times one round wherever the variant lives).
-
-    >>> from mobilize.bench.rounds import interleaved
-    >>> result = interleaved({"a": (fn_a, inputs_a), "b": (fn_b, inputs_b)}, rounds=5, iterations=20)
-    >>> result["a"].latency_ms_p50, result["a"].iterations
-    (4.1, 100)
 """
 
 from __future__ import annotations

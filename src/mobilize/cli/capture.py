@@ -1,10 +1,5 @@
 """Keep third-party noise off the user's terminal: the process's stderr (file descriptor 2, so C++
 runtimes' log lines too) goes to a log file while a command works; ``-v`` lets it through.
-
-    >>> with capture_stderr(Path("out/logs/optimize.log")) as log:
-    ...     noisy_export()
-    >>> log.tail()          # the last lines, for an error message
-    ['[cpuinfo_utils.cpp:71] ...']
 """
 
 from __future__ import annotations

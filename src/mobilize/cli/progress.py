@@ -1,8 +1,5 @@
 """Progress for long commands: a bar with elapsed time and ETA on a terminal (tqdm, on stderr), plain
 lines with the same figures on stdout when stderr is not a terminal (CI logs, pipes).
-
-    >>> p = Progress(stream=io.StringIO(), tty=False)
-    >>> p(1, 4, "float reference outputs")        # writes "[1/4] float reference outputs (0:00 elapsed, ETA 0:00)"
 """
 
 from __future__ import annotations

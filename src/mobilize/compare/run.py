@@ -1,8 +1,4 @@
 """``compare``: every variant of a plan on real data, with report.json and report.html written as it goes.
-
-    >>> report = compare("zoo:conv_bn_relu", "default", CompareConfig(model="", out_dir="out"))
-    >>> sorted(v["outcome"] for v in report["variants"])[:2]
-    ['OK', 'OK']
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """Run a plan: each variant in its own processes (build, then load + accuracy), interleaved timed
 rounds, every failure recorded with its stage, verdicts from the verify core, results written
 after every step so Ctrl-C keeps them.
-
-    >>> report = run_plan(CompareConfig(model="zoo:digits_mobilenet_v2", data="digits:test"), load_plan("quick"))
-    >>> [(v["name"], v["outcome"]) for v in report["variants"]]
-    [('eager-fp32', 'OK'), ('fused', 'OK'), ('torchscript-frozen', 'OK')]
 """
 
 from __future__ import annotations

@@ -5,11 +5,6 @@ An exporter author sets ``name``, ``format``, ``suffix``, ``packages`` and ``Con
 place only on success).  What the file promises against the module it came from (float to
 rounding, reduced precision, or quantized) is declared by one method, ``expectation(ctx)``; the
 verify core judges by it with the Policy's rule for that kind (no per-exporter tolerance).
-
-    >>> from mobilize.exporters import EXPORTERS
-    >>> art = EXPORTERS.get("onnx")().export(module, ctx, out_dir / "model")
-    >>> art.path.name, art.format
-    ('model.onnx', 'onnx')
 """
 
 from __future__ import annotations

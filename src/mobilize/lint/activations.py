@@ -6,10 +6,6 @@ are transcendental (a lookup table or a polynomial in int8 kernels) and have no 
 kernel in eager quantization or XNNPACK.  With ``--data`` each one's int8 error is measured on
 the real samples: its input and output quantized per-tensor (uint8, min/max calibration over
 the samples) as an int8 pipeline would, compared with float, as SQNR in dB.
-
-    >>> report = lint(model_with_gelu_and_silu, LintConfig(targets=()), data="digits")
-    >>> [(f.module, f.numbers["replacement"], f.numbers.get("int8_sqnr_db")) for f in report.findings]
-    [('', 'Hardswish', 37.65), ('stem.2', 'ReLU (or Hardswish)', 36.91)]
 """
 
 from __future__ import annotations

@@ -7,9 +7,6 @@ fails — which is found by really folding each adjacent pair (``torch.nn.utils.
 ``fuse_modules`` runs) and comparing it with the unfolded pair on the recorded input shape
 (ConvTranspose with groups > 1 fails there).  An unfolded BN is a separate pass over the
 activation, and XNNPACK does not take a BN it cannot fuse.
-
-    >>> [(f.module, f.numbers["reason"]) for f in lint(conv_relu_bn_model, LintConfig(targets=())).findings]
-    [('bn', 'between')]
 """
 
 from __future__ import annotations

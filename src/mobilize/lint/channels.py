@@ -6,9 +6,6 @@ wider layer and buys nothing.  Each layer that sets a width (convs and linears; 
 convs, which inherit theirs, nor the last layer, whose width the task sets) is checked; the fix
 names the multiples of 8 around it and what each would add or save in MACs, counting the layers
 that read the output (their input width changes too).
-
-    >>> [f.message for f in lint("zoo:toy_classifier", LintConfig(targets=())).findings][:1]
-    ['Conv2d sets 18 output channels, not a multiple of 8: vector kernels run it in blocks of 8, the last one partly empty']
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """``lint(model, config)``: run every check family, the per-layer profile and the target probes.
 
     >>> from mobilize.lint import LintConfig, lint
-    >>> report = lint("zoo:toy_classifier", LintConfig(targets=("xnnpack",)), input_specs=[InputSpec((1, 3, 64, 64))])
-    >>> sorted(report.rules()), report.target("xnnpack").partitions
-    (['channels', 'requires-grad'], 1)
+    >>> report = lint("zoo:toy_classifier", LintConfig(targets=(), time=False), input_specs=[InputSpec((1, 3, 32, 32))])
+    >>> sorted(report.rules())
+    ['channels', 'requires-grad']
 """
 
 from __future__ import annotations

@@ -5,10 +5,6 @@ k x k conv followed by a 1x1 pointwise conv costs k²·C_in + C_in·C_out, a fac
 1 / (1/C_out + 1/k²) less (8-9x for 3x3 convs with many channels) — the MobileNet trade.
 Stems that read the image (fewer than ``depthwise_min_in_channels`` inputs) are left alone:
 separating 3 input channels saves little and costs accuracy.
-
-    >>> model = nn.Sequential(conv_bn_relu(3, 16), conv_bn_relu(16, 32), head)      # a 3x3 conv 16 -> 32
-    >>> [(f.module, f.numbers["factor"]) for f in lint(model, LintConfig(targets=())).findings]
-    [('1.0', 7.02)]
 """
 
 from __future__ import annotations

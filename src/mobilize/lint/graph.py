@@ -5,11 +5,6 @@ and its own MACs (``torch.utils.flop_counter``, the MACs its children do not acc
 ``torch.fx`` gives the dataflow (what follows a conv, which ``+`` adds two tensors) with each
 node's module path and source line.  Models FX cannot trace still get every module-level check;
 the graph-only checks say they were skipped.
-
-    >>> view = ModelView.build(ZOO.get("mobilenet_v2").build(), [torch.randn(1, 3, 64, 64)], LintConfig())
-    >>> add = next(n for n in view.nodes if n.op == "call_function" and n.name == "add")
-    >>> view.stats["features.0.0"].macs, view.owner(add)
-    (884736, 'features.3')
 """
 
 from __future__ import annotations

@@ -5,10 +5,6 @@ it draws from the JSON-able dict of ``mobilize.lint.summary_dict``, so a saved r
 renders the same.  Each profile row gets a bar for its MAC share and, when per-layer time was
 measured, one for its time share beside it: a layer slow for its MACs shows a long time bar
 over a short MAC bar.
-
-    >>> fragment = render_fragment(summary_dict(report))
-    >>> fragment.startswith('<section class="mobilize-lint"'), "<script" in fragment
-    (True, False)
 """
 
 from __future__ import annotations

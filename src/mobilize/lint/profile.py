@@ -6,10 +6,6 @@ or the ops a module's own ``forward`` runs (a residual add).  MACs come from
 ``torch.utils.flop_counter`` on one forward pass, so functional convs and matmuls count too;
 the rows add up to the model's total.  ``--data`` adds measured time per row
 (the onnxruntime backend's ``lint_timing``) next to the MAC share.
-
-    >>> profile = lint("zoo:mobilenet_v2", LintConfig(targets=())).profile
-    >>> profile.total_macs, profile.rows[0].module, profile.rows[0].kind, f"{profile.rows[0].mac_share:.1%}"
-    (300774272, 'features.18.0', 'Conv2d 1x1 320->1280 + BN + ReLU', '6.7%')
 """
 
 from __future__ import annotations

@@ -6,10 +6,6 @@ tensors and fails ("Could not run 'aten::add.out' with arguments from the 'Quant
 backend").  ``FloatFunctional`` makes the add a module that quantization can replace (and
 observe).  PT2E (ExecuTorch) and ONNX Runtime quantization handle ``x + y`` themselves, so this
 only matters for the eager int8 path.
-
-    >>> # forward: x = self.stem(x); return self.head(x + self.block(x))
-    >>> [(f.module, f.numbers["op"]) for f in lint(model, LintConfig(targets=())).findings]
-    [('', 'add')]
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
 """The terminal view of a lint report: findings grouped by rule, the targets table, the top of the profile.
-
-    >>> print(format_report(lint("zoo:toy_classifier", LintConfig(targets=("xnnpack",))), top=3))
-    lint zoo:toy_classifier: 7 warning(s), 1 info (channels x7, requires-grad x1)
-    ...
 """
 
 from __future__ import annotations

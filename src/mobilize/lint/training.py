@@ -7,10 +7,6 @@
   dropout in eval mode, a no-op that torch.export and ONNX drop but TorchScript keeps as a call).
 - ``requires-grad`` (info): parameters that require grad; inference outside ``torch.no_grad`` /
   ``inference_mode`` then records autograd history (memory and time).  One finding for the model.
-
-    >>> model = nn.Sequential(stem, block, nn.Dropout(0.1), head).eval(); model[1][1].train()
-    >>> sorted((str(f.rule), f.module) for f in lint(model, LintConfig(targets=())).findings)
-    [('requires-grad', ''), ('training-mode', '1.1'), ('training-only', '2')]
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
 """Where a graph node came from: op names and the user's own source line, for any torch.export-based lowering.
-
-    >>> op_name("aten::convolution.out")
-    'aten.convolution'
-    >>> frame_location('File "/home/me/net.py", line 6, in forward\n    if x.sum() > 0:')["location"]
-    'net.py:6'
 """
 
 from __future__ import annotations

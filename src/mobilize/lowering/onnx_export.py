@@ -3,11 +3,6 @@
 Private helpers of the ``onnx`` exporter.  ``torch_to_onnx`` returns a checked, shape-inferred
 ``ModelProto`` and the notes to record; ``check_onnx_model`` raises a one-line user error that
 names the failing node or input.
-
-    >>> model_proto, notes = torch_to_onnx(module, [torch.randn(1, 3, 64, 64)], opset=None,
-    ...                                    dynamic_batch=False, exporter="auto")
-    >>> [i.name for i in model_proto.graph.input], notes
-    (['input'], [])
 """
 
 from __future__ import annotations

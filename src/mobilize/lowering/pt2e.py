@@ -1,9 +1,5 @@
 """What every PT2E-quantized graph shares, whichever quantizer annotated it (XNNPACK's, LiteRT's): the output
 step and the element-wise error against another module.
-
-    >>> err, scale = max_abs_difference(converted, float_model, samples)
-    >>> output_step(converted)                      # one int8 step of the final layer
-    0.0123
 """
 
 from __future__ import annotations

@@ -7,10 +7,6 @@ and a ``CMakeLists.txt`` that finds LibTorch or ExecuTorch in the installed whee
 template the native benchmark is built from — with the Android NDK / iOS settings in its header.
 An ExecuTorch artifact with a bundled program beside it (``.bpte``) gets an app that runs the
 bundled input and checks it against the bundled expected output.
-
-    >>> apps, notes = emit_apps(result["artifacts"], "apps/", data="digits")
-    >>> apps[0].folder.name, apps[0].build_command
-    ('digits_mobilenet_v2-executorch-fp32-executorch', 'cmake -S /.../apps/... -B /.../build && cmake --build /.../build')
 """
 
 from __future__ import annotations

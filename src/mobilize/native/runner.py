@@ -6,14 +6,6 @@ speed_benchmark_torch's flags, and its lines parsed into the same report the Pyt
 returns, plus ``runner: native``.  Inputs are chosen exactly as the Python harness chooses them
 (seeded random, ``--data`` sample, ``--input_dims``) and handed over in a tensor file, so both
 runners see the same numbers; bundled inputs are read by the C++ runtime itself.
-
-    >>> report = bench_native("out/model.pte", BenchConfig(iterations=50, threads=1))
-    Starting benchmark.
-    Running warmup runs.
-    Main runs.
-    Main run finished. Microseconds per iter: 431.220. Iters per second: 2319.002
-    >>> report["runner"], report["runtime"], report["latency_ms_p50"] > 0
-    ('native', 'executorch', True)
 """
 
 from __future__ import annotations

@@ -2,10 +2,6 @@
 
 ``"MBT1"``, uint32 count, then per tensor: uint32 dtype (c10 ScalarType code), uint32 ndim,
 int64 sizes, uint64 nbytes, the data in logical row-major order; all little-endian.
-
-    >>> write_tensors("in.mbt", [torch.ones(1, 3, 2, 2)])
-    >>> [tuple(t.shape) for t in read_tensors("in.mbt")]
-    [(1, 3, 2, 2)]
 """
 
 from __future__ import annotations

@@ -4,12 +4,6 @@ MACs come from ``torch.utils.flop_counter.FlopCounterMode`` (PyTorch's own count
 convolutions, linear layers and matmuls, halved (one multiply-accumulate is two FLOPs), for one
 forward pass on the example inputs (batch as in the input spec).  Element-wise ops, BatchNorm,
 activations and pooling are not counted.
-
-    >>> model = ZOO.get("digits_mobilenet_v2").build()
-    >>> count_macs(model, [torch.randn(1, 3, 96, 96)]), count_params(model)
-    (17618240, 700490)
-    >>> layer_table(model)["features.0.0"]
-    {'out_channels': 16, 'in_channels': 3, 'weights': 432, 'zero_weights': 0}
 """
 
 from __future__ import annotations

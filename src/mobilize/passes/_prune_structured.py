@@ -15,11 +15,6 @@ layers.  This module decides how many channels each group keeps:
 
 Layers whose outputs are the model's outputs are never narrowed; grouped (not depthwise) convolutions
 are kept whole, with a note.
-
-    >>> traced = trace(model, [torch.randn(1, 3, 96, 96)])
-    >>> plan = prune_channels(model, traced, StructuredOptions(ratio=0.3), magnitude_importance(2), 17618240, 700490)
-    >>> round(plan.parameter, 4), round(plan.estimated_reduction_percent, 1), plan.groups_pruned
-    (0.7575, 30.0, 21)
 """
 
 from __future__ import annotations

@@ -5,13 +5,6 @@ Pruning changes what every later BatchNorm sees, and its stored running statisti
 on the trained default model (98.89% top-1 on digits:test), 50% unstructured sparsity gives 10.95%
 (chance) without re-estimating them and 94.06% after re-estimating on 256 samples of digits:train;
 structured pruning of 30% of the MACs 95.73% after.  So ``recalibrate_bn`` runs whenever data is given.
-
-    >>> batches = list(open_data("digits:train").batches(InputSpec((1, 3, 96, 96)), limit=256, batch_size=32))
-    >>> recalibrate_bn(pruned, batches)
-    256
-    >>> result = finetune(pruned, teacher, batches, FinetuneOptions(epochs=1, distill=True))
-    >>> result.steps, result.samples
-    (8, 256)
 """
 
 from __future__ import annotations

@@ -8,9 +8,6 @@ weights stay zero; :func:`make_permanent` folds them into the weights.
 
 The result has exactly as many weights as before: dense kernels (XNNPACK, ONNX Runtime, eager)
 multiply the zeros too, so it is no faster and its file no smaller (only more compressible).
-
-    >>> attach_masks(model, layers, ratio=0.5, scope="global", scores=None)
-    >>> make_permanent(layers)
 """
 
 from __future__ import annotations

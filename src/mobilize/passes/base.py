@@ -2,12 +2,6 @@
 
 A pass author sets ``name`` and ``Config`` and implements ``run``; ordering rules go in
 ``requires`` and fail with the fix ("run `fuse` first").
-
-    >>> from mobilize.passes import PASSES
-    >>> ctx = Context(input_specs=[InputSpec((1, 3, 224, 224))])
-    >>> fused = PASSES.get("fuse")()(model, ctx)      # model itself is not modified
-    >>> ctx.notes[-1]
-    'fuse: folded 52 Conv-BN (35 with ReLU) ...'
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
 """``channels_last``: convert the model's weights to NHWC and declare NHWC inputs.
-
-    >>> m = PASSES.get("channels_last")()(model, ctx)
-    >>> ctx.input_specs[0].memory_format
-    'channels_last'
 """
 
 from __future__ import annotations

@@ -6,11 +6,6 @@ and hand-written ``forward`` methods all work without module names.  Folding use
 ``ConvReLU2d`` / ``LinearReLU`` that quantized engines run as one kernel).  What is not fused
 is said, with the reason.  Models FX cannot trace fall back to consecutive modules inside
 ``nn.Sequential`` containers, with a note.
-
-    >>> ctx = Context()
-    >>> fused = PASSES.get("fuse")()(ZOO.get("mobilenet_v2").build(), ctx)
-    >>> ctx.notes[0]
-    'fuse: fused 52 Conv-BN (35 with ReLU), 0 Conv-ReLU, 0 Linear-ReLU'
 """
 
 from __future__ import annotations

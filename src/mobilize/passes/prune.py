@@ -12,11 +12,6 @@ stated honestly; BatchNorm re-estimation and an optional fine-tune (with distill
 
 Facts for the report go to ``ctx.details["prune"]`` (``params_before``, ``macs_after``,
 ``sparsity_percent``, per-layer ``layers`` rows ...; see :func:`Prune.run`).
-
-    >>> ctx = Context(input_specs=[InputSpec((1, 3, 96, 96))], data=open_data("digits:train"))
-    >>> small = PASSES.get("prune")(PruneConfig(method="structured", ratio=0.3))(model, ctx)
-    >>> d = ctx.details["prune"]; d["macs_before"], d["macs_after"], round(d["macs_reduction_percent"], 1)
-    (17618240, 12330176, 30.0)
 """
 
 from __future__ import annotations

@@ -9,9 +9,6 @@ dynamic (Linear/LSTM/GRU) or QAT; engines x86, fbgemm, qnnpack; interface none/c
   tensors (the input scale and zero point are recorded in the notes and manifest).
 * ``torch.ao.quantization`` is deprecated upstream; that warning is recorded as a note, and the
   maintained path for mobile is the ExecuTorch PT2E recipe (``executorch-int8``).
-
-    >>> ctx = Context(input_specs=[InputSpec((1, 3, 224, 224))], data=open_data("sample-photos"))
-    >>> q = PASSES.get("quantize")(QuantizeConfig(engine="qnnpack"))(fused_model, ctx)
 """
 
 from __future__ import annotations

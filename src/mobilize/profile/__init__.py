@@ -4,10 +4,6 @@ ExecuTorch files are timed with ETDump, ONNX files with ONNX Runtime's profiler
 (:mod:`mobilize.backends.executorch.profiler`, :mod:`mobilize.backends.onnxruntime.profiler`); both give one
 :class:`TimeProfile`.  This package measures (like ``bench``): it may use formats and runtimes,
 never exporters or passes.
-
-    >>> from mobilize.profile import profile_file
-    >>> profile = profile_file("model.pte", threads=1)
-    >>> profile.outside_percent, profile.warning()
 """
 
 from mobilize.profile.core import FEW_OPS, FEW_OPS_PERCENT, OUTSIDE_PERCENT, OpTime, TimeProfile

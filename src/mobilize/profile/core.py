@@ -6,12 +6,6 @@ whose final large-window ``avg_pool2d`` fell back to ExecuTorch's portable kerne
 ops in XNNPACK ("99%", no warning) and ran 6x slower than eager PyTorch, because that one op took
 most of the time.  :meth:`TimeProfile.warning` names such ops.
 
-    >>> p = profile_file("pool.pte", [torch.randn(1, 3, 32, 32)])       # mobilize.profile.run
-    >>> round(p.outside_percent, 1), [o.op for o in p.top_fallbacks()]
-    (99.7, ['aten.avg_pool2d'])
-    >>> p.warning()
-    'WARNING: 1 op outside XNNPACK takes 100% of the measured time: aten.avg_pool2d 100% (instruction 1); by op count XNNPACK runs 7 of 8 (88%), so the op count alone does not show it. ...'
-
 Thresholds (module constants, one place): a WARNING when at most :data:`FEW_OPS` op instances
 outside the delegate together take more than :data:`FEW_OPS_PERCENT` of a run, or when everything
 outside the delegate takes more than :data:`OUTSIDE_PERCENT`.  30% is where removing the op(s)

@@ -1,11 +1,4 @@
 """``profile_file``: the time-weighted profile of any profilable file (``.pte``/``.bpte``, ``.onnx``).
-
-    >>> from mobilize.profile import profile_file
-    >>> p = profile_file("pool.pte", threads=1)              # inputs: seeded random of the file's shapes
-    >>> print("\\n".join(p.lines()[:3]))
-    time profile of pool.pte (ETDump, 1 thread(s), median of 20 runs): 24.415 ms per run; inside XNNPACK 0.143 ms (0.6%), outside 24.272 ms (99.4%), runtime between ops 0.001 ms (0.0%)
-      op                                 where                  count    ms/run  share
-      aten.avg_pool2d                    portable                   1    24.272  99.4%
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
 """report.html: one self-contained file (inline SVG and CSS, no scripts or network) with the
 latency chart (p10–p90 whiskers), latency vs accuracy with the Pareto front, sizes and notes.
-
-    >>> Path("report.html").write_text(render_html(report))
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
 """report.json: the compare results with ``schema_version``; validated against ``schema.json``.
-
-    >>> write_reports(report, Path("out"))          # report.json + report.html, atomically
-    >>> validate(json.loads(Path("out/report.json").read_text()))
 """
 
 from __future__ import annotations

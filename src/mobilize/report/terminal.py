@@ -1,10 +1,6 @@
 """The terminal table, sorted by latency; failures listed after the measured variants.  Every
 verdict names its rule; every speed-up and accuracy drop is marked ``~`` when it is inside its
 95% interval of "no difference" (a tie).
-
-    >>> print(format_table(report))
-    variant          outcome  format  runtime  p50 ms  speedup   top-1 %  drop      sqnr dB  rule            notes
-    onnx-int8        OK       onnx    onnxruntime 1.21  5.02x    97.2     +0.4~     31.1     quantized-sqnr  ...
 """
 
 from __future__ import annotations

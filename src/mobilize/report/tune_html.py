@@ -1,12 +1,6 @@
 """tune-report.html: one self-contained page (inline SVG and CSS, no scripts or network) drawn from
 ``tune-report.json``: the candidates with their verdicts, the per-layer SQNR chart of every route
 the search localised, and the time-weighted profiles and "why is int8 not faster" diagnoses.
-
-    >>> report = json.loads(Path("out/tune/tune-report.json").read_text())
-    >>> write_tune_html(Path("out/tune/tune-report.json"))        # writes tune-report.html beside it
-    PosixPath('out/tune/tune-report.html')
-    >>> "<script" in render_tune_html(report)
-    False
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
 """Native runtimes' stderr: C++ log lines written straight to file descriptor 2, filtered.
-
-    >>> with filtered_stderr(("cpuinfo_utils.cpp",)):
-    ...     module = load_native_thing()     # its informational lines are dropped, anything else passes
 """
 
 from __future__ import annotations

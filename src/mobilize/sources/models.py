@@ -3,12 +3,6 @@
 ``zoo:NAME``, ``path/file.py:Name``, ``package.module:Name`` (a class or a factory returning an
 ``nn.Module``) resolve to a :class:`ModelSource`; model files (``.pt``, ``.ptl``, ``.pt2``,
 ``.onnx``, ``.pte``) resolve to an :class:`~mobilize.artifact.Artifact`.
-
-    >>> src = resolve_model("zoo:conv_bn_relu")
-    >>> type(src).__name__, src.input_specs[0].shape
-    ('ModelSource', (1, 3, 224, 224))
-    >>> resolve_model("model.onnx").format
-    'onnx'
 """
 
 from __future__ import annotations

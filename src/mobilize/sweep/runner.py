@@ -4,10 +4,6 @@ Results are written as they arrive (``DIR/<model>/report.json`` by compare, ``DI
 and the index when the model finishes); ``resume=True`` keeps every model whose key (model, input
 dims, variants, plan, data, compare settings, hardware fingerprint, package versions) already has
 a result and runs only the rest.
-
-    >>> index = sweep(["zoo:conv_bn_relu"], "quick", SweepConfig(out_dir="out/sweep", iterations=4, rounds=1))
-    >>> [(m["stem"], m["status"]) for m in index["models"]]
-    [('conv_bn_relu', 'DONE')]
 """
 
 from __future__ import annotations

@@ -14,14 +14,6 @@ the fastest, and its lead over the runner-up is tested on the paired round media
 
 Built artifacts are cached by the hash of their recipe, so a recipe reached twice is built once.
 Ctrl-C (or the time budget) stops the search and keeps the best found so far.
-
-    >>> from mobilize.tune import tune
-    >>> result = tune(model, [InputSpec((1, 3, 96, 96))], data="digits:test", calibration="digits:train",
-    ...               policy=Policy(max_drop_points=0.5), out_dir="out/tune", stem="digits")
-    >>> result.winner.name, str(result.winner.verdict.outcome), result.tie_with
-    ('onnx-int8-minmax', 'OK', ['onnx-fp32', 'onnx-int8-entropy', 'onnx-int8-percentile'])
-    >>> [p.name for p in result.files]
-    ['digits-tune.onnx', 'digits-tune.yaml', 'tune-report.json']
 """
 
 from __future__ import annotations

@@ -7,22 +7,12 @@ left *unfused* in the optimized graph (each is a float<->int8 conversion run on 
 says whether this CPU has the instructions fast int8 kernels need (VNNI on x86, dot-product on
 arm64; :func:`mobilize.target.host_cpu`).
 
-    >>> d = why_not_faster(Path("fp32.onnx"), Path("int8.onnx"), [torch.randn(1, 3, 8, 8)])
-    >>> d.slower_ops[0]          # (op, fp32 us, int8 us); QLinearConv is grouped with Conv
-    ('Add', 59.0, 660.0)
-    >>> d.unfused_qdq, d.int8_instructions
-    (4, True)
-
 For two ExecuTorch files (``.pte``/``.bpte``) the same question is answered from their ETDump
 profiles (:mod:`mobilize.backends.executorch.profiler`): op kinds that take longer in int8, ops that run
 *outside* the delegate in int8 but not in fp32 (they fell out of it), unfused quantize/dequantize
 (``quantize_per_tensor`` kernels outside the delegate; XNNPACK's own ``Convert`` operators inside
 it, from its profiler), layout conversions (``_to_dim_order_copy``, ``permute_copy``; XNNPACK
 ``Transpose``/``Copy``), the share of time outside the delegate in each, and the same CPU check.
-
-    >>> d = why_not_faster(Path("fp32.pte"), Path("int8.pte"), [torch.randn(1, 3, 32, 32)])
-    >>> d.runtime, d.fell_out, d.unfused_qdq, d.unfused_examples[0]    # tests' PoolNet: avg_pool2d stays float
-    ('executorch', {}, 4, 'XNNPACK Convert (NC) #1 (instruction 0)')
 """
 
 from __future__ import annotations

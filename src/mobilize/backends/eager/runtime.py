@@ -1,8 +1,4 @@
 """Eager PyTorch: the reference.  Runs an ``nn.Module`` or an ExportedProgram ``.pt2`` file.
-
-    >>> s = RUNTIMES.get("eager").load(resolve_model("zoo:conv_bn_relu"))
-    >>> s.run(s.example_inputs())[0].shape
-    torch.Size([1, 5, 222, 222])
 """
 
 from __future__ import annotations

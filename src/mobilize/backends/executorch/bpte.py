@@ -3,9 +3,6 @@
 A ``.bpte`` lets a device check itself: the runtime loads a bundled input, runs the method and
 compares with the bundled expected output.  The tolerances travel in the ``.bpte``'s manifest
 (``model.bpte.manifest.json``, key ``bundle``) because the bundle schema has no field for them.
-
-    >>> [tuple(t.shape) for t in bundled_inputs("out/model.bpte")[0]]
-    [(1, 3, 224, 224)]
 """
 
 from __future__ import annotations

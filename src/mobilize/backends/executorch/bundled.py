@@ -4,9 +4,6 @@ outputs and tolerances (reading them is :mod:`mobilize.backends.executorch.bpte`
 Verification runs every bundled case in the ExecuTorch runtime on this host and judges it with
 the verify core's ``allclose`` rule; ExecuTorch's own ``verify_result_with_bundled_expected_output``
 is run beside it as a cross-check.
-
-    >>> verify_bundled_program("out/model.bpte").max_abs_error      # raises AccuracyError on a mismatch
-    3.1e-06
 """
 
 from __future__ import annotations

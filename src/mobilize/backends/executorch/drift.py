@@ -35,14 +35,6 @@ tapped ``.pte`` is not the one being diagnosed.
 
 The debugger's own numbers (drift, qdq) blame conv2 below; the ablations find conv1, whose
 constant outlier channel (2000, read by nothing) sets a range that rounds its other channels away:
-
-    >>> layers = localise(hostile_cnn, example, calibration, samples)   # tests/tune/tune_models.py
-    >>> print("\\n".join(format_table(layers)))
-    rank  layer                    op               alone dB float dB drift dB  qdq dB  keep float
-       1  conv1                    conv2d+relu           9.2     28.1     51.1    51.1  conv1, conv2
-       2  conv2                    conv2d+relu+adap     28.2      9.5     15.8    38.6  conv2, fc (not by name: ...)
-       3  fc                       linear               44.6      9.2      9.5    24.7  fc
-       4  (input)                  input                57.2      9.5     50.6    50.6  conv1
 """
 
 from __future__ import annotations

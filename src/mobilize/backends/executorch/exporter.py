@@ -4,13 +4,6 @@ The fast path is the default (MobileNetV2 here: 8 ms delegated vs 2.6 s on porta
 and every export says how much of the model XNNPACK took — a fallback is a WARNING in the
 artifact's notes and in ``<artifact>.delegation.json``.  ``bundle: true`` also writes a
 ``.bpte`` (inputs, expected outputs, tolerances) next to the ``.pte`` and verifies it here.
-
-    >>>     >>> exporter = EXPORTERS.get("executorch")(ExecuTorchConfig(quantize="int8", bundle=True))
-    >>> art = exporter.export(model, ctx, "out/mobilenet_v2")    # also out/mobilenet_v2.bpte, verified
-    >>> art.path.name, exporter.details["delegation"]["delegated_percent"]
-    ('mobilenet_v2.pte', 100.0)
-    >>> delegation_report(art.path).summary()
-    'XNNPACK runs all 298 ops (100%) in 1 delegate call(s)'
 """
 
 from __future__ import annotations

@@ -7,10 +7,6 @@ each partition, the slow part, adds nothing to what is supported); ``xnnpack_low
 lowers completely and reads the lowered program with the delegation report of the executorch
 exporter.  Ops left out are named with their module path, source line and the partitioner's
 own reason where it gives one ("mean.dim only supports averaging 4D tensors").
-
-    >>> # forward: return self.head(self.mix(torch.cumsum(self.stem(x), dim=1)))
-    >>> probe(ProbeInput(model, [torch.randn(1, 3, 32, 32)], LintConfig())).summary
-    'XNNPACK takes 7 of 8 ops in 2 partition(s); not taken: aten.cumsum x1 ((model))'
 """
 
 from __future__ import annotations

@@ -10,10 +10,6 @@ own instruction list (read from the file) turns into an op name.  Events a deleg
 
 When the runtime records nothing (a wheel built without ``EXECUTORCH_ENABLE_EVENT_TRACER``, or an
 older pybindings without ``enable_etdump``), the profile says so in ``reason`` and holds no numbers.
-
-    >>> p = profile_pte(Path("pool.pte"), [torch.randn(1, 3, 32, 32)], threads=1, runs=20)
-    >>> p.source, p.delegate, round(p.outside_percent), p.delegate_ops[0].op
-    ('ETDump', 'XNNPACK', 100, 'Transpose (ND, X32) #1')
 """
 
 from __future__ import annotations

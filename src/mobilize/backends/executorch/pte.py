@@ -4,10 +4,6 @@ The flatbuffer is read lazily with ExecuTorch's generated readers: the input dim
 program expects (the pybindings runtime does not check them: a channels-last program fed an
 NCHW tensor returns wrong numbers silently), and every instruction of the forward plan —
 portable kernel calls by operator, delegate calls by backend.
-
-    >>> summary = read_program(program_bytes("model.pte"))
-    >>> summary.input_dim_orders, dict(summary.delegate_calls), dict(summary.kernel_calls)
-    ([(0, 1, 2, 3)], {'XnnpackBackend': 1}, {})
 """
 
 from __future__ import annotations

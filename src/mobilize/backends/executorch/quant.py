@@ -2,11 +2,6 @@
 
 Each returns the converted reference GraphModule: the float graph with quantize/dequantize
 nodes that XNNPACK then runs as int8 kernels (on this host the two agree to the last bit).
-
-    >>> ref = quantize_static(model, example, calibration_inputs, per_channel=True)
-    >>> ref, note = quantize_qat(model, spec, open_data("digits:train"), QatOptions(epochs=3))
-    >>> note
-    'qat: fine-tuned 3 epoch(s) on 1258 labelled samples from digits:train (loss 0.412 -> 0.105)'
 """
 
 from __future__ import annotations

@@ -7,12 +7,6 @@ loaded before a reset is a use-after-free: it crashed a benchmark here).  Inputs
 converted to the dim order the program was exported with (ExecuTorch itself does not check:
 an NCHW tensor fed to a channels-last program gives wrong numbers silently).  A ``.bpte``
 also verifies itself against its bundled expected outputs.
-
-    >>> s = RUNTIMES.get("executorch").load(Artifact.from_file("model.pte"), RuntimeOptions(threads=2))
-    >>> s.run(s.example_inputs())[0].shape
-    torch.Size([1, 1000])
-    >>> s.details()["delegation"]["delegated_percent"]
-    100.0
 """
 
 from __future__ import annotations

@@ -2,12 +2,6 @@
 
 A raw ``torch.export`` failure is pages of graph dump; users need the stage, the op and their
 own source line:
-
-    >>> program = capture(model, (x,))
-    Traceback (most recent call last):
-    mobilize.errors.ExportError: [export] data-dependent control flow at net.py:6 (`if x.sum() > 0:`): torch.export
-    cannot branch on tensor values (Could not guard on data-dependent expression Eq(u0, 1)) (rewrite the branch with
-    torch.where or torch.cond, or move it out of forward)
 """
 
 from __future__ import annotations

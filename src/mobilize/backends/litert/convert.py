@@ -3,11 +3,6 @@
 Private helpers of the ``litert`` exporter.  Each stage fails with a one-line ExportError that
 names it (``export``, ``quantize``, ``convert``, ``fp16``); the converter's progress lines and
 MLIR logs are kept out of the user's terminal (its warnings come back as notes).
-
-    >>> converted, quantizer = pt2e_quantize(model, [x], calibration, per_channel=True, dynamic=False)
-    >>> data, notes = to_tflite(converted, [x], quantizer, nhwc_inputs=[0])
-    >>> data[4:8], notes
-    (b'TFL3', [])
 """
 
 from __future__ import annotations

@@ -5,11 +5,6 @@ layout is written into the file's metadata and the manifest, and mobilize's ``li
 feeds NCHW tensors to it correctly.  Static int8 gives a fully integer model (int8 inputs and
 outputs with the file's own scale and zero point).  Every export says which ops XNNPACK takes
 and warns when most fall back to LiteRT's builtin kernels.
-
-    >>>     >>> exporter = EXPORTERS.get("litert")(LiteRTConfig(quantize="int8"))
-    >>> art = exporter.export(model, ctx, "out/mobilenet_v2")
-    >>> art.path.name, exporter.details["delegation"]["summary"]
-    ('mobilenet_v2.tflite', 'XNNPACK runs all 66 ops (100%) in 1 delegate call(s)')
 """
 
 from __future__ import annotations

@@ -6,10 +6,6 @@ delegate was applied (``mobilize.backends.litert.runtime.delegation_of``).  Ops 
 kernels are named with the module paths litert-torch writes into tensor names
 (``.../__main__.Block_b/torch.nn.modules.conv.Conv2d_c;3`` -> ``b.c``).  Needs ``litert-torch`` and
 ``ai-edge-litert``; without them the target is reported unavailable with the pip command.
-
-    >>> # forward: return self.head(self.mix(torch.cumsum(self.stem(x), dim=1)))
-    >>> probe(ProbeInput(model, [torch.randn(1, 3, 32, 32)], LintConfig())).summary
-    "LiteRT's XNNPACK delegate takes 6 of 7 ops in 2 partition(s); not taken: CUMSUM x1 ((model))"
 """
 
 from __future__ import annotations

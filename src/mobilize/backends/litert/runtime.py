@@ -6,12 +6,6 @@ read from the file's metadata), and int8 with the file's own scale and zero poin
 integer models (outputs are dequantized back); both outside the timed call.  ``details()``
 says which ops XNNPACK runs and which fall back to builtin kernels; a mostly-builtin model
 gets a WARNING note.
-
-    >>> s = RUNTIMES.get("litert").load(Artifact.from_file("model.tflite"), RuntimeOptions(threads=2))
-    >>> s.run(s.example_inputs())[0].shape
-    torch.Size([1, 1000])
-    >>> s.details()["delegation"]["summary"]
-    'XNNPACK runs all 66 ops (100%) in 1 delegate call(s)'
 """
 
 from __future__ import annotations

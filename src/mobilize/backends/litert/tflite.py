@@ -6,12 +6,6 @@ replaces the ops between its inputs and outputs, so walking back from its output
 finds exactly the ops it took; the rest run on LiteRT's builtin kernels.  The exporter records
 the input layout it chose in the file's metadata (``mobilize.input_layouts``), so a bare
 ``.tflite`` still says whether it takes NHWC.
-
-    >>> facts = read_tflite("model-int8.tflite")
-    >>> facts.op_counts["CONV_2D"], facts.precision
-    (52, 'int8')
-    >>> tflite_delegation(interpreter._get_ops_details()).summary()
-    'XNNPACK runs all 66 ops (100%) in 1 delegate call(s)'
 """
 
 from __future__ import annotations

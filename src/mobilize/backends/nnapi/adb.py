@@ -9,12 +9,6 @@ and the ``mobilize bench --from-log`` that turns it into the same JSON ``mobiliz
 :func:`report_from_log` reads one ``speed_benchmark_torch`` run (``Starting benchmark.`` ...
 ``Main run finished. Microseconds per iter: X. Iters per second: Y`` and, with ``--report_pep``,
 one ``PyTorchObserver`` line per iteration).
-
-    >>> write_adb_script(Path("out"))
-    PosixPath('out/nnapi_benchmark.sh')
-    >>> report_from_log("logs/m.nnapi.ptl.log", model="out/m.nnapi.ptl", threads=1, warmup=5,
-    ...                 iterations=200, bundled_input=0)["latency_ms_p50"]
-    8.123
 """
 
 from __future__ import annotations

@@ -6,11 +6,6 @@ no code for, or arguments it refuses: a grouped conv, hardtanh other than (0, 6)
 records the node, gives its outputs a stand-in operand shaped like its first input and goes on,
 so one conversion attempt lists every problem.  A failure downstream of an earlier one is marked
 as possibly caused by it.  With no failures the serializer's output is the converter's, unchanged.
-
-    >>> from torch.backends._nnapi.prepare import convert_model_to_nnapi
-    >>> convert_model_to_nnapi(traced, example, serializer=CheckingSerializer())
-    Traceback (most recent call last):
-    UnsupportedOps: aten::hardswish at blk.act (model.py:7), aten::gelu at blk.gelu (model.py:8)
 """
 
 from __future__ import annotations

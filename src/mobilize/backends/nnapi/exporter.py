@@ -22,10 +22,6 @@ it is deprecated from Android 15: the notes say so and name ExecuTorch delegates
 The model for ``core`` and ``full`` comes quantized from the ``quantize`` pass (engine qnnpack: the
 converter takes per-tensor weights only), with either interface: this exporter strips or adds the
 quantizer around the core as the mode asks.
-
-    >>> art = EXPORTERS.get("nnapi")(NnapiConfig(mode="full")).export(quantized_model, ctx, "out/m")
-    >>> art.path.name, art.format
-    ('m.nnapi.ptl', 'nnapi')
 """
 
 from __future__ import annotations

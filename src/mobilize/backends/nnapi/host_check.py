@@ -14,12 +14,6 @@ Two comparisons, both on the same inputs (real samples with --data, else seeded 
   logits reach ~80); quantized modes by the quantized rules (SQNR floor, top-1 agreement), with the
   one-step figures stated: rounding differences accumulate through a deep int8 network, as they do
   between any two int8 kernel libraries.
-
-    >>> compare_with_twin(nnapi_art, twin_art, ctx, probe, payload, core_qparams, full=True)["summary"]
-    "2 seeded random inputs: per operation (each fed the twin's values, first input): 65 of 65 ops compared, 100.00% of
-    566376 elements within 1 step (99.60% identical), worst AVERAGE_POOL_2D #62 at 100.00% (89.14% identical); end to
-    end: 22.45% of 2000 output elements within 1 step (scale 0.01502), 1551 beyond, max 20 steps; SQNR 16.3 dB >= 8 dB
-    (rule quantized-sqnr)"
 """
 
 from __future__ import annotations

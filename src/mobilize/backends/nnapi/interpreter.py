@@ -11,10 +11,6 @@ shift, activation ranges from ``std::round``, ADD rescaling both inputs after a 
 average pools rounding half up, MEAN truncating its integer division, QUANTIZE rounding halves away
 from zero.  LOGISTIC, SOFTMAX and HARD_SWISH on quant8 go through float and round (the reference
 uses fixed-point tables there: a step of difference is possible).
-
-    >>> model = parse_model(payload.ser_model)
-    >>> Interpreter(model, payload.weights).run([x_nhwc])[0].shape
-    torch.Size([1, 1000])
 """
 
 from __future__ import annotations

@@ -7,9 +7,6 @@ records every node it refuses instead of stopping at the first
 refuses (grouped convs, hardtanh bounds) alike.  The converter takes whole models only — one
 refused op and NNAPI gets nothing — so a converted model is 1 partition and a refused one 0.
 The result runs on Android only; here it is converted, not run.
-
-    >>> probe(ProbeInput(toy_classifier, [torch.randn(1, 3, 64, 64)], LintConfig())).summary
-    'the NNAPI converter refuses the model (whole models only): aten::relu_ x16 (features.2, features.5, features.8, ...)'
 """
 
 from __future__ import annotations

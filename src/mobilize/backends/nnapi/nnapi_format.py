@@ -21,14 +21,6 @@ How mobilize tells an NNAPI file from any other ``.pt`` / ``.ptl``: by the archi
 carries a converted model contains the TorchScript code of ``torch.backends._nnapi.prepare``
 (``NnapiModule``); :func:`is_nnapi_archive` looks for it, so files written by the PyTorch
 tutorial (named ``*-nnapi.pt``) are recognised as well as mobilize's own ``*.nnapi.ptl``.
-
-    >>> from mobilize.backends.nnapi.nnapi_format import is_nnapi_archive, read_pipeline, parse_model
-    >>> is_nnapi_archive("out/mobilenet_v2-nnapi-full.nnapi.ptl")
-    True
-    >>> pipe = read_pipeline(torch.jit.load("out/mobilenet_v2-nnapi-full.nnapi.ptl"))
-    >>> model = parse_model(pipe.payload.ser_model)
-    >>> len(model.operations), model.operation_names()[:2], pipe.structure
-    (65, ['CONV_2D', 'DEPTHWISE_CONV_2D'], 'BundleWrapper > NnapiInterfaceWrapper > NnapiModule')
 """
 
 from __future__ import annotations

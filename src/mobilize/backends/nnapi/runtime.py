@@ -10,11 +10,6 @@ runs them on the phone.
 It is an accuracy tool, never a latency figure (``measures_latency = False``): a phone's NNAPI
 driver runs on a DSP, GPU or NPU, and the host's speed says nothing about it.  At load it also
 tries the real runtime through torch's own binding and records why it cannot run here.
-
-    >>> s = RUNTIMES.get("nnapi_host").load(Artifact.from_file("out/m-nnapi-full.nnapi.ptl"))
-    >>> out = s.run(s.bundled_inputs()[0])
-    >>> out[0].dtype, s.details()["nnapi"]["device_runtime"]
-    (torch.quint8, 'unavailable here: Failed to load libneuralnetworks.so ...')
 """
 
 from __future__ import annotations

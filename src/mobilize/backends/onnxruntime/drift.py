@@ -15,10 +15,6 @@ quantized activation:
   with the int8 model's scale and zero point inserted as one Q/DQ pair there).  This is what ranks:
   it says how much accuracy this one layer costs, whatever came before it.
 
-    >>> layers = localise(Path("float-pre.onnx"), Path("int8.onnx"), feeds)
-    >>> layers[0].tensor, round(layers[0].alone_sqnr_db, 1), layers[0].nodes
-    ('relu', 3.2, ('node_Conv_0', 'node_relu', 'node_Conv_2'))
-
 The float model must be the one the quantizer saw (after ``quant_pre_process``), so that tensor
 names match; :func:`preprocessed_float` makes it from a float ``.onnx``.
 """

@@ -5,13 +5,6 @@ Export uses ``torch.onnx.export(dynamo=True)`` and falls back to the TorchScript
 Runtime load.  Then, as options of the same step: ``quant_pre_process``, static int8 (QDQ,
 U8S8, per-channel, calibrated on the data source a few batches at a time) or dynamic int8,
 and ``ort_format`` for onnxruntime-mobile.  Intermediate files live in a temp folder.
-
-    >>>     >>> onnx_exporter = EXPORTERS.get("onnx")
-    >>> cfg = onnx_exporter.Config(quantize="static", calibration="entropy")
-    >>> ctx = Context(input_specs=[InputSpec((1, 3, 224, 224))], data=open_data("sample-photos"))
-    >>> art = onnx_exporter(cfg).export(model, ctx, "out/mobilenet_v2-int8")
-    >>> art.path.name, [n for n in art.notes if "calibrated" in n]
-    ('mobilenet_v2-int8.onnx', ['onnx: calibrated entropy ranges on 64 batch(es) of 1'])
 """
 
 from __future__ import annotations

@@ -6,9 +6,6 @@ subgraphs are partitions.  The CPU provider runs every ONNX op, so with the stoc
 only) the check is whether the model exports and loads at all; the mobile providers (XNNPACK,
 NNAPI, CoreML) ship in the Android/iOS packages — where an onnxruntime build has them, they are
 tried first.
-
-    >>> probe(ProbeInput(mobilenet_v2, [torch.randn(1, 3, 64, 64)], LintConfig())).summary
-    'ONNX Runtime assigns all 100 nodes to CPUExecutionProvider (1 partition(s))'
 """
 
 from __future__ import annotations

@@ -5,9 +5,6 @@ The model is exported to ONNX (once per lint run), opened with the default optim
 ``SessionOptions.enable_profiling``.  Each profiled node's kernel time is traced back to the
 module it came from (``mobilize.lint.onnx_map``) and added to that module's row; nodes ONNX
 Runtime created itself (layout reorders) that cannot be traced back get their own row.
-
-    >>> lint("zoo:toy_classifier", LintConfig(targets=()), data="digits").profile.timed_on
-    "onnxruntime 1.32.0 (CPUExecutionProvider, graph optimization all), 1 thread(s), median of 20 runs on samples of 'digits'"
 """
 
 from __future__ import annotations

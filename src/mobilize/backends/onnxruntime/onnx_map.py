@@ -4,10 +4,6 @@ The dynamo exporter records each node's module scopes (``pkg.torch.onnx.name_sco
 TorchScript exporter names nodes after them (``/features/features.0/features.0.0/Conv``).  ONNX
 Runtime renames the nodes it fuses or re-lays-out after a tensor they write (``relu_3_nchwc``):
 such a node is traced back through that tensor to the node that produced it.
-
-    >>> scopes = OnnxScopes(export_onnx(ProbeInput(mobilenet_v2, [torch.randn(1, 3, 64, 64)], LintConfig())))
-    >>> scopes.module_of("relu_3_nchwc"), scopes.module_of("node_Conv_739")     # the conv took its BN's name scope
-    ('features.2.conv.1.2', 'features.0.1')
 """
 
 from __future__ import annotations

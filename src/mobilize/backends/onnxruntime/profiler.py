@@ -6,10 +6,6 @@ each run are those inside its ``model_run`` window; warm-up runs are dropped and
 median over the rest is kept.  The "delegate" is the first execution provider of the session that
 is not ONNX Runtime's own CPU one (XNNPACK, OpenVINO, ...): nodes left on ``CPUExecutionProvider``
 beside it are the fallbacks.  With the CPU provider alone there is no delegate and no fallback.
-
-    >>> p = profile_onnx(Path("model.onnx"), [torch.randn(1, 3, 32, 32)])
-    >>> p.delegate, p.by_op()[0][:2]
-    (None, ('Conv', 'CPUExecutionProvider'))
 """
 
 from __future__ import annotations

@@ -3,14 +3,6 @@
 Private helpers of the ``onnx`` exporter.  Calibration streams batches from a data source
 through ONNX Runtime's calibrators a few batches at a time (memory stays bounded whatever
 ``calibration_samples`` is), then quantizes from the collected ranges.
-
-    >>> notes = pre_process(Path("float.onnx"), Path("pre.onnx"))
-    >>> batches = ([x] for x, _ in open_data("digits:train").batches(InputSpec((1, 1, 8, 8)), limit=100))
-    >>> feed = BatchFeed(onnx.load("pre.onnx"), batches)
-    >>> notes += quantize_static_qdq(Path("pre.onnx"), Path("int8.onnx"), feed, StaticOptions(), batch=1)
-    >>> notes[-1]
-    'calibrated minmax ranges on 100 batch(es) of 1'
-    >>> notes += to_ort_format(Path("int8.onnx"), Path("int8.ort"))
 """
 
 from __future__ import annotations

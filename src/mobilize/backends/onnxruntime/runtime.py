@@ -5,14 +5,6 @@ graph-assignment record), and it lands in the bench JSON.  With IO binding on, i
 bound once and outputs go to preallocated buffers reused on every run (no allocation per run).
 Load failures become one-line user errors: a file that fails the ONNX checker names the node,
 an opset newer than this onnxruntime says which opsets it supports.
-
-    >>> s = RUNTIMES.get("onnxruntime").load(Artifact.from_file("model.onnx"), RuntimeOptions(threads=2))
-    >>> s.run(s.example_inputs())[0].shape
-    torch.Size([1, 1000])
-    >>> s.details()["providers"]
-    {'CPUExecutionProvider': 65}
-    >>> s.use_io_binding(); s.run(s.example_inputs())[0].shape      # same outputs, reused buffers
-    torch.Size([1, 1000])
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
 """The one place ONNX Runtime sessions are built: options from keywords, a model from a path, bytes or a ModelProto.
-
-    >>> session = ort_session("model.onnx", session_options(threads=1, level="basic"))
-    >>> session.get_providers()
-    ['CPUExecutionProvider']
 """
 
 from __future__ import annotations

@@ -7,10 +7,6 @@ INFERENCE_PRECISION_HINT``: ``f32`` unless a recipe asks for ``bf16`` or ``f16``
 ``openvino`` runtime sets it explicitly: a "fp32" label never hides bf16.  int8 is NNCF
 post-training quantization calibrated on ``--data``.  The weights file sits next to the ``.xml``
 under the same stem and is moved into place before it.
-
-    >>>     >>> art = EXPORTERS.get("openvino")(OpenVinoConfig(quantize="int8")).export(model, ctx, "out/mobilenet_v2")
-    >>> art.path.name, art.path.with_suffix(".bin").exists()
-    ('mobilenet_v2.xml', True)
 """
 
 from __future__ import annotations

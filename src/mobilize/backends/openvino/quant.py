@@ -2,10 +2,6 @@
 
 Private helper of the ``openvino`` exporter.  NNCF prints progress bars and INFO lines; they are
 kept out of the terminal, its warnings come back as notes.
-
-    >>> model, notes = nncf_quantize(model, calibration_inputs, "performance", fast_bias_correction=True)
-    >>> sum(op.get_type_name() == "FakeQuantize" for op in model.get_ordered_ops()) > 0
-    True
 """
 
 from __future__ import annotations

@@ -7,12 +7,6 @@ mobilize's openvino exporter), else f32 — OpenVINO's own default on CPUs with 
 AVX512-BF16 is bf16, which would make a "float32" file compute in bfloat16.  ``details()``
 reports what the compiled model really runs each layer in, read from OpenVINO's runtime model.
 
-    >>> s = RUNTIMES.get("openvino").load(Artifact.from_file("model.xml"), RuntimeOptions(threads=2))
-    >>> s.run(s.example_inputs())[0].shape
-    torch.Size([1, 1000])
-    >>> s.details()["ran_in"]
-    'f32 (53 of 53 conv/matmul layers)'
-
 An fp16 IR on a CPU without native fp16 (AVX2 x86): the plugin computes in f32 on the fp16-rounded weights,
 ``details()["computes_in"]`` says ``f32`` and the layers read "f32 with f16 weights".
 """

@@ -7,10 +7,6 @@
   cannot be saved and reloaded on this torch build (``jit.save`` drops the conv weights).
 * ``bundled_inputs``: a real sample (from the data source, else seeded random) is bundled with
   ``augment_model_with_bundled_inputs`` so ``mobilize bench x.pt --use_bundled_input 0`` works.
-
-    >>> art = EXPORTERS.get("torchscript")().export(fused_quantized_model, ctx, "out/model")
-    >>> art.path.name
-    'model.pt'
 """
 
 from __future__ import annotations

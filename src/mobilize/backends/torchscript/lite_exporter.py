@@ -1,8 +1,4 @@
 """``lite``: the TorchScript pipeline saved for the PyTorch Mobile lite interpreter (``.ptl``).
-
-    >>> art = EXPORTERS.get("lite")().export(model, ctx, "out/model")
-    >>> art.path.name
-    'model.ptl'
 """
 
 from __future__ import annotations

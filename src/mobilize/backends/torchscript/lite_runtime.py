@@ -1,7 +1,4 @@
 """The PyTorch Mobile lite interpreter (``.ptl``), as a phone runs it, on the host.
-
-    >>> s = RUNTIMES.get("lite").load(Artifact.from_file("model.ptl"))
-    >>> s.run(s.bundled_inputs()[0])
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
 """TorchScript (``.pt``) through ``torch.jit.load``.
-
-    >>> s = RUNTIMES.get("torchscript").load(Artifact.from_file("model.pt"), RuntimeOptions(threads=1))
-    >>> s.run(s.bundled_inputs()[0])
 """
 
 from __future__ import annotations

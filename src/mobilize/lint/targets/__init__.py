@@ -4,10 +4,6 @@
 exports ONNX and reads the providers' node assignment; ``nnapi`` runs PyTorch's NNAPI converter;
 ``litert`` converts with litert-torch and reads which ops the LiteRT interpreter's delegate took.
 A probe whose packages are missing says so (status ``unavailable``, with the pip command).
-
-    >>> from mobilize.lint.targets import probe
-    >>> probe("xnnpack", ProbeInput(mobilenet_v2, [torch.randn(1, 3, 64, 64)], LintConfig())).summary
-    'XNNPACK takes all 153 ops in 1 partition(s)'
 """
 
 from __future__ import annotations

@@ -33,9 +33,6 @@ def compare(model: str | None = None, plan: Any = "default", config: Any = None,
     cfg = config or CompareConfig(model="")
     model = model or cfg.model or f"zoo:{DEFAULT_MODEL}"
     fit = plan == "default" and not variants  # the built-in default adapts to the model; a named plan runs as given
-    plan = plan if isinstance(plan, Plan) else load_plan(plan)
-    if variants:
-        plan = plan.select(list(variants))
     check_at_least(cfg.iterations, 1, "--iter")
     check_at_least(cfg.rounds, 1, "--rounds")
     check_at_least(cfg.accuracy_samples, 1, "--accuracy-samples")
@@ -44,15 +41,25 @@ def compare(model: str | None = None, plan: Any = "default", config: Any = None,
     target = Target.parse(cfg.target)
     out = check_output_dir(cfg.out_dir)
     facts = model_facts_isolated(model, cfg.trust_pickle, len(cfg.input_specs), cfg.timeout_s, dict(cfg.bound_args))
-    if facts["format"] != "eager":
-        raise ConfigError(f"compare needs a PyTorch model to derive variants from; {model} is a {facts['format']} "
-                          f"file", hint="use mobilize bench for a single artifact")
+    plan_notes: list[str] = []
+    if facts["format"] != "eager":  # a file made elsewhere is the reference; the variants are what builds from it
+        from mobilize.plan_file import plan_for_file
+
+        plan, left_out = plan_for_file(plan, facts["format"])
+        plan_notes = [f"plan: left out {names}: {why}" for names, why in left_out]
+        plan_notes.append(f"reference: {model} itself, run in its default runtime (lint reads PyTorch modules only)")
+    plan = plan if isinstance(plan, Plan) else load_plan(plan)
+    if variants:
+        plan = plan.select(list(variants))
     specs = list(cfg.input_specs or facts["input_specs"])
     if not specs:
         raise ConfigError("the model's input shape is unknown", hint='give --input_dims, e.g. "1,3,224,224"')
+    dynamic = [str(s) for s in specs if any(d < 0 for d in s.shape)]
+    if dynamic:
+        raise ConfigError(f"{model} has inputs with dynamic dimensions ({'; '.join(dynamic)})",
+                          hint='give every input\'s shape with --input_dims, e.g. "1,3,224,224"')
     names = facts["input_names"]
-    plan_notes = []
-    if fit:
+    if fit and facts["format"] == "eager":
         plan, plan_notes = _fit_default_plan(plan, facts, specs)
     data = cfg.data or default_data(model, specs)
     if data is not None:

@@ -90,12 +90,14 @@ def accuracy_set(job: Job) -> tuple[list[list], list[int] | None]:
 
 
 def load_model(job: Job):
-    """The user's model with the reference's weights (identical in every process)."""
+    """The user's model with the reference's weights (identical in every process); a file made elsewhere as is."""
     import torch
 
     from mobilize.sources.models import resolve_model
 
     source = resolve_model(job.model, trust_pickle=job.trust_pickle, bound_args=job.bound_args)
+    if not hasattr(source, "module"):
+        return source
     saved = torch.load(job.reference_path, weights_only=True)
     source.module.load_state_dict(saved["state_dict"])
     return source
@@ -110,6 +112,8 @@ def make_reference(job: Job) -> ReferenceDone:
 
     source = resolve_model(job.model, trust_pickle=job.trust_pickle, bound_args=job.bound_args)
     xs, ys = accuracy_set(job)
+    if not hasattr(source, "module"):
+        return _file_reference(source, job, xs, ys)
     with torch.inference_mode():
         raw = [source.module(*x) for x in xs]
     outs = [[t.detach().float().clone() for t in flatten_outputs(r)] for r in raw]
@@ -124,6 +128,21 @@ def make_reference(job: Job) -> ReferenceDone:
     correct = compare_outputs(outs, outs, ys).correct if ys is not None else None
     lint, lint_error = _lint_section(source, job)
     return ReferenceDone(len(xs), ys is not None, correct, names, len(outs[0]), lint, lint_error)
+
+
+def _file_reference(source, job: Job, xs: list, ys) -> ReferenceDone:
+    """The reference outputs of a file made elsewhere: the file itself, run in its format's default runtime."""
+    import torch
+
+    from mobilize.accuracy.metrics import compare_outputs
+    from mobilize.runtimes.base import open_session
+
+    with open_session(source, threads=job.threads) as session:
+        outs = [[t.detach().float().clone() for t in session.run(x)] for x in xs]
+    names = [f"output{i}" for i in range(len(outs[0]))] if len(outs[0]) > 1 else ["output"]
+    torch.save({"state_dict": None, "outputs": outs, "labels": ys, "names": names}, job.reference_path)
+    correct = compare_outputs(outs, outs, ys).correct if ys is not None else None
+    return ReferenceDone(len(xs), ys is not None, correct, names, len(outs[0]), None, None)
 
 
 def _lint_section(source, job: Job) -> tuple[dict | None, str | None]:
@@ -161,7 +180,7 @@ def build_variant(job: Job) -> Built:
     from mobilize.build import build
 
     variant, source, ctx = _prepare(job)
-    result = build(source.module, variant.recipe, ctx, Path(job.out_dir) / variant.name)
+    result = build(getattr(source, "module", source), variant.recipe, ctx, Path(job.out_dir) / variant.name)
     built = result.artifacts[0]
     return Built(str(built.artifact.path), str(built.artifact.format), built.artifact.size_bytes, str(result.kind),
                  built.artifact.notes, {**built.details, **ctx.details})
@@ -187,8 +206,9 @@ def serve(conn, job: Job, enter) -> None:
     else:
         enter("passes")
         variant, source, ctx = _prepare(job)
-        module = prepare(source.module, variant.recipe, ctx)
-        target = ModelSource(module, job.model, list(ctx.input_specs))
+        module = prepare(getattr(source, "module", source), variant.recipe, ctx)
+        # a file made elsewhere runs as it is (it has no passes): the variant is the runtime and its options
+        target = ModelSource(module, job.model, list(ctx.input_specs)) if hasattr(source, "module") else module
         specs, kind = ctx.input_specs, ("quantized" if ctx.quant.quantized else "float")
         notes += ctx.notes
         details.update(ctx.details)

@@ -43,6 +43,9 @@ class Exporter(abc.ABC):
     suffix: ClassVar[str]
     packages: ClassVar[tuple[str, ...]] = ("torch",)
     Config: ClassVar[type] = ExporterConfig
+    source_formats: ClassVar[tuple[Format, ...]] = ()
+    """Formats of files made elsewhere this exporter also builds from (besides a PyTorch module): what
+    ``compare FILE`` can derive from a user's file."""
 
     def __init__(self, config: Any = None):
         self.config = config if config is not None else self.Config()

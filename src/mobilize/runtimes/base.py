@@ -147,6 +147,10 @@ class Session(abc.ABC):
         """Input specs the artifact itself declares (shape dims < 0 are dynamic), if any."""
         return None
 
+    def declared_input_names(self) -> list[str]:
+        """The names the artifact gives its inputs, in order (to match an .npz's arrays by name), if any."""
+        return []
+
     def example_inputs(self, seed: int = 0) -> list:
         specs = self.declared_input_specs() or getattr(self.target, "input_specs", None)
         if not specs or any(d <= 0 for s in specs for d in s.shape):

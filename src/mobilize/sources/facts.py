@@ -45,6 +45,12 @@ def model_facts(reference: str, trust_pickle: bool, spec_count: int,
     specs = list(getattr(source, "input_specs", None) or [])
     module = getattr(source, "module", None)
     names = input_names(module, spec_count or len(specs)) if module is not None else []
+    if module is None:  # a file made elsewhere: what its default runtime reads from it
+        from mobilize.runtimes.base import open_session
+
+        with open_session(source, threads=1) as session:
+            specs = specs or list(session.declared_input_specs() or [])
+            names = session.declared_input_names()
     layers = layer_counts(module) if module is not None else {}
     return {"format": str(source.format), "input_specs": specs, "input_names": names, "layers": layers}
 

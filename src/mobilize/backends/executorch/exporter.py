@@ -106,6 +106,7 @@ class ExecuTorchExporter(Exporter):
     format = "executorch"
     suffix = ".pte"
     packages = ("torch", "executorch", "torchao")
+    source_formats = ("exported_program",)
     Config = ExecuTorchConfig
 
     def __init__(self, config: Any = None):
@@ -165,7 +166,10 @@ class ExecuTorchExporter(Exporter):
             first = next((ln for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
             raise ExportError(f"PT2E {cfg.quantize} quantization failed: {type(exc).__name__}: {first}",
                               stage="quantize") from exc
+        self._partition_notes: list[str] = []
         edge = lower(capture(reference, example), self._partitioners())
+        for text in self._partition_notes:
+            self.note(text)
         report = delegation_report(edge)
         self.note(report.summary())
         self.details = {"delegation": report.to_json()}
@@ -184,9 +188,9 @@ class ExecuTorchExporter(Exporter):
         if self.config.delegate == Delegate.NONE:
             self.note("delegate: none: every op runs on ExecuTorch's portable kernels (for comparison only)")
             return []
-        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+        from mobilize.backends.executorch.partition import xnnpack_partitioner
 
-        return [XnnpackPartitioner()]
+        return [xnnpack_partitioner(self._partition_notes)]
 
     def _as_module(self, module: Any) -> Any:
         import torch

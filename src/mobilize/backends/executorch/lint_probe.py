@@ -56,12 +56,12 @@ def _partition_only(inner: Any) -> Any:
 
 def _partition(program: Any, why: dict[str, str]) -> Any:
     """The graph module the XnnpackPartitioner tagged, stopping before XNNPACK compiles the partitions."""
-    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
 
+    from mobilize.backends.executorch.partition import xnnpack_partitioner
     from mobilize.lowering.torch_export import quiet_export, stage_error
 
-    wrapper = _partition_only(XnnpackPartitioner())
+    wrapper = _partition_only(xnnpack_partitioner([]))  # the exporter's partitioner: the lint predicts what it does
     with _collect_why(why):
         try:
             with quiet_export():
@@ -76,10 +76,9 @@ def _partition(program: Any, why: dict[str, str]) -> Any:
 
 
 def probe(subject: Any) -> TargetSupport:
-    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-
-    from mobilize.lowering.torch_export import capture
+    from mobilize.backends.executorch.partition import xnnpack_partitioner
     from mobilize.backends.executorch.stages import lower
+    from mobilize.lowering.torch_export import capture
 
     try:
         program = subject.cache.get("exported_program") or capture(subject.module, subject.example)
@@ -91,7 +90,7 @@ def probe(subject: Any) -> TargetSupport:
     try:
         if subject.config.xnnpack_lower:
             with _collect_why(why):
-                edge = lower(program, [XnnpackPartitioner()])
+                edge = lower(program, [xnnpack_partitioner([])])
             report = delegation_report(edge)
             unsupported = _unsupported(edge.exported_program().graph_module.graph.nodes, why, tagged=False)
             how = HOW + ", lowered"

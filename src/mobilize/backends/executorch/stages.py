@@ -6,6 +6,7 @@ own source line:
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from mobilize.errors import ExportError
@@ -22,7 +23,31 @@ def lower(program: Any, partitioners: list) -> Any:
         with quiet_export():
             return to_edge_transform_and_lower(program, partitioner=partitioners)
     except Exception as exc:
+        failed = pass_failure(exc)
+        if failed:
+            raise ExportError(failed, stage="lower", hint=_PASS_HINT) from exc
         raise stage_error("lower", exc, program) from exc
+
+
+_PASS_FAILED = re.compile(r"error occurred when running the '(\w+)' pass")
+_NHWC = ("Attempting to convert non-NHWC compatible node to NHWC",
+         "an op XNNPACK runs channels-last (conv, pooling, PReLU, mean) got an input that is not 4-D")
+_PASS_HINT = ("the delegate's bug, not the model's: the executorch exporter's option delegate: none exports without "
+              "XNNPACK; report it upstream with --debug's traceback")
+
+
+def pass_failure(exc: BaseException) -> str | None:
+    """One line for a delegate graph pass that raised inside lowering: the pass, the error it raised and, where
+    known, what in the model triggers it (the pass manager's own message names only the pass)."""
+    match = _PASS_FAILED.search(str(exc))
+    if not match:
+        return None
+    cause = exc.__cause__ or exc.__context__
+    text = str(cause).strip().splitlines()[0] if cause is not None and str(cause).strip() else ""
+    why = f": {type(cause).__name__}: {text}" if cause is not None else ""
+    if text.startswith(_NHWC[0]):
+        why += f" ({_NHWC[1]})"
+    return f"ExecuTorch's {match.group(1)} failed while lowering to XNNPACK{why}"
 
 
 def serialize(edge: Any, registered_ops: set[str] | None = None) -> Any:

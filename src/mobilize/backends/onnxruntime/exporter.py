@@ -89,6 +89,7 @@ class OnnxExporter(Exporter):
     suffix = ".onnx"
     packages = ("onnx", "onnxruntime")
     Config = OnnxConfig
+    source_formats = ("onnx",)
 
     def __init__(self, config: Any = None):
         super().__init__(config)
@@ -130,7 +131,7 @@ class OnnxExporter(Exporter):
             for text in notes:
                 self.note(text)
             return proto
-        if module.format != "onnx":
+        if module.format not in self.source_formats:
             raise ConfigError(f"the onnx exporter takes a PyTorch model or an .onnx file, not a {module.format} file")
         proto = load_onnx_file(module.path)
         if cfg.dynamic_batch:

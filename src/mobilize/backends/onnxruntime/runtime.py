@@ -82,6 +82,9 @@ class OnnxRuntimeSession(Session):
             specs.append(InputSpec(shape, _ORT_TYPES.get(inp.type, "float")))
         return specs
 
+    def declared_input_names(self) -> list[str]:
+        return list(self._names)
+
     def example_inputs(self, seed: int = 0) -> list:
         declared = self.declared_input_specs()
         if any(d < 0 for s in declared for d in s.shape):

@@ -85,6 +85,7 @@ class OpenVinoExporter(Exporter):
     suffix = ".xml"
     packages = ("openvino",)
     Config = OpenVinoConfig
+    source_formats = ("onnx", "exported_program")
 
     def __init__(self, config: Any = None):
         super().__init__(config)
@@ -154,7 +155,7 @@ class OpenVinoExporter(Exporter):
         example = ctx.example_inputs()
         shapes = [ov.PartialShape(list(s.shape)) for s in ctx.input_specs]
         if isinstance(module, Artifact):
-            if module.format not in ("onnx", "exported_program"):
+            if module.format not in self.source_formats:
                 raise ConfigError(f"the openvino exporter takes a PyTorch model, a .pt2 program or an .onnx file, not "
                                   f"a {module.format} file ({module.path.name})")
             source: Any = (str(module.path) if module.format == "onnx" else torch.export.load(str(module.path)))

@@ -4,12 +4,8 @@ ExecuTorch 1.5's ``ChannelsLastTaggedReshapePass`` treats every PReLU in the del
 NHWC, so a PReLU after a Linear (a 2-D input, as in MTCNN's ONet) stops lowering with "Attempting to convert
 non-NHWC compatible node to NHWC" (fixed upstream by pytorch/executorch#18624).  A PReLU whose input is not 4-D
 is left to ExecuTorch's own kernels instead (decomposed to gt + where + mul): the same numbers, and a note says
-so.  Uses the partitioner's documented ``configs`` argument, nothing private.
-
-    >>> notes = []
-    >>> edge = to_edge_transform_and_lower(program, partitioner=[xnnpack_partitioner(notes)])
-    >>> notes
-    ['PReLU on a 2-D input (from onet.py:20: `x = self.prelu5(self.dense5(x))`) runs outside XNNPACK: ...']
+so.  Uses the partitioner's documented ``configs`` argument, nothing private (tests/exporters/test_executorch_prelu.py
+lowers an ONet-style model with it).
 """
 
 from __future__ import annotations

@@ -45,41 +45,22 @@ import functools
 import math
 from typing import Any, Sequence
 
+from mobilize.accuracy.drift import LayerDrift
+
 ABLATE = 64
 """Quantized tensors whose two ablations are measured (the most suspicious by local or accumulated error)."""
 
 
 @dataclasses.dataclass(frozen=True)
-class LayerError:
-    """One quantized activation of the PT2E int8 graph and what its quantization costs."""
+class LayerError(LayerDrift):
+    """One quantized activation of the PT2E int8 graph (``tensor``: the graph node, ``x`` for the model input;
+    ``producer``: the module that computes it, ``""`` at the top level; ``op_type``: the op and the range-sharing
+    ops after it, ``conv2d+relu``; ``consumers``: modules whose ops read it) and what its quantization costs."""
 
-    tensor: str
-    """Graph node whose output is quantized (``relu``, ``linear``, ``x`` for the model input)."""
-    producer: str | None
-    """Qualified name of the module that computes it (None for the model input, ``""`` for the top level)."""
-    op_type: str
-    """The producing op and the range-sharing ops after it (``conv2d+relu``; ``input`` for the model input)."""
-    consumers: tuple[str, ...]
-    """Modules whose ops read the tensor (each quantizes it on its input side)."""
-    qdq_sqnr_db: float
-    drift_sqnr_db: float
-    alone_sqnr_db: float | None
-    """Final-output SQNR of the float graph with only this tensor quantized (None when not measured)."""
     alone_float_sqnr_db: float | None = None
     """Final-output SQNR of the int8 graph with only this tensor kept float (None when not measured)."""
     unnamed: tuple[str, ...] = ()
     """Ops that quantize this tensor but belong to no submodule, so ``exclude`` cannot keep them float."""
-
-    @property
-    def nodes(self) -> tuple[str, ...]:
-        """Modules to keep in float (``exclude``) so that this tensor stays float: its producer and readers."""
-        head = (self.producer,) if self.producer else ()
-        return head + tuple(m for m in self.consumers if m and m not in head)
-
-    @property
-    def score_db(self) -> float:
-        """Lower is worse: the alone SQNR where measured, else the accumulated drift."""
-        return self.alone_sqnr_db if self.alone_sqnr_db is not None else self.drift_sqnr_db
 
     @property
     def layer(self) -> str:
@@ -87,10 +68,7 @@ class LayerError:
         return self.producer if self.producer else ("(input)" if self.producer is None else f"({self.tensor})")
 
     def to_json(self) -> dict[str, Any]:
-        return {"layer": self.layer, "tensor": self.tensor, "producer": self.producer, "op_type": self.op_type,
-                "consumers": list(self.consumers), "keep_float": list(self.nodes), "unnamed": list(self.unnamed),
-                "qdq_sqnr_db": _num(self.qdq_sqnr_db), "drift_sqnr_db": _num(self.drift_sqnr_db),
-                "alone_sqnr_db": _num(self.alone_sqnr_db), "alone_float_sqnr_db": _num(self.alone_float_sqnr_db)}
+        return {"layer": self.layer, **super().to_json(), "keep_float": list(self.nodes)}
 
 
 def localise(module: Any, example: Sequence[Any], calibration: Sequence[Sequence[Any]],
@@ -418,6 +396,3 @@ def _ablation_order(scores: Sequence[tuple[str, float, float]], limit: int) -> s
                 out.append(t)
     return set(out)
 
-
-def _num(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(x) else round(x, 2)

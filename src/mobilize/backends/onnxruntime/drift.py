@@ -21,6 +21,7 @@ names match; :func:`preprocessed_float` makes it from a float ``.onnx``.
 
 from __future__ import annotations
 
+from mobilize.accuracy.drift import LayerDrift
 from mobilize.backends.onnxruntime.sessions import ort_session, session_options
 
 import dataclasses
@@ -32,42 +33,16 @@ from typing import Any, Sequence
 
 
 @dataclasses.dataclass(frozen=True)
-class LayerError:
-    """One quantized activation tensor and what its quantization costs."""
+class LayerError(LayerDrift):
+    """One quantized activation tensor of the QDQ graph (``producer``/``consumers``: float-model node names) and
+    what its quantization costs."""
 
-    tensor: str
-    producer: str | None
-    """Name of the node that computes the tensor (None for a graph input)."""
-    op_type: str
-    """The producer's op type (``input`` for a graph input)."""
-    consumers: tuple[str, ...]
-    """Float-model nodes reading the tensor."""
-    qdq_sqnr_db: float
-    drift_sqnr_db: float
-    alone_sqnr_db: float | None
-    """Final-output SQNR with only this tensor quantized (None when not measured)."""
     fused_into: str | None = None
     """When the producer is an activation (Relu, Clip) the quantizer folds into the node before it, that
     node: its output carries this tensor's Q/DQ pair."""
 
-    @property
-    def nodes(self) -> tuple[str, ...]:
-        """The nodes to keep in float so that this tensor stays float (its producer and its readers)."""
-        head = tuple(n for n in (self.fused_into, self.producer) if n)
-        return head + tuple(n for n in self.consumers if n not in head)
-
-    @property
-    def score_db(self) -> float:
-        """Lower is worse: the alone SQNR where measured, else the accumulated drift."""
-        return self.alone_sqnr_db if self.alone_sqnr_db is not None else self.drift_sqnr_db
-
-    def to_json(self) -> dict[str, Any]:
-        def num(x: float | None) -> float | None:
-            return None if x is None or not math.isfinite(x) else round(x, 2)
-
-        return {"tensor": self.tensor, "producer": self.producer, "op_type": self.op_type,
-                "consumers": list(self.consumers), "fused_into": self.fused_into, "qdq_sqnr_db": num(self.qdq_sqnr_db),
-                "drift_sqnr_db": num(self.drift_sqnr_db), "alone_sqnr_db": num(self.alone_sqnr_db)}
+    def _heads(self) -> tuple[str | None, ...]:
+        return (self.fused_into, self.producer)
 
 
 def preprocessed_float(float_onnx: Path, dst: Path) -> Path:

@@ -4,7 +4,10 @@ lazy ones and ``importlib.import_module("mobilize...")`` strings included):
 * a backend imports core, sources, passes, lowering and the measure packages only, never another backend
   or an orchestrator; nothing outside a backend imports its modules (they are reached through BACKENDS);
 * no module below the CLI imports ``mobilize.api``; core imports nothing above it;
-* one function runs passes and exporters; verdict thresholds live only in the verify policy.
+* one function runs passes and exporters; verdict thresholds live only in the verify policy;
+* ``except Exception`` / ``except BaseException`` / bare ``except:`` only in the one translation helper
+  (``errors.third_party_failure``, where the bug-or-user-error decision is made), the CLI's last resort and
+  the two process boundaries; a handler that cleans up and re-raises unconditionally catches nothing.
 
 Each rule is a function over a ``{module: source}`` map, so the tests below also plant a violation in a
 copy of the real sources and check that the rule catches it.
@@ -200,3 +203,55 @@ def test_seven_engines_one_folder_each():
     folders = sorted(p.name for p in (SRC / "backends").iterdir() if (p / "__init__.py").exists())
     assert folders == sorted(BACKENDS.names()) == ["eager", "executorch", "litert", "nnapi", "onnxruntime",
                                                     "openvino", "torchscript"]
+
+
+BROAD_CATCHES = {("mobilize.errors", "third_party_failure"): "the one translation helper (bug or user error)",
+                 ("mobilize.cli.main", "_dispatch"): "the CLI's last resort (a bug: exit 1)",
+                 ("mobilize.isolate", "_child_main"): "the isolation boundary (sent to the parent)",
+                 ("mobilize.compare.worker", "main"): "compare's worker process boundary (sent to the parent)"}
+"""Where a handler may catch ``Exception`` or ``BaseException`` broadly: (module, function) -> why."""
+
+
+def _broad(handler: ast.ExceptHandler) -> bool:
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any(t is None or (isinstance(t, ast.Name) and t.id in ("Exception", "BaseException")) for t in types)
+
+
+def _reraises(handler: ast.ExceptHandler) -> bool:
+    """Clean up, then ``raise`` the same exception: nothing is caught (no return, break or continue before it)."""
+    last = handler.body[-1]
+    escapes = any(isinstance(n, (ast.Return, ast.Break, ast.Continue)) for n in ast.walk(handler))
+    return isinstance(last, ast.Raise) and last.exc is None and not escapes
+
+
+def broad_catches(modules: dict[str, str]) -> list[str]:
+    """``module:line (function)`` for every handler that catches Exception, BaseException or everything,
+    outside BROAD_CATCHES."""
+    out = []
+    for module, source in modules.items():
+        tree = ast.parse(source)
+        functions = {id(h): f.name for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     for h in ast.walk(f) if isinstance(h, ast.ExceptHandler)}  # the innermost function wins
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ExceptHandler) and _broad(node) and not _reraises(node):
+                where = functions.get(id(node), "<module>")
+                if (module, where) not in BROAD_CATCHES:
+                    caught = ast.unparse(node.type) if node.type else ""
+                    out.append(f"{module}:{node.lineno} ({where}): except {caught}".rstrip())
+    return out
+
+
+def test_only_the_translation_helper_and_the_boundaries_catch_everything():
+    assert not broad_catches(sources())
+
+
+@pytest.mark.parametrize("handler", ["except Exception:", "except BaseException as exc:", "except:",
+                                     "except (ValueError, Exception) as exc:"])
+def test_a_planted_broad_catch_is_caught(handler):
+    planted = {**sources(), "mobilize.lint.core": sources()["mobilize.lint.core"]
+               + f"\ndef f():\n    try:\n        g()\n    {handler}\n        return None\n"}
+    lines = planted["mobilize.lint.core"].count("\n")
+    assert broad_catches(planted) == [f"mobilize.lint.core:{lines - 1} (f): {handler.split(' as ')[0].rstrip(':')}"]
+    reraised = {**sources(), "mobilize.lint.core": sources()["mobilize.lint.core"]
+                + f"\ndef f():\n    try:\n        g()\n    {handler}\n        cleanup()\n        raise\n"}
+    assert not broad_catches(reraised)

@@ -10,6 +10,9 @@ one or two lines and exits with code 2 (no traceback unless ``--debug``).
 
 from __future__ import annotations
 
+import contextlib
+from typing import Callable, Iterator
+
 
 class MobilizeError(Exception):
     """Base of every error mobilize raises on purpose."""
@@ -94,3 +97,74 @@ def internal(exc: BaseException, where: str) -> "InternalError":
     err = InternalError(f"{where}: {type(exc).__name__}: {headline(exc)}")
     err.__cause__ = exc
     return err
+
+
+def is_bug(exc: BaseException, *ours: str) -> bool:
+    """True when ``exc`` is a bug in mobilize (or in one of ``ours``, a plugin's source file): an InternalError,
+    or a programming error raised in that code (``raised_in``).  Every other failure is about the model,
+    its inputs or a third-party library's verdict on them.  The one place this decision is made."""
+    if isinstance(exc, MobilizeError):
+        return isinstance(exc, InternalError)
+    return raised_in(exc, *ours)
+
+
+class Failure:
+    """What ``third_party_failure`` caught: ``error`` (None when the block succeeded) and its ``reason``."""
+
+    error: Exception | None = None
+
+    def __bool__(self) -> bool:
+        return self.error is not None
+
+    @property
+    def reason(self) -> str:
+        return headline(self.error) if self.error is not None else ""
+
+
+@contextlib.contextmanager
+def third_party_failure(what: str, *ours: str) -> Iterator[Failure]:
+    """Run a block that drives a third-party library or the user's model, for a caller that falls back or
+    records the failure (a note, a probe's status) instead of raising: the block's exception is kept in the
+    yielded ``Failure``.  mobilize's own errors pass through, and a bug in mobilize (``is_bug``; ``ours``
+    are extra files whose programming errors are bugs) is raised as ``internal(exc, what)``.
+
+        >>> with third_party_failure("tracing the model") as failed:
+        ...     raise RuntimeError("data-dependent control flow")
+        >>> failed.reason
+        'data-dependent control flow'
+
+    The one place in mobilize, with the CLI's last resort and the process boundaries, that catches
+    ``Exception`` broadly (tests/test_architecture.py checks it)."""
+    failure = Failure()
+    try:
+        yield failure
+    except MobilizeError:
+        raise
+    except Exception as exc:
+        if is_bug(exc, *ours):
+            raise internal(exc, what) from exc
+        failure.error = exc
+
+
+@contextlib.contextmanager
+def translate_errors(into: type[UserError] | Callable[[Exception], MobilizeError], what: str, *,
+                     message: Callable[[Exception], str] | None = None, hint: str | None = None,
+                     stage: str | None = None, ours: tuple[str, ...] = ()) -> Iterator[None]:
+    """Raise a third-party failure inside the block as one user error: ``into(f"{what}: {headline(exc)}")``
+    (``message(exc)`` instead when given; ``into`` may also be a function building the error from the
+    exception).  mobilize's own errors pass unchanged; a bug in mobilize, or in one of ``ours``, is raised as
+    ``internal(exc, what)`` (exit 1), never as the user's error."""
+    with third_party_failure(what, *ours) as failed:
+        yield
+    exc = failed.error
+    if exc is None:
+        return
+    if isinstance(into, type):
+        text = message(exc) if message is not None else f"{what}: {headline(exc)}"
+        raise into(text, hint=hint, stage=stage) from exc
+    raise into(exc) from exc
+
+
+def typed_headline(exc: BaseException) -> str:
+    """``TypeName: first line`` (for messages where the library's exception type says something)."""
+    return f"{type(exc).__name__}: {headline(exc)}"

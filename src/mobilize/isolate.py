@@ -145,7 +145,7 @@ def _child_main(conn, func: Callable[..., Any], args: tuple, kwargs: dict, paren
     try:
         value = func(*args, progress=progress, **kwargs)
         conn.send(Returned(value))
-    except BaseException as exc:  # sent to the parent, which raises it as the same kind of error
+    except BaseException as exc:  # the isolation boundary: sent to the parent, which raises the same kind of error
         try:
             conn.send(_describe(exc, stage))
         except (BrokenPipeError, OSError):

@@ -85,7 +85,7 @@ def _dispatch(args: argparse.Namespace, outputs, debug: bool) -> int:
     except KeyboardInterrupt:
         print("mobilize: interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:
+    except Exception as exc:  # the last resort: anything else escaping a command is a bug in mobilize
         return _internal(exc, debug)
 
 

@@ -45,10 +45,10 @@ def main(conn, job: Job) -> None:
             conn.send(build_variant(job))
         else:
             serve(conn, job, enter)
-    except BaseException as exc:  # reported to the parent with its stage; the parent decides
-        from mobilize.errors import InternalError, MobilizeError, headline, raised_in
+    except BaseException as exc:  # the process boundary: everything goes to the parent with its stage
+        from mobilize.errors import MobilizeError, headline, is_bug
 
-        internal = isinstance(exc, InternalError) or (not isinstance(exc, MobilizeError) and raised_in(exc))
+        internal = is_bug(exc)
         text = str(exc) if isinstance(exc, MobilizeError) else f"{type(exc).__name__}: {headline(exc)}"
         try:
             conn.send(Failed(stage, text, traceback.format_exc(), internal))
@@ -148,15 +148,15 @@ def _file_reference(source, job: Job, xs: list, ys) -> ReferenceDone:
 def _lint_section(source, job: Job) -> tuple[dict | None, str | None]:
     """The architecture lint and per-layer profile for the report: module checks and MACs only (the target
     probes and timings are `mobilize lint`'s job).  A lint failure is a note, never a failed compare."""
-    from mobilize.errors import MobilizeError, headline
+    from mobilize.errors import UserError, third_party_failure, typed_headline
     from mobilize.lint import LintConfig, lint_section
 
     try:
-        return lint_section(source.module, LintConfig(targets=(), time=False), input_specs=_specs(job)), None
-    except MobilizeError as exc:
+        with third_party_failure("the report's lint") as failed:  # the graph capture failing on an unusual model
+            return lint_section(source.module, LintConfig(targets=(), time=False), input_specs=_specs(job)), None
+    except UserError as exc:
         return None, str(exc)
-    except Exception as exc:  # the lint's own graph capture failing on an unusual model: report it, go on
-        return None, f"{type(exc).__name__}: {headline(exc)}"
+    return None, typed_headline(failed.error)
 
 
 def _prepare(job: Job):

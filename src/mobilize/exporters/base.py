@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from mobilize.accuracy.verify import Kind
 from mobilize.artifact import Artifact, Format, atomic_path
 from mobilize.context import Context
-from mobilize.errors import BackendUnavailableError, ExportError, MobilizeError, headline, internal, raised_in
+from mobilize.errors import BackendUnavailableError, ExportError, MobilizeError, translate_errors, typed_headline
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,17 +77,14 @@ class Exporter(abc.ABC):
         stem = Path(stem)
         path = stem if stem.name.endswith(self.suffix) else stem.with_name(stem.name + self.suffix)
         start = time.perf_counter()
-        try:
-            with atomic_path(path) as tmp:
-                self.write(module, ctx, tmp)
-        except MobilizeError as exc:
-            exc.stage = exc.stage or "export"
-            raise
-        except Exception as exc:
-            if raised_in(exc, inspect.getfile(type(self))):
-                raise internal(exc, f"exporter '{self.name}'") from exc
-            first = headline(exc)
-            raise ExportError(f"exporter '{self.name}' failed: {type(exc).__name__}: {first}", stage="export") from exc
+        with translate_errors(ExportError, f"exporter '{self.name}'", ours=(inspect.getfile(type(self)),),
+                              message=lambda exc: f"exporter '{self.name}' failed: {typed_headline(exc)}", stage="export"):
+            try:
+                with atomic_path(path) as tmp:
+                    self.write(module, ctx, tmp)
+            except MobilizeError as exc:
+                exc.stage = exc.stage or "export"
+                raise
         ctx.timings_ms[f"export:{self.name}"] = (time.perf_counter() - start) * 1e3
         art = Artifact(path=path, format=self.format, input_specs=list(ctx.input_specs), recipe=recipe,
                        notes=list(ctx.notes) + self.notes, bound_args=dict(ctx.bound_args))

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from mobilize.errors import headline
+from mobilize.errors import third_party_failure
 from mobilize.lowering.graph import source_location
 
 CONVS = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
@@ -60,11 +60,12 @@ def measure(module: nn.Module, example: list) -> tuple[dict[str, ModuleStats], i
                                        params=sum(p.numel() for p in m.parameters(recurse=False)))
         handles.append(m.register_forward_hook(_recorder(st)))
     try:
-        counter = _count(module, example, fake=True)
-    except Exception:  # noqa: BLE001 - the model's forward cannot run on fake tensors (data-dependent): run it for real
-        for st in stats.values():
-            st.calls, st.input_shapes, st.output_shapes, st.output_bytes = 0, [], [], 0
-        counter = _count(module, example, fake=False)
+        with third_party_failure("lint: counting MACs on fake tensors") as failed:
+            counter = _count(module, example, fake=True)
+        if failed:  # the model's forward cannot run on fake tensors (data-dependent): run it for real
+            for st in stats.values():
+                st.calls, st.input_shapes, st.output_shapes, st.output_bytes = 0, [], [], 0
+            counter = _count(module, example, fake=False)
     finally:
         for h in handles:
             h.remove()
@@ -215,21 +216,18 @@ def _trace(module: nn.Module, example: list) -> tuple[torch.fx.GraphModule | Non
 
     tracer = torch.fx.Tracer()
     tracer.record_stack_traces = True
-    try:
+    with third_party_failure("lint: FX tracing") as failed:  # the model's own Python (data-dependent branches ...)
         graph = tracer.trace(module)
         gm = torch.fx.GraphModule(tracer.root, graph)
-    except Exception as exc:  # the model's own Python (data-dependent branches, unsupported constructs)
-        return None, headline(exc)[:160]
-    try:
-        with torch.no_grad():
-            ShapeProp(gm, fake_mode=_fake_mode()).propagate(*example)
+    if failed:
+        return None, failed.reason[:160]
+    with third_party_failure("lint: shape propagation on fake tensors") as failed, torch.no_grad():
+        ShapeProp(gm, fake_mode=_fake_mode()).propagate(*example)
+    if not failed:
         return gm, None
-    except Exception:  # noqa: BLE001 - not runnable on fake tensors (data-dependent): propagate real ones
-        pass
-    try:
-        with torch.no_grad():
-            ShapeProp(gm).propagate(*example)
-    except Exception as exc:  # the traced graph does not run as the module did: use the graph without shapes
-        return gm, f"shape propagation failed: {headline(exc)[:120]}"
+    with third_party_failure("lint: shape propagation") as failed, torch.no_grad():  # not runnable on fake tensors
+        ShapeProp(gm).propagate(*example)
+    if failed:  # the traced graph does not run as the module did: use the graph without shapes
+        return gm, f"shape propagation failed: {failed.reason[:120]}"
     return gm, None
 

@@ -14,7 +14,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
-from mobilize.errors import ConfigError, UnsupportedModelError
+from mobilize.errors import ConfigError, UnsupportedModelError, third_party_failure, translate_errors
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # torch.onnx log lines about the exporter's own environment, not about the user's model.
@@ -34,10 +34,10 @@ def torch_to_onnx(module: Any, inputs: Sequence[Any], *, opset: int | None, dyna
     errors: list[str] = []
     for dynamo in {"auto": (True, False), "dynamo": (True,), "torchscript": (False,)}[exporter]:
         which = "dynamo" if dynamo else "TorchScript"
-        try:
+        with third_party_failure(f"the {which} ONNX exporter") as failed:
             proto, caught = _export_once(module, inputs, opset, dynamic_batch, dynamo)
-        except Exception as exc:  # the exporters raise many types; the reason goes in the note/error
-            errors.append(f"{which} exporter: {_first_line(_root_cause(exc))}")
+        if failed:  # the exporters raise many types; the reason goes in the note/error
+            errors.append(f"{which} exporter: {_first_line(_root_cause(failed.error))}")
             continue
         if opset is not None and opset_of(proto) != opset:
             errors.append(f"{which} exporter: wrote opset {opset_of(proto)}, could not convert it to opset {opset}")
@@ -140,11 +140,10 @@ def finish_model(proto: Any, what: str) -> Any:
     import onnx
 
     check_onnx_model(proto, what)
-    try:
+    with translate_errors(UnsupportedModelError, f"{what} fails ONNX shape inference",  # InferenceError and friends
+                          message=lambda exc: f"{what} fails ONNX shape inference: {_first_line(exc)}",
+                          hint="its types or shapes are inconsistent; try exporter: torchscript"):
         return onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True)
-    except Exception as exc:  # onnx raises InferenceError and friends
-        raise UnsupportedModelError(f"{what} fails ONNX shape inference: {_first_line(exc)}",
-                                    hint="its types or shapes are inconsistent; try exporter: torchscript") from exc
 
 
 def check_onnx_model(proto: Any, what: str) -> None:

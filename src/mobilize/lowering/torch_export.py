@@ -11,7 +11,7 @@ import re
 import warnings
 from typing import Any, Sequence
 
-from mobilize.errors import ExportError
+from mobilize.errors import ExportError, translate_errors
 from mobilize.lowering.graph import frame_location, op_name, source_location
 
 _NOT_CORE = re.compile(r"Operator (?:torch\._ops\.)?([\w.]+?)(?:\.default)? is not in Core ATen opset")
@@ -21,11 +21,8 @@ def capture(module: Any, inputs: Sequence[Any], dynamic_shapes: Any = None) -> A
     """``torch.export.export`` → ExportedProgram (stage ``export``)."""
     import torch
 
-    try:
-        with quiet_export():
-            return torch.export.export(module, tuple(inputs), dynamic_shapes=dynamic_shapes)
-    except Exception as exc:
-        raise stage_error("export", exc) from exc
+    with translate_errors(lambda exc: stage_error("export", exc), "torch.export"), quiet_export():
+        return torch.export.export(module, tuple(inputs), dynamic_shapes=dynamic_shapes)
 
 
 def stage_error(stage: str, exc: BaseException, program: Any = None) -> ExportError:

@@ -13,7 +13,7 @@ import dataclasses
 import time
 from typing import Any, ClassVar
 
-from mobilize.errors import MobilizeError, UnsupportedModelError, headline, internal, raised_in
+from mobilize.errors import MobilizeError, UnsupportedModelError, translate_errors, typed_headline
 from mobilize.context import Context
 
 
@@ -41,17 +41,14 @@ class Pass(abc.ABC):
         if not getattr(self.config, "inplace", False):
             module = copy.deepcopy(module)
         start = time.perf_counter()
-        try:
-            out = self.run(module, ctx)
-        except MobilizeError as exc:
-            exc.stage = exc.stage or self.name
-            raise
-        except Exception as exc:
-            if raised_in(exc, inspect.getfile(type(self))):
-                raise internal(exc, f"pass '{self.name}'") from exc
-            first = headline(exc)
-            raise UnsupportedModelError(f"pass '{self.name}' failed on this model: {type(exc).__name__}: {first}",
-                                        stage=self.name) from exc
+        with translate_errors(UnsupportedModelError, f"pass '{self.name}'", ours=(inspect.getfile(type(self)),),
+                              message=lambda exc: f"pass '{self.name}' failed on this model: {typed_headline(exc)}",
+                              stage=self.name):
+            try:
+                out = self.run(module, ctx)
+            except MobilizeError as exc:
+                exc.stage = exc.stage or self.name
+                raise
         ctx.timings_ms[self.name] = (time.perf_counter() - start) * 1e3
         ctx.applied.append(self.name)
         return out

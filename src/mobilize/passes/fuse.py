@@ -16,7 +16,7 @@ import dataclasses
 import torch
 from torch import nn
 
-from mobilize.errors import ConfigError, headline
+from mobilize.errors import ConfigError, third_party_failure
 from mobilize.passes import PASSES
 from mobilize.passes.base import Context, Pass, PassConfig
 
@@ -51,11 +51,10 @@ class Fuse(Pass):
     def run(self, module: nn.Module, ctx: Context) -> nn.Module:
         was_training = module.training
         module.eval()
-        try:
+        with third_party_failure("fuse: FX tracing") as failed:  # data-dependent control flow, unsupported Python
             graph = torch.fx.symbolic_trace(module).graph
-        except Exception as exc:  # data-dependent control flow, unsupported Python constructs (the model's own)
-            reason = headline(exc)
-            ctx.note(self.name, f"model is not FX-traceable ({reason[:120]}); fused only consecutive modules "
+        if failed:
+            ctx.note(self.name, f"model is not FX-traceable ({failed.reason[:120]}); fused only consecutive modules "
                                 f"inside nn.Sequential containers")
             found = find_in_sequentials(module, self.config.linear_relu)
         else:

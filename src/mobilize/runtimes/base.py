@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Sequence
 
 from mobilize.artifact import Format
 from mobilize.runtime_options import RuntimeOptions, check_options  # noqa: F401  (re-exported)
-from mobilize.errors import BackendUnavailableError, ConfigError, MobilizeError, UserError, internal, raised_in
+from mobilize.errors import BackendUnavailableError, ConfigError, UserError, translate_errors
 from mobilize.sources.inputs import InputSpec, make_random_inputs, shape_text
 
 
@@ -108,20 +108,14 @@ class Session(abc.ABC):
     def checked_run(self, native: Any, inputs: Sequence[Any]) -> Any:
         """The first run: a failure here is reported against the inputs that caused it."""
         self.validate_inputs(inputs)
-        try:
-            out = self.run_prepared(native)
-        except MobilizeError:
-            raise
-        except Exception as exc:
-            if raised_in(exc, inspect.getfile(type(self))):
-                raise internal(exc, f"runtime '{self.name}'") from exc
+
+        def failed(exc: Exception) -> str:
             shapes = "; ".join(describe_tensor(t) for t in inputs) or "no inputs"
-            first = first_error_line(exc)
-            raise UserError(
-                f"the model failed on inputs [{shapes}]: {first}",
-                hint="check --input_dims / --input_type against what the model expects",
-                stage="run",
-            ) from exc
+            return f"the model failed on inputs [{shapes}]: {first_error_line(exc)}"
+
+        with translate_errors(UserError, f"runtime '{self.name}'", ours=(inspect.getfile(type(self)),), message=failed,
+                              hint="check --input_dims / --input_type against what the model expects", stage="run"):
+            out = self.run_prepared(native)
         self._validated = True
         return out
 

@@ -28,7 +28,7 @@ import numpy as np
 if TYPE_CHECKING:
     import torch
 
-from mobilize.errors import ConfigError, UserError, headline
+from mobilize.errors import ConfigError, UserError, headline, translate_errors
 from mobilize.sources.inputs import InputSpec, apply_memory_format
 
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
@@ -260,18 +260,19 @@ class NpzSource(DataSource):
             # np.load would take the bytes for a pickle and suggest loading it unsafely: never suggest that
             raise UserError(f"cannot read {reference} as .npz: not a valid .npz file (not a zip archive of arrays)",
                             hint="write it with numpy.savez")
-        try:
-            with np.load(reference, allow_pickle=False) as data:
-                arrays = dict(data)
-        except ValueError as exc:
-            if "pickle" in str(exc).lower():
-                raise UserError(f"{reference} holds Python objects (pickled arrays); mobilize reads only plain "
-                                f"numeric arrays from .npz files") from None
-            raise UserError(f"cannot read {reference} as .npz: {headline(exc)}") from None
-        except (OSError, EOFError) as exc:
-            raise UserError(f"cannot read {reference} as .npz: {exc}") from exc
-        except Exception as exc:  # zipfile.BadZipFile and friends: the file is not an .npz at all
-            raise UserError(f"cannot read {reference} as .npz: not a valid .npz file ({type(exc).__name__})") from exc
+        # zipfile.BadZipFile and friends: the file is not an .npz at all
+        with translate_errors(UserError, f"cannot read {reference} as .npz", message=lambda exc: (
+                f"cannot read {reference} as .npz: not a valid .npz file ({type(exc).__name__})")):
+            try:
+                with np.load(reference, allow_pickle=False) as data:
+                    arrays = dict(data)
+            except ValueError as exc:
+                if "pickle" in str(exc).lower():
+                    raise UserError(f"{reference} holds Python objects (pickled arrays); mobilize reads only plain "
+                                    f"numeric arrays from .npz files") from None
+                raise UserError(f"cannot read {reference} as .npz: {headline(exc)}") from None
+            except (OSError, EOFError) as exc:
+                raise UserError(f"cannot read {reference} as .npz: {exc}") from exc
         label_key = next((k for k in self.LABEL_KEYS if k in arrays), None)
         inputs = {k: v for k, v in arrays.items() if k != label_key}
         positional = sorted((k for k in inputs if k[:1] == "x" and k[1:].isdigit()), key=lambda k: int(k[1:]))

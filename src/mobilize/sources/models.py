@@ -17,7 +17,7 @@ from typing import Any
 
 from mobilize.artifact import Artifact
 from mobilize.backends import format_for_suffix
-from mobilize.errors import ConfigError, UnsupportedModelError, UserError, headline, internal, raised_in
+from mobilize.errors import ConfigError, UnsupportedModelError, UserError, headline, translate_errors
 from mobilize.sources.inputs import InputSpec
 
 
@@ -136,20 +136,18 @@ def _instantiate(obj: Any, reference: str) -> ModelSource:
 
     if obj is None:
         raise ConfigError(f"'{reference}' names nothing")
-    try:
-        module = obj() if callable(obj) and not isinstance(obj, torch.nn.Module) else obj
-    except TypeError as exc:
-        raise UnsupportedModelError(
-            f"could not build '{reference}' with no arguments: {exc}",
-            hint="point at a factory function that takes no arguments and returns the model",
-        ) from exc
-    except KeyboardInterrupt:
-        raise
-    except BaseException as exc:  # the model's own constructor failed (or called sys.exit)
-        if raised_in(exc):
-            raise internal(exc, f"building '{reference}'") from exc
-        raise UnsupportedModelError(f"building '{reference}' failed: {_failure(exc)}",
-                                    hint="the class (or factory) must build the model with no arguments") from exc
+    hint = "the class (or factory) must build the model with no arguments"
+    with translate_errors(UnsupportedModelError, f"building '{reference}'", hint=hint,  # the model's constructor
+                          message=lambda exc: f"building '{reference}' failed: {_failure(exc)}"):
+        try:
+            module = obj() if callable(obj) and not isinstance(obj, torch.nn.Module) else obj
+        except TypeError as exc:
+            raise UnsupportedModelError(
+                f"could not build '{reference}' with no arguments: {exc}",
+                hint="point at a factory function that takes no arguments and returns the model",
+            ) from exc
+        except SystemExit as exc:
+            raise UnsupportedModelError(f"building '{reference}' failed: {_failure(exc)}", hint=hint) from exc
     if not isinstance(module, torch.nn.Module):
         raise UnsupportedModelError(f"'{reference}' gave a {type(module).__name__}, not a torch.nn.Module")
     specs = getattr(module, "input_specs", None) or getattr(obj, "input_specs", None) or []
@@ -164,31 +162,31 @@ def _resolve_python_file(path: Path, attr: str, reference: str) -> ModelSource:
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except KeyboardInterrupt:
-        raise
-    except BaseException as exc:  # an error, or sys.exit(), while the file runs its top level
+    try:  # an error, or sys.exit(), while the file runs its top level
+        with translate_errors(UnsupportedModelError, f"importing {path}",
+                              message=lambda exc: f"importing {path} failed: {_failure(exc)}"):
+            try:
+                spec.loader.exec_module(module)
+            except SystemExit as exc:
+                raise UnsupportedModelError(f"importing {path} failed: {_failure(exc)}", hint=_IMPORT_HINT) from exc
+    except BaseException:
         sys.modules.pop(name, None)
-        raise UnsupportedModelError(f"importing {path} failed: {_failure(exc)}",
-                                    hint=_IMPORT_HINT if isinstance(exc, SystemExit) else None) from exc
+        raise
     if not hasattr(module, attr):
         raise ConfigError(f"{path} has no '{attr}'", hint=_public_names(module))
     return _instantiate(getattr(module, attr), reference)
 
 
 def _resolve_import(module_name: str, attr: str, reference: str) -> ModelSource:
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"cannot import '{module_name}' from '{reference}': {exc}") from exc
-    except KeyboardInterrupt:
-        raise
-    except BaseException as exc:
-        if raised_in(exc):
-            raise internal(exc, f"importing '{module_name}'") from exc
-        raise UnsupportedModelError(f"importing '{module_name}' failed: {_failure(exc)}",
-                                    hint=_IMPORT_HINT if isinstance(exc, SystemExit) else None) from exc
+    with translate_errors(UnsupportedModelError, f"importing '{module_name}'",
+                          message=lambda exc: f"importing '{module_name}' failed: {_failure(exc)}"):
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise ConfigError(f"cannot import '{module_name}' from '{reference}': {exc}") from exc
+        except SystemExit as exc:
+            raise UnsupportedModelError(f"importing '{module_name}' failed: {_failure(exc)}",
+                                        hint=_IMPORT_HINT) from exc
     if not hasattr(module, attr):
         raise ConfigError(f"module '{module_name}' has no '{attr}'", hint=_public_names(module))
     return _instantiate(getattr(module, attr), reference)
@@ -246,10 +244,9 @@ def _load_pickled_module(path: Path, trust_pickle: bool) -> ModelSource:
             "arbitrary code, so mobilize will not load it",
             hint="pass --trust-pickle if you trust this file, or reference the model class as file.py:Class",
         )
-    try:
+    with translate_errors(UnsupportedModelError, f"could not unpickle {path}",
+                          message=lambda exc: f"could not unpickle {path}: {exc}"):
         obj = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as exc:
-        raise UnsupportedModelError(f"could not unpickle {path}: {exc}") from exc
     if isinstance(obj, dict):
         raise UnsupportedModelError(
             f"{path} holds a state_dict (weights only), not a model",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 
-from mobilize.errors import UnsupportedModelError, headline
+from mobilize.errors import UnsupportedModelError, headline, translate_errors
 from mobilize.runtimes.torch_session import TorchSession
 from mobilize.sources.inputs import InputSpec, input_type_name
 
@@ -20,15 +20,12 @@ class EagerSession(TorchSession):
             import torch
 
             logged: list[BaseException] = []
-            try:
-                # torch logs the real reason with its whole traceback, then raises "see the warnings above"
-                with _logged_errors("torch.export", logged):
-                    program = torch.export.load(str(self.target.path))
-            except Exception as exc:
-                reason = logged[0] if logged else exc
-                raise UnsupportedModelError(
-                    f"{self.target.path} is not a valid ExportedProgram (.pt2): {headline(reason)}"
-                ) from exc
+            # torch logs the real reason with its whole traceback, then raises "see the warnings above"
+            with translate_errors(UnsupportedModelError, f"{self.target.path} is not a valid ExportedProgram (.pt2)",
+                                  message=lambda exc: f"{self.target.path} is not a valid ExportedProgram (.pt2): "
+                                                      f"{headline(logged[0] if logged else exc)}"), \
+                    _logged_errors("torch.export", logged):
+                program = torch.export.load(str(self.target.path))
             self.module = program.module()
             self._specs = _placeholder_specs(program)
             self.notes.append("ExportedProgram run eagerly via ExportedProgram.module()")

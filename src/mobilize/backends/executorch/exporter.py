@@ -16,7 +16,7 @@ from typing import Any
 
 from mobilize.artifact import Artifact, atomic_write_bytes
 from mobilize.registry import did_you_mean
-from mobilize.errors import ConfigError, ExportError, MobilizeError
+from mobilize.errors import ConfigError, ExportError, translate_errors, typed_headline
 from mobilize.backends.executorch.bundled import BundleCheck, verify_bundled_program
 from mobilize.backends.executorch.bpte import bundled_inputs
 from mobilize.backends.executorch.delegation import DelegationReport, delegation_report
@@ -158,14 +158,9 @@ class ExecuTorchExporter(Exporter):
             self.note("fp16: weights and activations in float16 (XNNPACK fp16 kernels), float32 inputs and outputs "
                       "cast at the edges")
             self._note_error(float_module, module, ctx, samples)
-        try:
+        with translate_errors(ExportError, f"PT2E {cfg.quantize} quantization", stage="quantize",
+                              message=lambda exc: f"PT2E {cfg.quantize} quantization failed: {typed_headline(exc)}"):
             reference = self._quantize(module, ctx, example, samples)
-        except MobilizeError:
-            raise
-        except Exception as exc:
-            first = next((ln for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
-            raise ExportError(f"PT2E {cfg.quantize} quantization failed: {type(exc).__name__}: {first}",
-                              stage="quantize") from exc
         self._partition_notes: list[str] = []
         edge = lower(capture(reference, example), self._partitioners())
         for text in self._partition_notes:

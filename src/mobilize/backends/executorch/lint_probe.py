@@ -17,7 +17,7 @@ import logging
 import re
 from typing import Any
 
-from mobilize.errors import MobilizeError
+from mobilize.errors import MobilizeError, translate_errors
 from mobilize.backends.executorch.delegation import DelegationReport, delegation_report
 from mobilize.lowering.graph import op_name, source_location
 from mobilize.lint.report import TargetSupport, UnsupportedOp
@@ -62,14 +62,13 @@ def _partition(program: Any, why: dict[str, str]) -> Any:
     from mobilize.lowering.torch_export import quiet_export, stage_error
 
     wrapper = _partition_only(xnnpack_partitioner([]))  # the exporter's partitioner: the lint predicts what it does
-    with _collect_why(why):
+    # decomposition or export-dialect failures: one line naming the op
+    with _collect_why(why), translate_errors(lambda exc: stage_error("lower", exc, program), "lowering for XNNPACK"):
         try:
             with quiet_export():
                 to_edge_transform_and_lower(program, partitioner=[wrapper])
         except _Partitioned:
             pass
-        except Exception as exc:  # decomposition or export-dialect failures: one line naming the op
-            raise stage_error("lower", exc, program) from exc
     if wrapper.result is None:
         raise RuntimeError("to_edge_transform_and_lower finished without calling the partitioner")
     return wrapper.result.tagged_exported_program.graph_module

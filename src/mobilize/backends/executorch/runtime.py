@@ -17,7 +17,7 @@ import warnings
 import weakref
 from typing import Any, Sequence
 
-from mobilize.errors import ConfigError, UnsupportedModelError
+from mobilize.errors import ConfigError, UnsupportedModelError, translate_errors
 from mobilize.backends.executorch.pte import BUNDLE_ID, SCALAR_TYPES, check_header
 from mobilize.runtimes.native_stderr import filtered_stderr
 from mobilize.runtimes.base import Session
@@ -71,12 +71,11 @@ class ExecuTorchSession(Session):
 
     def _reload(self) -> None:
         path = str(self.target.path)
-        try:
+        with translate_errors(UnsupportedModelError, f"ExecuTorch could not load {path}",
+                              message=lambda exc: f"ExecuTorch could not load {path}: {str(exc).strip()}"):
             with quiet_native_stderr():
                 self._open(portable_lib(), path)
             self._meta = self.module.method_meta("forward")
-        except Exception as exc:
-            raise UnsupportedModelError(f"ExecuTorch could not load {path}: {str(exc).strip()}") from exc
 
     def _open(self, lib, path: str) -> None:
         if self.bundled:
@@ -92,11 +91,10 @@ class ExecuTorchSession(Session):
 
         # Without the dim orders an NCHW tensor could be fed to a channels-last program: ExecuTorch does
         # not check, and the answers would be silently wrong.  A program we cannot read is refused.
-        try:
+        with translate_errors(UnsupportedModelError, f"reading the input memory layout of {path}",
+                              message=lambda exc: f"cannot read the input memory layout of {path} ({type(exc).__name__}: "
+                                                  f"{exc}); refusing to run it with a guessed layout"):
             orders = read_program(program_bytes(path)).input_dim_orders
-        except Exception as exc:
-            raise UnsupportedModelError(f"cannot read the input memory layout of {path} ({type(exc).__name__}: "
-                                        f"{exc}); refusing to run it with a guessed layout") from exc
         self.delegation = delegation_report(path)
         self._channels_last = [is_channels_last(o) for o in orders]
         warning = self.delegation.warning()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from mobilize.errors import ExportError
+from mobilize.errors import ExportError, translate_errors
 from mobilize.lowering.graph import op_name
 from mobilize.lowering.torch_export import locate_op, quiet_export, stage_error
 
@@ -19,14 +19,12 @@ def lower(program: Any, partitioners: list) -> Any:
     """``to_edge_transform_and_lower`` → EdgeProgramManager (stage ``lower``)."""
     from executorch.exir import to_edge_transform_and_lower
 
-    try:
-        with quiet_export():
-            return to_edge_transform_and_lower(program, partitioner=partitioners)
-    except Exception as exc:
-        failed = pass_failure(exc)
-        if failed:
-            raise ExportError(failed, stage="lower", hint=_PASS_HINT) from exc
-        raise stage_error("lower", exc, program) from exc
+    def failed(exc: Exception) -> ExportError:
+        text = pass_failure(exc)
+        return ExportError(text, stage="lower", hint=_PASS_HINT) if text else stage_error("lower", exc, program)
+
+    with translate_errors(failed, "to_edge_transform_and_lower"), quiet_export():
+        return to_edge_transform_and_lower(program, partitioner=partitioners)
 
 
 _PASS_FAILED = re.compile(r"error occurred when running the '(\w+)' pass")
@@ -53,11 +51,9 @@ def pass_failure(exc: BaseException) -> str | None:
 def serialize(edge: Any, registered_ops: set[str] | None = None) -> Any:
     """``to_executorch`` → ExecutorchProgramManager (stage ``serialize``); fails if a portable op
     has no kernel in the runtime (the .pte would not load)."""
-    try:
-        with quiet_export():
-            manager = edge.to_executorch()
-    except Exception as exc:
-        raise stage_error("serialize", exc, edge.exported_program()) from exc
+    with translate_errors(lambda exc: stage_error("serialize", exc, edge.exported_program()), "to_executorch"), \
+            quiet_export():
+        manager = edge.to_executorch()
     if registered_ops is not None:
         from mobilize.backends.executorch.pte import read_program
 

@@ -11,7 +11,7 @@ import contextlib
 import warnings
 from typing import Any, Sequence
 
-from mobilize.errors import ExportError, MobilizeError
+from mobilize.errors import ExportError, translate_errors
 
 FP16_WEIGHT_OPS = ("FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D", "CONV_2D_TRANSPOSE", "EMBEDDING_LOOKUP")
 """The ops whose weights ai-edge-quantizer's float_casting stores as fp16 (dequantized once at load)."""
@@ -35,19 +35,17 @@ def pt2e_quantize(module: Any, example: Sequence[Any], calibration: Sequence[Seq
     quantizer = litert_quantizer().set_global(
         pq.get_symmetric_quantization_config(is_per_channel=per_channel, is_dynamic=dynamic))
     graph = capture(module, example).module()
-    try:
-        with _quiet_python():
-            prepared = prepare_pt2e(graph, quantizer)
-            with torch.no_grad():
-                for inputs in calibration if not dynamic else [example]:
-                    prepared(*inputs)
-            converted = convert_pt2e(prepared, fold_quantize=False)
-            move_exported_model_to_eval(converted)
-    except MobilizeError:
-        raise
-    except Exception as exc:  # torchao raises many types; the first line says what
-        raise ExportError(f"PT2E {'dynamic' if dynamic else 'static'} int8 failed: {type(exc).__name__}: "
-                          f"{_first_line(exc)}", stage="quantize") from exc
+    what = f"PT2E {'dynamic' if dynamic else 'static'} int8"
+    # torchao raises many types; the first line says what
+    with translate_errors(ExportError, what, stage="quantize",
+                          message=lambda exc: f"{what} failed: {type(exc).__name__}: {_first_line(exc)}"), \
+            _quiet_python():
+        prepared = prepare_pt2e(graph, quantizer)
+        with torch.no_grad():
+            for inputs in calibration if not dynamic else [example]:
+                prepared(*inputs)
+        converted = convert_pt2e(prepared, fold_quantize=False)
+        move_exported_model_to_eval(converted)
     return converted, quantizer
 
 
@@ -103,17 +101,17 @@ def to_tflite(module: Any, example: Sequence[Any], quantizer: Any = None,
         args = [a.permute(0, *range(2, a.dim()), 1).contiguous() if i in nhwc_inputs else a for i, a in enumerate(args)]
     if quantizer is None:
         capture(module, args)  # torch.export's own errors, with the user's source line, before the converter's
-    try:
-        with native_output(lines), _quiet_python():
-            edge = litert_torch.convert(module, tuple(args),
-                                        quant_config=QuantConfig(pt2e_quantizer=quantizer) if quantizer else None)
-            data = edge.model_content()
-    except Exception as exc:  # the converter raises RuntimeError, ValueError, MLIR errors ...
+    def failed(exc: Exception) -> ExportError:  # the converter raises RuntimeError, ValueError, MLIR errors ...
         err = stage_error("convert", exc)
         detail = next((ln for ln in lines if "error" in ln.lower() and ln.strip()), "")
         if detail and detail not in err.message:
             err.message += f" (converter: {detail.strip()[:200]})"
-        raise err from exc
+        return err
+
+    with translate_errors(failed, "the LiteRT converter"), native_output(lines), _quiet_python():
+        edge = litert_torch.convert(module, tuple(args),
+                                    quant_config=QuantConfig(pt2e_quantizer=quantizer) if quantizer else None)
+        data = edge.model_content()
     notes = sorted({f"converter: {ln.strip()[:200]}" for ln in lines
                     if ln.strip() and ("warning" in ln.lower() or "error" in ln.lower())
                     and not any(n in ln for n in _NOISE)})
@@ -127,11 +125,11 @@ def fp16_weights(data: bytes) -> bytes:
     recipe = [{"regex": ".*", "operation": op, "algorithm_key": "float_casting",
                "op_config": {"weight_tensor_config": {"num_bits": 16, "dtype": "FLOAT"},
                              "compute_precision": "FLOAT", "explicit_dequantize": True}} for op in FP16_WEIGHT_OPS]
-    try:
-        with _quiet_python():
-            result = aeq.Quantizer(bytearray(data), recipe).quantize(enable_progress_report=False)
-    except Exception as exc:  # ai-edge-quantizer raises ValueError/RuntimeError with its reason
-        raise ExportError(f"fp16 weights failed: {type(exc).__name__}: {_first_line(exc)}", stage="fp16") from exc
+    # ai-edge-quantizer raises ValueError/RuntimeError with its reason
+    with translate_errors(ExportError, "fp16 weights", stage="fp16",
+                          message=lambda exc: f"fp16 weights failed: {type(exc).__name__}: {_first_line(exc)}"), \
+            _quiet_python():
+        result = aeq.Quantizer(bytearray(data), recipe).quantize(enable_progress_report=False)
     return bytes(result.quantized_model)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from mobilize.errors import UnsupportedModelError, UserError
+from mobilize.errors import UnsupportedModelError, UserError, translate_errors
 from mobilize.backends.litert.tflite import TfliteDelegation, read_tflite, tflite_delegation
 from mobilize.runtimes.native_stderr import filtered_stderr
 from mobilize.runtimes.base import Session
@@ -31,12 +31,13 @@ class LiteRTSession(Session):
 
     def _load(self) -> None:
         path = Path(self.target.path)
-        try:
-            self.facts = read_tflite(path)
-        except ValueError as exc:
-            raise UnsupportedModelError(f"LiteRT could not load {path}: {exc}") from exc
-        except Exception as exc:  # a truncated or corrupt flatbuffer fails deep in the generated reader
-            raise UnsupportedModelError(f"LiteRT could not read {path}: {type(exc).__name__}: {exc}") from exc
+        # a truncated or corrupt flatbuffer fails deep in the generated reader
+        with translate_errors(UnsupportedModelError, f"LiteRT could not read {path}",
+                              message=lambda exc: f"LiteRT could not read {path}: {type(exc).__name__}: {exc}"):
+            try:
+                self.facts = read_tflite(path)
+            except ValueError as exc:
+                raise UnsupportedModelError(f"LiteRT could not load {path}: {exc}") from exc
         self._build(self.options.threads)
         warning = self.delegation.warning()
         if warning and not any(warning in n for n in getattr(self.target, "notes", [])):
@@ -46,13 +47,10 @@ class LiteRTSession(Session):
         from ai_edge_litert.interpreter import Interpreter
 
         path = str(self.target.path)
-        try:
-            with quiet_native_output():
-                interpreter = Interpreter(model_path=path, num_threads=threads)
-                interpreter.allocate_tensors()
-        except Exception as exc:  # ValueError / RuntimeError with the interpreter's reason
-            first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
-            raise UnsupportedModelError(f"LiteRT could not load {path}: {first}") from exc
+        # ValueError / RuntimeError with the interpreter's reason
+        with translate_errors(UnsupportedModelError, f"LiteRT could not load {path}"), quiet_native_output():
+            interpreter = Interpreter(model_path=path, num_threads=threads)
+            interpreter.allocate_tensors()
         self.interpreter = interpreter
         self.threads = threads
         self.delegation: TfliteDelegation = tflite_delegation(interpreter._get_ops_details())

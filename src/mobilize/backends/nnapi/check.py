@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch.backends._nnapi.serializer import DimOrder, NNAPI_OperandCode, Operand, _NnapiSerializer
 
-from mobilize.errors import headline
+from mobilize.errors import third_party_failure
 
 _MAINTAINED = "or export with the ExecuTorch (--recipe executorch-int8) or LiteRT targets, which take far more ops"
 
@@ -103,13 +103,11 @@ class CheckingSerializer(_NnapiSerializer):
 
     def serialize_model(self, model, inputs, return_shapes=None):
         self.model = model  # the frozen module: the host check probes its values (see _nnapi_host_check.Probe)
-        try:
+        with third_party_failure("the NNAPI serializer") as failed:
             result = super().serialize_model(model, inputs, return_shapes)
-        except UnsupportedOps:
-            raise
-        except Exception as exc:  # the model's inputs or outputs; after a failure, its stand-ins
+        if failed:  # the model's inputs or outputs; after a failure, its stand-ins
             if not self.failures:
-                self.failures.append(UnsupportedOp("model inputs/outputs", "", "", headline(exc)))
+                self.failures.append(UnsupportedOp("model inputs/outputs", "", "", failed.reason))
             result = None
         if self.failures:
             raise UnsupportedOps(self.failures)
@@ -127,11 +125,11 @@ class CheckingSerializer(_NnapiSerializer):
 
     def add_node(self, node) -> None:
         tainted = any(v in self._tainted for v in node.inputs())
-        try:
+        with third_party_failure(f"the NNAPI converter on {node.kind()}") as failed:
             super().add_node(node)
-        except Exception as exc:
+        if failed:
             known = node.kind() in self.ADDER_MAP
-            reason = headline(exc) if known else "the converter has no translation for this op"
+            reason = failed.reason if known else "the converter has no translation for this op"
             self.failures.append(UnsupportedOp(node.kind(), module_path(node), source_line(node), reason,
                                                tainted and known))
             for out in node.outputs():

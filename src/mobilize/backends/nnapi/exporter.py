@@ -39,8 +39,8 @@ from torch import nn
 from mobilize.accuracy.verify import Kind
 from mobilize.artifact import Artifact, atomic_path
 from mobilize.context import Context
-from mobilize.errors import (AccuracyError, ConfigError, ExportError, MobilizeError, UnsupportedModelError, headline,
-                             internal, raised_in)
+from mobilize.errors import (AccuracyError, ConfigError, ExportError, UnsupportedModelError, translate_errors,
+                             typed_headline)
 from mobilize.exporters.base import Expectation, Exporter
 from mobilize.backends.nnapi import nnapi_format as fmt
 
@@ -169,15 +169,9 @@ class NnapiExporter(Exporter):
         base = stem if stem.name.endswith(self.suffix) else stem.with_name(stem.name + ".nnapi")
         art = super().export(module, ctx, base, recipe)
         notes_before = len(self.notes)
-        try:
+        with translate_errors(ExportError, f"exporter '{self.name}'", stage="export", message=lambda exc: (
+                f"exporter '{self.name}' wrote {art.path.name} but failed beside it: {typed_headline(exc)}")):
             twin = self._after(art, ctx, recipe)
-        except MobilizeError:
-            raise
-        except Exception as exc:
-            if raised_in(exc):
-                raise internal(exc, f"exporter '{self.name}'") from exc
-            raise ExportError(f"exporter '{self.name}' wrote {art.path.name} but failed beside it: "
-                              f"{type(exc).__name__}: {headline(exc)}", stage="export") from exc
         art.notes += self.notes[notes_before:]
         art.input_specs = twin.input_specs = [_channels_last(s) for s in art.input_specs]  # as bundled, as converted
         art.write_manifest()
@@ -195,12 +189,9 @@ class NnapiExporter(Exporter):
         core, quantize = self._core(module, ctx, mode)
         sample = ctx.calibration_inputs(1)[0] if ctx.data is not None else ctx.example_inputs()
         core_inputs = [_nhwc(_quantized(t, quantize) if quantize else t) for t in sample]
-        try:
-            with torch.no_grad():
-                traced = torch.jit.trace(core, tuple(core_inputs), check_trace=False)
-        except Exception as exc:
-            raise UnsupportedModelError(f"torch.jit.trace failed on the model: {headline(exc)}",
-                                        hint="the NNAPI converter needs a traceable model") from exc
+        with translate_errors(UnsupportedModelError, "torch.jit.trace failed on the model",
+                              hint="the NNAPI converter needs a traceable model"), torch.no_grad():
+            traced = torch.jit.trace(core, tuple(core_inputs), check_trace=False)
         converted, serializer = self._convert(traced, core_inputs)
         file_inputs = core_inputs if mode != Mode.CORE else [_nhwc(t) for t in sample]
         top = nn.Sequential(torch.ao.nn.quantized.Quantize(quantize[0], quantize[1], torch.quint8), converted,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from mobilize.errors import headline
+from mobilize.errors import third_party_failure
 from mobilize.lint.report import TargetSupport, UnsupportedOp
 
 PACKAGES = ("torch",)
@@ -30,14 +30,13 @@ def probe(subject: Any) -> TargetSupport:
     from mobilize.backends.nnapi.check import CheckingSerializer, UnsupportedOps
 
     inputs = [_nhwc(t.clone()) for t in subject.example]
-    try:
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")
-            traced = torch.jit.trace(subject.module, tuple(inputs), check_trace=False)
-            frozen = torch.jit.freeze(traced.eval())
-    except Exception as exc:  # tracing runs the model's own Python: its failure is a fact about the model
-        return TargetSupport("nnapi", "failed", HOW, partitions=0,
-                             summary=f"torch.jit.trace cannot trace the model for the NNAPI converter: {headline(exc)}")
+    with third_party_failure("torch.jit.trace") as failed, warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        traced = torch.jit.trace(subject.module, tuple(inputs), check_trace=False)
+        frozen = torch.jit.freeze(traced.eval())
+    if failed:  # tracing runs the model's own Python: its failure is a fact about the model
+        return TargetSupport("nnapi", "failed", HOW, partitions=0, summary=f"torch.jit.trace cannot trace the model "
+                                                                           f"for the NNAPI converter: {failed.reason}")
     ops = sum(1 for n in frozen.graph.nodes() if n.kind() not in _BOOKKEEPING)
     try:
         with warnings.catch_warnings():

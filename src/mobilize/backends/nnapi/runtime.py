@@ -18,7 +18,7 @@ import collections
 import math
 from typing import Any, Sequence
 
-from mobilize.errors import UnsupportedModelError, UserError
+from mobilize.errors import UnsupportedModelError, UserError, translate_errors
 from mobilize.backends.nnapi import nnapi_format as fmt
 from mobilize.backends.nnapi.interpreter import Interpreter, quantize_tensor
 from mobilize.runtimes.base import Session
@@ -33,11 +33,8 @@ class NnapiHostSession(Session):
     def _load(self) -> None:
         import torch
 
-        try:
+        with translate_errors(UnsupportedModelError, f"{self.target.path} is not a loadable TorchScript file"):
             self.module = torch.jit.load(str(self.target.path), map_location="cpu")
-        except Exception as exc:
-            raise UnsupportedModelError(f"{self.target.path} is not a loadable TorchScript file: "
-                                        f"{str(exc).strip().splitlines()[0]}") from exc
         self.pipeline = fmt.read_pipeline(self.module)
         self.payload = self.pipeline.payload
         self.model = fmt.parse_model(self.payload.ser_model)

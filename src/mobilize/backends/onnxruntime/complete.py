@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mobilize.completeness import HINT
-from mobilize.errors import UnsupportedModelError
+from mobilize.errors import UnsupportedModelError, translate_errors
 
 
 def check_onnx(path: Path) -> None:
@@ -18,11 +18,10 @@ def check_onnx(path: Path) -> None:
         import onnx
     except ImportError:  # ONNX Runtime reads the file itself and says what is wrong with it
         return
-    try:
+    with translate_errors(UnsupportedModelError, f"reading {path}", hint=HINT,  # DecodeError and friends
+                          message=lambda exc: f"{path} is not a valid ONNX model: truncated or corrupt, not a "
+                                              f"complete protobuf ({type(exc).__name__})"):
         model = onnx.load(str(path), load_external_data=False)
-    except Exception as exc:  # google.protobuf.message.DecodeError and friends
-        raise UnsupportedModelError(f"{path} is not a valid ONNX model: truncated or corrupt, not a complete "
-                                    f"protobuf ({type(exc).__name__})", hint=HINT) from None
     if not model.HasField("graph") or not model.graph.output or not model.opset_import:
         missing = [name for name, ok in (("graph", model.HasField("graph")), ("outputs", bool(model.graph.output)),
                                          ("opset", bool(model.opset_import))) if not ok]

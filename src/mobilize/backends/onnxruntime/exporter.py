@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 from mobilize.artifact import Artifact
 from mobilize.backends.onnxruntime.runtime import missing_kernel, upgrade_opset
-from mobilize.errors import ConfigError, UnsupportedModelError, headline
+from mobilize.errors import ConfigError, UnsupportedModelError, translate_errors
 from mobilize.lowering.onnx_export import check_onnx_model
 from mobilize.accuracy.verify import Kind
 from mobilize.exporters.base import Expectation, Exporter
@@ -260,10 +260,8 @@ def load_onnx_file(path: Path, notes: list[str] | None = None) -> Any:
 
     if path.suffix.lower() == ".ort":
         raise ConfigError(f"{path} is an ORT-format file; ONNX→ONNX steps need the .onnx model it came from")
-    try:
+    with translate_errors(UnsupportedModelError, f"cannot read {path} as an ONNX model"):  # DecodeError, OSError
         proto = onnx.load(str(path))
-    except Exception as exc:  # DecodeError, OSError
-        raise UnsupportedModelError(f"cannot read {path} as an ONNX model: {headline(exc)}") from exc
     check_onnx_model(proto, str(path))
     error = missing_kernel(proto.SerializeToString())
     if error:

@@ -14,7 +14,7 @@ import collections
 from typing import Any
 
 from mobilize.backends.onnxruntime.sessions import ort_session, session_options
-from mobilize.errors import MobilizeError
+from mobilize.errors import MobilizeError, third_party_failure
 from mobilize.backends.onnxruntime.onnx_map import OnnxScopes, export_onnx
 from mobilize.lint.report import TargetSupport, UnsupportedOp
 
@@ -46,12 +46,13 @@ def probe(subject: Any) -> TargetSupport:
         return TargetSupport("onnxruntime", "failed", HOW, partitions=0, summary=f"the model does not export to ONNX: {exc}")
     chosen = providers(subject.config)
     opts = session_options(config={"session.record_ep_graph_assignment_info": "1"})
-    try:
+    with third_party_failure("ONNX Runtime session") as failed:  # Fail, InvalidGraph ...: the message says which node
         session = ort_session(proto, opts, providers=chosen)
-    except Exception as exc:  # onnxruntime raises Fail, InvalidGraph, NotImplemented ...: the message says which node
+    if failed:
         from pathlib import Path
 
-        reason = describe_load_error(Path("model.onnx"), exc).replace("ONNX Runtime could not load model.onnx: ", "")
+        reason = describe_load_error(Path("model.onnx"), failed.error).replace(
+            "ONNX Runtime could not load model.onnx: ", "")
         return TargetSupport("onnxruntime", "failed", HOW, partitions=0,
                              summary=f"ONNX Runtime cannot load the exported model: {reason}",
                              details={"providers_tried": chosen})

@@ -39,13 +39,13 @@ def measure_time(profile: Profile, subject: Any, samples: list[list], data_refer
     with tempfile.TemporaryDirectory(prefix="mobilize-lint-") as tmp:
         opts = session_options(cfg.time_threads, optimized_path=Path(tmp) / "optimized.onnx",
                                profile_prefix=Path(tmp) / "profile")
-        try:
-            session = ort_session(proto, opts)
-        except Exception as exc:  # onnxruntime's Fail / InvalidGraph / NotImplemented: its message names the node
-            from mobilize.errors import UnsupportedModelError
-            from mobilize.backends.onnxruntime.runtime import describe_load_error
+        from mobilize.backends.onnxruntime.runtime import describe_load_error
+        from mobilize.errors import UnsupportedModelError, translate_errors
 
-            raise UnsupportedModelError(describe_load_error(Path("model.onnx"), exc)) from exc
+        # onnxruntime's Fail / InvalidGraph / NotImplemented: its message names the node
+        with translate_errors(UnsupportedModelError, "ONNX Runtime session",
+                              message=lambda exc: describe_load_error(Path("model.onnx"), exc)):
+            session = ort_session(proto, opts)
         for i in range(cfg.time_warmup + cfg.time_runs):
             session.run(None, feeds[i % len(feeds)])
         events = json.loads(Path(session.end_profiling()).read_text())

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from mobilize.registry import did_you_mean
-from mobilize.errors import ConfigError, UnsupportedModelError
+from mobilize.errors import ConfigError, UnsupportedModelError, third_party_failure, translate_errors
 from mobilize.lowering.onnx_export import native_output, opset_of, real_inputs
 
 PER_CHANNEL_MIN_OPSET = 13
@@ -87,19 +87,16 @@ def pre_process(src: Path, dst: Path) -> list[str]:
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     notes: list[str] = []
-    try:
-        with quiet(notes):
-            quant_pre_process(str(src), str(dst))
+    with third_party_failure("quant_pre_process") as failed, quiet(notes):
+        quant_pre_process(str(src), str(dst))
+    if not failed:
         return notes
-    except Exception as exc:  # symbolic shape inference fails on some graphs; retry without it
-        first = _first_line(exc)
-    try:
-        with quiet(notes):
-            quant_pre_process(str(src), str(dst), skip_symbolic_shape=True)
-        return notes + [f"quant_pre_process: symbolic shape inference failed ({first}); pre-processed without it"]
-    except Exception as exc:
-        raise UnsupportedModelError(f"quant_pre_process failed: {_first_line(exc)}",
-                                    hint="set quant_pre_process: false to quantize without it") from exc
+    first = _first_line(failed.error)  # symbolic shape inference fails on some graphs; retry without it
+    with translate_errors(UnsupportedModelError, "quant_pre_process failed", message=lambda exc: (
+            f"quant_pre_process failed: {_first_line(exc)}"), hint="set quant_pre_process: false to quantize without it"), \
+            quiet(notes):
+        quant_pre_process(str(src), str(dst), skip_symbolic_shape=True)
+    return notes + [f"quant_pre_process: symbolic shape inference failed ({first}); pre-processed without it"]
 
 
 def constant_initializers(proto: Any) -> list[str]:
@@ -121,11 +118,9 @@ def constant_initializers(proto: Any) -> list[str]:
 def convert_opset(proto: Any, target: int, hint: str) -> Any:
     import onnx
 
-    try:
+    what = f"cannot convert the model from opset {opset_of(proto)} to {target}"
+    with translate_errors(UnsupportedModelError, what, message=lambda exc: f"{what}: {_first_line(exc)}", hint=hint):
         return onnx.version_converter.convert_version(proto, target)
-    except Exception as exc:  # the converter raises plain RuntimeErrors
-        raise UnsupportedModelError(f"cannot convert the model from opset {opset_of(proto)} to {target}: "
-                                    f"{_first_line(exc)}", hint=hint) from exc
 
 
 def op_types(registry: Iterable[str], exclude: Sequence[str]) -> list[str]:
@@ -290,28 +285,19 @@ def to_ort_format(src: Path, dst: Path) -> list[str]:
 
     so = session_options(optimized_path=dst, config={"session.save_model_format": "ORT"})
     notes: list[str] = []
-    try:
-        with quiet(notes):
-            ort_session(src, so, disabled_optimizers=["NchwcTransformer"])
-    except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
-        raise UnsupportedModelError(f"converting to ORT format failed: {_first_line(exc)}",
-                                    hint="set ort_format: false to keep the .onnx file") from exc
+    with translate_errors(UnsupportedModelError, "converting to ORT format failed",
+                          message=lambda exc: f"converting to ORT format failed: {_first_line(exc)}",
+                          hint="set ort_format: false to keep the .onnx file"), quiet(notes):
+        ort_session(src, so, disabled_optimizers=["NchwcTransformer"])
     return notes + ["ORT format: graph optimized at level 'all' without the x64-only NCHWc layout, so the .ort "
                     "runs on ARM and x64 builds of onnxruntime(-mobile)"]
 
 
-@contextlib.contextmanager
-def _wrapped(mode: str) -> Iterator[None]:
-    """ONNX Runtime's quantizer errors as one-line user errors (ours pass through)."""
-    from mobilize.errors import MobilizeError
-
-    try:
-        yield
-    except MobilizeError:
-        raise
-    except Exception as exc:  # the quantizer raises ValueError, RuntimeError, ORT Fail ...
-        raise UnsupportedModelError(f"ONNX Runtime {mode} quantization failed: {_first_line(exc)}",
-                                    hint="exclude the failing nodes or op types, or set quantize: none") from exc
+def _wrapped(mode: str) -> contextlib.AbstractContextManager[None]:
+    """ONNX Runtime's quantizer errors (ValueError, RuntimeError, ORT Fail ...) as one-line user errors."""
+    what = f"ONNX Runtime {mode} quantization failed"
+    return translate_errors(UnsupportedModelError, what, message=lambda exc: f"{what}: {_first_line(exc)}",
+                            hint="exclude the failing nodes or op types, or set quantize: none")
 
 
 def _first_line(exc: BaseException) -> str:

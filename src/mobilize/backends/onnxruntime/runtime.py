@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from mobilize.backends.onnxruntime.sessions import ort_session, session_options
-from mobilize.errors import ConfigError, UnsupportedModelError
+from mobilize.errors import ConfigError, UnsupportedModelError, third_party_failure, translate_errors
 from mobilize.runtimes.base import Session, flatten_outputs
 from mobilize.sources.inputs import InputSpec
 
@@ -59,10 +59,10 @@ class OnnxRuntimeSession(Session):
         opts = session_options(threads, level=self.own.graph_optimization_level,
                                optimized_path=self.own.optimized_model_path,
                                config={"session.record_ep_graph_assignment_info": "1"})
-        try:
+        with third_party_failure("ONNX Runtime session") as failed:  # Fail, InvalidGraph, InvalidProtobuf ...
             self.session = ort_session(self._source, opts)
-        except Exception as exc:  # onnxruntime raises Fail, InvalidGraph, InvalidProtobuf, NotImplemented ...
-            path = Path(self.target.path)
+        if failed:
+            exc, path = failed.error, Path(self.target.path)
             if isinstance(self._source, bytes) or not _NO_KERNEL.search(str(exc)) or path.suffix.lower() == ".ort":
                 raise UnsupportedModelError(describe_load_error(path, exc)) from exc
             import onnx
@@ -199,11 +199,10 @@ also right there: its BatchNormalization 7-13 uses batch statistics when a momen
 
 def missing_kernel(model_bytes: bytes) -> str | None:
     """ONNX Runtime's "Could not find an implementation for Op(version)" for this model, or None if it loads."""
-    try:
+    with third_party_failure("ONNX Runtime session") as failed:
         ort_session(model_bytes, session_options(level="disable"))
-    except Exception as exc:  # only the missing-kernel failure is ours to fix; the caller reports the rest
-        return str(exc) if _NO_KERNEL.search(str(exc)) else None
-    return None
+    # only the missing-kernel failure is ours to fix; the caller reports the rest
+    return str(failed.error) if failed and _NO_KERNEL.search(str(failed.error)) else None
 
 
 def upgrade_opset(proto: Any, error: str, what: str, opset: int = UPGRADE_OPSET) -> tuple[Any, str]:
@@ -220,19 +219,18 @@ def upgrade_opset(proto: Any, error: str, what: str, opset: int = UPGRADE_OPSET)
     old = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
     head = f"{what} uses {missing}, which ONNX Runtime no longer implements"
     hint = f"upgrade it yourself: onnx.version_converter.convert_version(model, {opset})"
-    try:
+    # the converter raises RuntimeError / ValidationError with the adapter that failed
+    with translate_errors(UnsupportedModelError, f"upgrading opset {old} to {opset}", hint=hint, message=lambda exc: (
+            f"{head}; upgrading opset {old} to {opset} failed: {_one_line(exc)}")):
         upgraded = version_converter.convert_version(proto, opset)
         onnx.checker.check_model(upgraded)
-    except Exception as exc:  # the converter raises RuntimeError / ValidationError with the adapter that failed
-        raise UnsupportedModelError(f"{head}; upgrading opset {old} to {opset} failed: {_one_line(exc)}",
-                                    hint=hint) from exc
     feed = _seeded_feed(proto)
-    try:
+    # the evaluator lacks or mis-implements some old op: the upgrade stays unchecked
+    with translate_errors(UnsupportedModelError, "checking the upgrade", hint=hint, message=lambda exc: (
+            f"{head}; upgraded opset {old} to {opset}, but onnx's reference evaluator could not check it against "
+            f"the original: {_one_line(exc)}")):
         want = ReferenceEvaluator(proto).run(None, feed)
         got = ReferenceEvaluator(upgraded).run(None, feed)
-    except Exception as exc:  # the evaluator lacks or mis-implements some old op: the upgrade stays unchecked
-        raise UnsupportedModelError(f"{head}; upgraded opset {old} to {opset}, but onnx's reference evaluator could "
-                                    f"not check it against the original: {_one_line(exc)}", hint=hint) from exc
     err = max((float(np.abs(np.asarray(g, np.float64) - np.asarray(w, np.float64)).max()) for g, w in zip(got, want)
                if np.asarray(w).size), default=0.0)
     scale = max((float(np.abs(np.asarray(w, np.float64)).max()) for w in want if np.asarray(w).size), default=0.0)
@@ -297,9 +295,9 @@ def _checker_failure(path: Path) -> str | None:
         import onnx
     except ImportError:
         return None
-    try:
+    with third_party_failure(f"reading {path}") as failed:
         proto = onnx.load(str(path), load_external_data=False)
-    except Exception:  # not an ONNX protobuf (or ORT format): nothing the checker can add
+    if failed:  # not an ONNX protobuf (or ORT format): nothing the checker can add
         return None
     try:
         onnx.checker.check_model(proto)

@@ -24,7 +24,7 @@ from typing import Any
 from mobilize.accuracy.verify import Kind
 from mobilize.artifact import Artifact
 from mobilize.context import Context
-from mobilize.errors import ConfigError, ExportError, MobilizeError
+from mobilize.errors import ConfigError, ExportError, translate_errors
 from mobilize.exporters.base import Expectation, Exporter
 
 PRECISION_KEY = ["runtime_options", "INFERENCE_PRECISION_HINT"]
@@ -168,19 +168,17 @@ class OpenVinoExporter(Exporter):
         else:
             raise ConfigError(f"the openvino exporter takes a torch.nn.Module, not {type(module).__name__}")
         lines: list[str] = []
-        try:
-            with native_output(lines), torch.no_grad():
-                if isinstance(source, torch.nn.Module):
-                    model = ov.convert_model(source, example_input=tuple(example), input=shapes)
-                else:
-                    model = ov.convert_model(source)
-                    model.reshape({i: s for i, s in enumerate(shapes)})
-        except MobilizeError:
-            raise
-        except Exception as exc:  # OpConversionFailure, GeneralFailure, RuntimeError ...
+        def failed(exc: Exception) -> str:  # OpConversionFailure, GeneralFailure, RuntimeError ...
             text = " ".join(ln.strip() for ln in str(exc).splitlines() if ln.strip())
-            raise ExportError(f"OpenVINO could not convert {what}: {type(exc).__name__}: {text[:400]}",
-                              stage="convert") from exc
+            return f"OpenVINO could not convert {what}: {type(exc).__name__}: {text[:400]}"
+
+        with translate_errors(ExportError, "OpenVINO convert_model", message=failed, stage="convert"), \
+                native_output(lines), torch.no_grad():
+            if isinstance(source, torch.nn.Module):
+                model = ov.convert_model(source, example_input=tuple(example), input=shapes)
+            else:
+                model = ov.convert_model(source)
+                model.reshape({i: s for i, s in enumerate(shapes)})
         return model
 
     def _describe(self, model: Any) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, Sequence
 
-from mobilize.errors import ExportError
+from mobilize.errors import ExportError, headline, translate_errors
 
 
 def nncf_quantize(model: Any, samples: Sequence[Sequence[Any]], preset: str, fast_bias_correction: bool,
@@ -20,22 +20,22 @@ def nncf_quantize(model: Any, samples: Sequence[Sequence[Any]], preset: str, fas
     lines: list[str] = []
     items = [inputs[0].detach().contiguous().numpy() if len(inputs) == 1 else  # several inputs: one tuple each
              tuple(t.detach().contiguous().numpy() for t in inputs) for inputs in samples]
-    try:
-        with native_output(lines), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import nncf
-            from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters
-            from nncf.quantization.range_estimator import RangeEstimatorParametersSet
+    # nncf raises its own error types with the reason in the first line
+    what = "NNCF int8 quantization"
+    with translate_errors(ExportError, what, stage="quantize",
+                          message=lambda exc: f"{what} failed: {type(exc).__name__}: {headline(exc)[:300]}"), \
+            native_output(lines), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import nncf
+        from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters
+        from nncf.quantization.range_estimator import RangeEstimatorParametersSet
 
-            advanced = (AdvancedQuantizationParameters(
-                activations_range_estimator_params=RangeEstimatorParametersSet.MINMAX) if minmax else None)
-            quantized = nncf.quantize(
-                model, nncf.Dataset(items), subset_size=len(items),
-                preset=nncf.QuantizationPreset.PERFORMANCE if preset == "performance" else nncf.QuantizationPreset.MIXED,
-                fast_bias_correction=fast_bias_correction, advanced_parameters=advanced)
-    except Exception as exc:  # nncf raises its own error types with the reason in the first line
-        text = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
-        raise ExportError(f"NNCF int8 quantization failed: {type(exc).__name__}: {text[:300]}", stage="quantize") from exc
+        advanced = (AdvancedQuantizationParameters(
+            activations_range_estimator_params=RangeEstimatorParametersSet.MINMAX) if minmax else None)
+        quantized = nncf.quantize(
+            model, nncf.Dataset(items), subset_size=len(items),
+            preset=nncf.QuantizationPreset.PERFORMANCE if preset == "performance" else nncf.QuantizationPreset.MIXED,
+            fast_bias_correction=fast_bias_correction, advanced_parameters=advanced)
     notes = sorted({f"nncf: {ln.strip()[:200]}" for ln in lines if "WARNING" in ln and ln.strip()})
     return quantized, notes
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import collections
 from typing import Any, Sequence
 
-from mobilize.errors import UnsupportedModelError
+from mobilize.errors import UnsupportedModelError, translate_errors
 from mobilize.runtimes.base import Session
 from mobilize.sources.inputs import InputSpec
 
@@ -40,10 +40,10 @@ class OpenVinoSession(Session):
 
         self.core = ov.Core()
         path = str(self.target.path)
-        try:
+        # OpenVINO raises RuntimeError / GeneralFailure with the reader's reason
+        with translate_errors(UnsupportedModelError, f"OpenVINO could not read {path}",
+                              message=lambda exc: f"OpenVINO could not read {path}: {_first_line(exc)}"):
             self.model = self.core.read_model(path)
-        except Exception as exc:  # OpenVINO raises RuntimeError / GeneralFailure with the reader's reason
-            raise UnsupportedModelError(f"OpenVINO could not read {path}: {_first_line(exc)}") from exc
         self.precision = "f32"
         if self.model.has_rt_info(PRECISION_KEY):
             self.precision = _PRECISION_NAMES.get(str(self.model.get_rt_info(PRECISION_KEY).astype(str)), "f32")
@@ -54,10 +54,9 @@ class OpenVinoSession(Session):
                                   "INFERENCE_PRECISION_HINT": self.precision}
         if threads:
             config["INFERENCE_NUM_THREADS"] = threads
-        try:
+        what = f"OpenVINO could not compile {self.target.path}"
+        with translate_errors(UnsupportedModelError, what, message=lambda exc: f"{what}: {_first_line(exc)}"):
             self.compiled = self.core.compile_model(self.model, "CPU", config)
-        except Exception as exc:
-            raise UnsupportedModelError(f"OpenVINO could not compile {self.target.path}: {_first_line(exc)}") from exc
         self.request = self.compiled.create_infer_request()
         self.threads = threads
         # The plugin falls back to f32 where the CPU has no native f16/bf16 (an AVX2-only x86 takes an f16 hint
@@ -104,9 +103,9 @@ class OpenVinoSession(Session):
                     "ENABLE_CPU_PINNING", "ENABLE_HYPER_THREADING", "SCHEDULING_CORE_TYPE"):
             try:
                 value = self.compiled.get_property(key)
-                props[key.lower()] = value.get_type_name() if hasattr(value, "get_type_name") else str(value)
-            except Exception:  # a property this OpenVINO version does not have: leave it out
+            except RuntimeError:  # "Unsupported property: KEY": one this OpenVINO version does not have: leave it out
                 continue
+            props[key.lower()] = value.get_type_name() if hasattr(value, "get_type_name") else str(value)
         ran = self._ran_in
         return {"openvino_version": ov.get_version(), "inference_precision": self.precision,
                 "computes_in": self.effective_precision,

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from mobilize.lowering.torch_build import xnnpack_enabled
-from mobilize.errors import ConfigError, UnsupportedModelError, headline
+from mobilize.errors import ConfigError, UnsupportedModelError, third_party_failure, translate_errors
 from mobilize.exporters.base import Exporter
 from mobilize.context import Context
 
@@ -87,22 +87,16 @@ class TorchScriptExporter(Exporter):
     def _script_or_trace(self, module: torch.nn.Module, ctx: Context) -> torch.jit.ScriptModule:
         method = self.config.method
         if method in (Method.AUTO, Method.SCRIPT):
-            try:
+            with third_party_failure("torch.jit.script") as failed:
                 return torch.jit.script(module)
-            except Exception as exc:
-                reason = headline(exc)
-                if method == Method.SCRIPT:
-                    raise UnsupportedModelError(f"torch.jit.script failed: {reason}",
-                                                hint="use method: trace, or the executorch/onnx targets") from exc
-                self.note(f"scripting failed ({reason[:100]}); traced instead: data-dependent control flow is frozen "
-                          f"to the example input's path")
-        try:
-            with torch.no_grad():
-                return torch.jit.trace(module, tuple(self._example(ctx)))
-        except Exception as exc:
-            reason = headline(exc)
-            raise UnsupportedModelError(f"the model can be neither scripted nor traced: {reason}",
-                                        hint="try the executorch or onnx exporters") from exc
+            if method == Method.SCRIPT:
+                raise UnsupportedModelError(f"torch.jit.script failed: {failed.reason}",
+                                            hint="use method: trace, or the executorch/onnx targets") from failed.error
+            self.note(f"scripting failed ({failed.reason[:100]}); traced instead: data-dependent control flow is "
+                      f"frozen to the example input's path")
+        with translate_errors(UnsupportedModelError, "the model can be neither scripted nor traced",
+                              hint="try the executorch or onnx exporters"), torch.no_grad():
+            return torch.jit.trace(module, tuple(self._example(ctx)))
 
     def _example(self, ctx: Context) -> list:
         inputs = ctx.calibration_inputs(1)[0] if ctx.data is not None else ctx.example_inputs()

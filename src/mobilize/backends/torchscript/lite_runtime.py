@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from mobilize.errors import UnsupportedModelError
+from mobilize.errors import UnsupportedModelError, translate_errors
 from mobilize.runtimes.torch_session import TorchSession
 
 
@@ -14,13 +14,9 @@ class LiteSession(TorchSession):
     def _load(self) -> None:
         from torch.jit.mobile import _load_for_lite_interpreter
 
-        try:
+        with translate_errors(UnsupportedModelError, f"{self.target.path} is not a loadable lite-interpreter file",
+                              hint="save it with module._save_for_lite_interpreter(path)"):
             self.module = _load_for_lite_interpreter(str(self.target.path))
-        except Exception as exc:
-            raise UnsupportedModelError(
-                f"{self.target.path} is not a loadable lite-interpreter file: {str(exc).strip().splitlines()[0]}",
-                hint="save it with module._save_for_lite_interpreter(path)",
-            ) from exc
 
     def run_prepared(self, native: tuple):
         import torch

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from mobilize.errors import UnsupportedModelError
+from mobilize.errors import UnsupportedModelError, translate_errors
 from mobilize.runtimes.torch_session import TorchSession
 
 
@@ -14,12 +14,8 @@ class TorchScriptSession(TorchSession):
     def _load(self) -> None:
         import torch
 
-        try:
+        with translate_errors(UnsupportedModelError, f"{self.target.path} is not a loadable TorchScript file"):
             self.module = torch.jit.load(str(self.target.path), map_location="cpu")
-        except Exception as exc:
-            raise UnsupportedModelError(
-                f"{self.target.path} is not a loadable TorchScript file: {str(exc).strip().splitlines()[0]}"
-            ) from exc
         self.module.eval()
 
     def bundled_inputs(self) -> list[list]:

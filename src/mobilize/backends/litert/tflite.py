@@ -86,6 +86,13 @@ def check_header(data: bytes, what: str) -> None:
         raise ValueError(f"{what} is not a LiteRT/TFLite flatbuffer (identifier {head!r}, expected {FILE_IDENTIFIER!r})")
 
 
+def _at(items: Sequence[Any], index: int, what: str) -> Any:
+    """``items[index]`` for an index read from the file: a corrupt one is the file's fault (ValueError), not ours."""
+    if not 0 <= index < len(items):
+        raise ValueError(f"corrupt flatbuffer: {what} index {index} out of range (the file has {len(items)})")
+    return items[index]
+
+
 def read_tflite(source: str | Path | bytes) -> TfliteFacts:
     """Facts about a ``.tflite`` file (path or bytes); raises ValueError for other files."""
     from ai_edge_litert import schema_py_generated as schema
@@ -111,12 +118,12 @@ def read_tflite(source: str | Path | bytes) -> TfliteFacts:
     integer_ops = 0
     for i in range(graph.OperatorsLength()):
         op = graph.Operators(i)
-        name = codes[op.OpcodeIndex()]
+        name = _at(codes, op.OpcodeIndex(), "operator code")
         ops[name] += 1
         first = op.Inputs(0) if op.InputsLength() else -1
         if first < 0 or name in ("QUANTIZE", "DEQUANTIZE"):
             continue
-        if types[first] in INTEGER_TYPES:
+        if _at(types, first, "tensor") in INTEGER_TYPES:
             integer_ops += 1
         elif types[first] in ("FLOAT32", "FLOAT16"):
             floats[name] += 1
@@ -127,7 +134,7 @@ def read_tflite(source: str | Path | bytes) -> TfliteFacts:
         layouts = tuple(json.loads(bytes(model.Buffers(metadata[LAYOUT_METADATA]).DataAsNumpy()).decode()))
 
     def info(index: int) -> TensorInfo:
-        t = tensors[index]
+        t = _at(tensors, index, "tensor")
         return TensorInfo(t.Name().decode(), tuple(int(d) for d in t.ShapeAsNumpy()) if t.ShapeLength() else (),
                           types[index], quantized[index])
 

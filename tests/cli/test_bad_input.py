@@ -77,7 +77,7 @@ CASES = {
     "optimize-unknown-zoo-name": Case(("optimize", "zoo:nope", "-o", "{tmp}/out"), ("unknown zoo model 'nope'",)),
     "optimize-onnx-wrong-input-dims": Case(("optimize", "zoo:conv_bn_relu", "--recipe", "onnx-fp32", "--input_dims",
                                             "1,10", "-o", "{tmp}/out"),
-                                           ("[run] the model failed on inputs [1,10 float32]",)),
+                                           ("[run] the model failed on inputs [(1,10) float32]",)),
     # -- corrupt and truncated files: checked before any runtime reads them ---------------------------
     **{f"random-bytes-{suffix}": Case(("bench", f"{{tmp}}/corrupt{suffix}", "--input_dims", "1,3,32,32"), fragments,
                                       files=((f"corrupt{suffix}", os.urandom(4096)),))
@@ -94,7 +94,7 @@ CASES = {
                            files=(("model.pt2", "{art:torchscript}"),)),
     # -- input specs -----------------------------------------------------------------------------------
     "wrong-rank": Case(("bench", "zoo:conv_bn_relu", "--input_dims", "1,3", "--iter", "1"),
-                       ("the model failed on inputs [1,3 float32]",)),
+                       ("the model failed on inputs [(1,3) float32]",)),
     "bad-dims": Case((*BENCH[:2], "--input_dims", "1,3,x"), ("bad --input_dims '1,3,x'",)),
     "negative-dims": Case((*BENCH[:2], "--input_dims", "1,-3,4"), ("dimensions must be positive",)),
     "empty-dims": Case((*BENCH[:2], "--input_dims", ""), ("--input_dims is empty",)),
@@ -103,7 +103,7 @@ CASES = {
     "type-count": Case((*BENCH[:2], "--input_dims", "1,3,8,8;1,10", "--input_type", "float;int64;uint8"),
                        ("--input_type has 3 entries but --input_dims has 2",)),
     "input-too-big-for-memory": Case((*BENCH[:2], "--input_dims", "1,3,600000,600000"),
-                                     ("cannot allocate 4320.0 GB for the inputs [1,3,600000,600000 float]",
+                                     ("cannot allocate 4320.0 GB for the inputs [(1,3,600000,600000) float]",
                                       "give smaller --input_dims")),
     # -- data sources ------------------------------------------------------------------------------------
     "npz-random-bytes": Case((*BENCH, "--data", "{tmp}/r.npz"), ("not a valid .npz file",),
@@ -219,7 +219,7 @@ def test_every_truncation_of_a_bundled_program_is_refused(bpte, tmp_path):
 @pytest.mark.parametrize("fmt", ["executorch", "onnx"])
 def test_input_spec_checked_against_artifact(run_cli_process, artifacts, fmt):
     code, _, err = run_cli_process("bench", artifacts[fmt], "--input_dims", "1,1,32,32", "--iter", "1")
-    assert_one_line_error(code, err, "input 0 has shape 1,1,32,32 but the model expects 1,3,32,32")
+    assert_one_line_error(code, err, "input 0 has shape (1,1,32,32) but the model expects (1,3,32,32)")
 
 
 def test_input_spec_wrong_channels(run_cli):

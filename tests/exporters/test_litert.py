@@ -173,4 +173,4 @@ def test_litert_cli_optimize_and_bench(capfd, tmp_path, built):
     assert report["runtime"] == "litert" and report["precision"] == "int8" and report["latency_ms_p50"] > 0
     assert report["input_specs"][0]["shape"] == list(INPUT_SHAPE)
     code, _, err = cli("bench", path, "--input_dims", "1,3,16,16", "--iter", "2")
-    assert_one_line_error(code, err, "input 0 has shape 1,3,16,16 but the model expects 1,3,32,32")
+    assert_one_line_error(code, err, "input 0 has shape (1,3,16,16) but the model expects (1,3,32,32)")

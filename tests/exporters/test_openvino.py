@@ -158,9 +158,6 @@ def test_openvino_bad_inputs_are_one_line_errors(tmp_path):
         OpenVino().export(Artifact(tmp_path / "m.tflite", "tflite"), ctx, tmp_path / "m")
     with pytest.raises(ConfigError, match="calibration_samples must be at least 1"):
         OpenVino.Config(calibration_samples=0)
-    two = Context(input_specs=[InputSpec(INPUT_SHAPE), InputSpec(INPUT_SHAPE)])
-    with pytest.raises(ConfigError, match="supports models with one input; this one has 2"):
-        OpenVino(OpenVino.Config(quantize="int8")).export(tiny_model(), two, tmp_path / "m")
     bad = tmp_path / "bad.xml"
     bad.write_text("<net><layers></net>")
     with pytest.raises(UnsupportedModelError, match="OpenVINO could not read") as info:

@@ -32,7 +32,7 @@ def input_specs_from_args(args: argparse.Namespace) -> list | None:
     if getattr(args, "input_type", None) and not args.input_dims:
         raise ConfigError("--input_type needs --input_dims", hint='e.g. --input_dims "1,128;1,128" --input_type '
                                                                   '"int64;int64"')
-    if not args.input_dims:
+    if args.input_dims is None:
         return None
     return parse_input_specs(args.input_dims, getattr(args, "input_type", None),
                              getattr(args, "input_memory_format", None))

@@ -139,6 +139,20 @@ CASES = {
                                   ("cannot write --json /proc/x.json",)),
     "compare-output-in-proc": Case(("compare", "zoo:conv_bn_relu", "-o", "/proc/x/out"),
                                    ("cannot create -o folder /proc/x/out",)),
+    # -- names that become paths (issue #29 item 1): one check, nothing written outside -o ------------------
+    **{f"optimize-recipe-name-{key}": Case(("optimize", "zoo:conv_bn_relu", "--recipe", "{tmp}/r.yaml", "-o",
+                                            "{tmp}/a/out"), ("recipe name", "cannot be used in a file name", why),
+                                           files=(("r.yaml", f'name: "{name}"\nexports: [torchscript]\n'),))
+       for key, name, why in [("traversal", "x/../../evil", "holds '/'"), ("absolute", "/tmp/evil", "holds '/'"),
+                              ("dotdot", "..", "'.' or '..'"), ("dash", "-rf", "starts with '-'"),
+                              ("nul", "a\\0b", "NUL byte"), ("empty", "", "empty")]},
+    **{f"compare-variant-name-{key}": Case(("compare", "zoo:conv_bn_relu", "--plan", "{tmp}/p.yaml", "-o",
+                                            "{tmp}/a/out"), ("variant name", "cannot be used in a file name", why),
+                                           files=(("p.yaml", f'variants:\n  - name: "{name}"\n    exports: [onnx]\n'),))
+       for key, name, why in [("traversal", "../../evil", "holds '/'"), ("empty", "", "empty"),
+                              ("dash", "-x", "starts with '-'"), ("nul", "v\\0", "NUL byte")]},
+    "optimize-model-stem-dash": Case(("optimize", "{tmp}/-m.onnx", "--recipe", "onnx-fp32", "-o", "{tmp}/a/out"),
+                                     ("stem of model", "starts with '-'"), files=(("-m.onnx", "{art:onnx}"),)),
     "failed-run-removes-the-folder-it-made": Case((*BENCH[:2], "--input_dims", "1,3,x", "--json",
                                                    "{tmp}/new/deeper/x.json"), ("bad --input_dims",)),
 }

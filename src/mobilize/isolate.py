@@ -5,7 +5,9 @@ instead of killing the command without a word.
 The child reports its progress as it goes (the last step it announced is the stage a crash is
 blamed on) and sends back its return value or its error; errors keep their type, so a user error
 in the child is still exit 2 and a bug in mobilize still exit 1.  The child ignores Ctrl-C; an
-interrupt (Ctrl-C or SIGTERM) in the parent kills it at once.
+interrupt (Ctrl-C or SIGTERM) in the parent kills it at once, or, with ``graceful_interrupt=True``,
+becomes a KeyboardInterrupt in the child (which may keep what it found so far and return it; a
+second interrupt kills it).
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ class Raised:
 
 def run_isolated(func: Callable[..., Any], *args: Any, what: str,
                  progress: Callable[[int, int, str], None] | None = None, log_path: str | os.PathLike | None = None,
-                 timeout_s: float | None = None, crash_hint: str | None = None, **kwargs: Any) -> Any:
+                 timeout_s: float | None = None, crash_hint: str | None = None, graceful_interrupt: bool = False,
+                 **kwargs: Any) -> Any:
     """``func(*args, progress=..., **kwargs)`` in a spawned process; its return value, or its error raised here.
 
     ``func`` must be importable (a module-level function) and its arguments picklable.  A child that
@@ -52,30 +55,42 @@ def run_isolated(func: Callable[..., Any], *args: Any, what: str,
     (``log_path``, where the child's stderr goes) and ``crash_hint``; one silent for ``timeout_s`` is killed."""
     ctx = multiprocessing.get_context("spawn")
     conn, child_end = ctx.Pipe()
-    process = ctx.Process(target=_child_main, args=(child_end, func, args, kwargs, os.getpid()), daemon=True)
+    process = ctx.Process(target=_child_main, args=(child_end, func, args, kwargs, os.getpid(), graceful_interrupt),
+                          daemon=True)
     start_ignoring_sigint(process)
     child_end.close()
     stage = "start"
+    interrupted = False
     try:
         while True:
-            if not conn.poll(timeout_s):
-                _kill(process)
-                raise UserError(f"the {what} process gave no answer within {timeout_s:g} s", stage=stage)
             try:
-                msg = conn.recv()
-            except (EOFError, OSError):
-                process.join(10)
-                raise UserError(f"the {what} process {_death(process.exitcode)}{_tail(log_path)}", stage=stage,
-                                hint=crash_hint) from None
-            if isinstance(msg, Step):
-                stage = msg.text
-                if progress:
-                    progress(msg.done, msg.total, msg.text)
-            elif isinstance(msg, Returned):
-                process.join(5)  # let it exit by itself; it has nothing left to write
-                return msg.value
-            elif isinstance(msg, Raised):
-                raise _rebuild(msg)
+                if not conn.poll(timeout_s):
+                    _kill(process)
+                    raise UserError(f"the {what} process gave no answer within {timeout_s:g} s", stage=stage)
+                try:
+                    msg = conn.recv()
+                except (EOFError, OSError):
+                    process.join(10)
+                    if interrupted:  # it died of the interrupt passed on to it
+                        raise KeyboardInterrupt from None
+                    raise UserError(f"the {what} process {_death(process.exitcode)}{_tail(log_path)}", stage=stage,
+                                    hint=crash_hint) from None
+                if isinstance(msg, Step):
+                    stage = msg.text
+                    if progress:
+                        progress(msg.done, msg.total, msg.text)
+                elif isinstance(msg, Returned):
+                    process.join(5)  # let it exit by itself; it has nothing left to write
+                    return msg.value
+                elif isinstance(msg, Raised):
+                    if msg.error_type == "KeyboardInterrupt":
+                        raise KeyboardInterrupt
+                    raise _rebuild(msg)
+            except KeyboardInterrupt:
+                if not graceful_interrupt or interrupted or not process.is_alive():
+                    raise
+                interrupted = True  # the child stops and answers with what it has; a second interrupt kills it
+                os.kill(process.pid, signal.SIGTERM)
     finally:  # an error, Ctrl-C or SIGTERM here: the child goes at once
         _kill(process)
         conn.close()
@@ -133,8 +148,11 @@ def _rebuild(msg: Raised) -> MobilizeError:
     return err
 
 
-def _child_main(conn, func: Callable[..., Any], args: tuple, kwargs: dict, parent_pid: int) -> None:
+def _child_main(conn, func: Callable[..., Any], args: tuple, kwargs: dict, parent_pid: int,
+                graceful_interrupt: bool = False) -> None:
     _die_with_parent(parent_pid)
+    if graceful_interrupt:  # the parent passes an interrupt on as SIGTERM (SIGINT stays blocked here)
+        signal.signal(signal.SIGTERM, _raise_interrupt)
     stage = "start"
 
     def progress(done: int, total: int, text: str) -> None:
@@ -154,10 +172,16 @@ def _child_main(conn, func: Callable[..., Any], args: tuple, kwargs: dict, paren
         conn.close()
 
 
+def _raise_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def _describe(exc: BaseException, stage: str) -> Raised:
     from mobilize import errors
 
     trace = traceback.format_exc()
+    if isinstance(exc, KeyboardInterrupt):  # the interrupt passed on by the parent, before any result
+        return Raised("KeyboardInterrupt", "interrupted", False, trace)
     if isinstance(exc, MobilizeError):
         name = next(c.__name__ for c in type(exc).__mro__ if c.__module__ == errors.__name__)
         return Raised(name, str(exc), isinstance(exc, InternalError), trace)

@@ -33,11 +33,12 @@ __all__ = ["all_targets", "Finding", "LayerRow", "LintConfig", "LintReport", "Pr
 
 
 def lint(reference_or_module: Any, config: LintConfig = LintConfig(), *, input_specs: Sequence[Any] | None = None,
-         data: str | None = None, trust_pickle: bool = False) -> LintReport:
+         data: str | None = None, trust_pickle: bool = False, bound_args: dict[str, Any] | None = None) -> LintReport:
     """Run every check, the per-layer profile and the target probes on a model reference or ``nn.Module``."""
     from mobilize.lint.core import lint as run
 
-    return run(reference_or_module, config, input_specs=input_specs, data=data, trust_pickle=trust_pickle)
+    return run(reference_or_module, config, input_specs=input_specs, data=data, trust_pickle=trust_pickle,
+               bound_args=bound_args)
 
 
 def lint_section(reference_or_module: Any, config: LintConfig = LintConfig(), *, top: int = 20,

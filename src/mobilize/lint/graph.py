@@ -64,7 +64,7 @@ def measure(module: nn.Module, example: list) -> tuple[dict[str, ModuleStats], i
     except Exception:  # noqa: BLE001 - the model's forward cannot run on fake tensors (data-dependent): run it for real
         for st in stats.values():
             st.calls, st.input_shapes, st.output_shapes, st.output_bytes = 0, [], [], 0
-        counter = _count(module, example, fake=False)
+        counter = _real_count(module, example)
     finally:
         for h in handles:
             h.remove()
@@ -75,6 +75,22 @@ def measure(module: nn.Module, example: list) -> tuple[dict[str, ModuleStats], i
                        module.get_submodule(path).named_children())
         st.macs = max(0, st.total_macs - children)
     return stats, int(counter.get_total_flops() // 2)
+
+
+def _real_count(module: nn.Module, example: list) -> Any:
+    """:func:`_count` on real tensors: a model whose forward fails on its inputs is the user's problem, told
+    in one line (as the runtimes' first run tells it); a programming error of ours stays a bug."""
+    from mobilize.errors import UserError, internal, raised_in
+    from mobilize.runtimes.base import describe_tensor, first_error_line
+
+    try:
+        return _count(module, example, fake=False)
+    except Exception as exc:
+        if raised_in(exc):
+            raise internal(exc, "lint") from exc
+        shapes = "; ".join(describe_tensor(t) for t in example) or "no inputs"
+        raise UserError(f"the model failed on inputs [{shapes}]: {first_error_line(exc)}", stage="lint",
+                        hint="check --input_dims against what the model expects") from exc
 
 
 def _count(module: nn.Module, example: list, fake: bool) -> Any:

@@ -1,0 +1,66 @@
+"""Issue #29 (hardening, third round): crashes, signals and hostile logs, each through the real command in
+its own process.  Bad arguments and files are rows of tests/cli/test_bad_input.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_hardening import ROOT, TINY, all_dead, children, start, wait_for_line
+from tests.conftest import assert_one_line_error
+
+SEGFAULTING = """
+import os, signal, torch
+
+class Net(torch.nn.Module):
+    input_specs = [(1, 3, 16, 16)]
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(3, 10)
+
+    def forward(self, x):
+        os.kill(os.getpid(), signal.SIGSEGV)
+        return self.fc(x.mean((2, 3)))
+"""
+
+
+# -- item 2: tune and lint run the model's code isolated ----------------------------------------------------
+@pytest.mark.parametrize("command", [
+    ("tune", "--data", "digits:test", "--max-drop", "1", "--samples", "4"),
+    ("lint", "--target", "none"),
+])
+def test_tune_and_lint_on_a_segfaulting_model_are_one_line(run_cli_process, tmp_path, command):
+    model = tmp_path / "seg.py"
+    model.write_text(SEGFAULTING)
+    out = tmp_path / "out"
+    out.mkdir()
+    extra = ("-o", out) if command[0] == "tune" else ()
+    code, _, err = run_cli_process(command[0], f"{model}:Net", *command[1:], *extra)
+    assert_one_line_error(code, err, f"the {command[0]} process was killed by SIGSEGV (a crash in native code)")
+    assert list(out.iterdir()) == [], "no tune-cache/ (or anything else) is left"
+
+
+def test_sigterm_during_tune_keeps_the_best_so_far(tmp_path):
+    """tune's search runs in a child process; an interrupt reaches it as one, so it still writes the best
+    candidate found so far (and a second interrupt would end it at once)."""
+    out = tmp_path / "out"
+    proc = start("tune", "zoo:conv_bn_relu", *TINY, "--data", "sample-photos:4", "--min-cosine", "0.5", "--samples",
+                 "4", "-o", out)
+    wait_for_line(proc, "build onnx-int8-minmax")
+    workers = children(proc.pid)
+    os.kill(proc.pid, signal.SIGTERM)
+    stdout, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "— interrupted" in stdout and "winner: onnx-fp32" in stdout, stdout
+    assert (out / "conv_bn_relu-tune.onnx").is_file()
+    assert json.loads((out / "tune-report.json").read_text())["interrupted"]
+    assert all_dead(workers)

@@ -61,6 +61,21 @@ class FourClasses(torch.nn.Module):
 """
 
 
+DEVICE_LOG = """Starting benchmark.
+Running warmup runs.
+Main runs.
+PyTorchObserver {"type": "NET", "unit": "us", "metric": "latency", "value": "8123"}
+PyTorchObserver {"type": "NET", "unit": "us", "metric": "latency", "value": "8097"}
+Main run finished. Microseconds per iter: 8110. Iters per second: 123.3
+"""
+"""One speed_benchmark_torch run; rows of ``bench --from-log`` change one line of it."""
+
+
+def device_log(old: str, new: str) -> str:
+    assert old in DEVICE_LOG
+    return DEVICE_LOG.replace(old, new, 1)
+
+
 def png_header(width: int, height: int) -> bytes:
     """A PNG that declares ``width`` x ``height`` pixels (and holds none): PIL checks the size when it opens it."""
     import struct
@@ -223,6 +238,24 @@ CASES = {
     "bench-data-decompression-bomb": Case((*BENCH, "--data", "{tmp}/photos"), ("cannot read image", "big.png",
                                                                                "decompression bomb"),
                                           files=(("photos/big.png", png_header(20000, 20000)),)),
+    # -- device logs (issue #29 item 5): every number finite and not negative, every record JSON ------------
+    "from-log-iters-per-second-inf": Case(("bench", "--from-log", "{tmp}/d.log", "--json", "{tmp}/r.json"),
+                                          ("d.log line 6: Iters per second is \"inf\"", "not a positive finite"),
+                                          files=(("d.log", device_log("123.3", "inf")),)),
+    "from-log-us-per-iter-nan": Case(("bench", "--from-log", "{tmp}/d.log"), ("line 6: Microseconds per iter",),
+                                     files=(("d.log", device_log("8110.", "nan.")),)),
+    **{f"from-log-pep-{key}": Case(("bench", "--from-log", "{tmp}/d.log", "--json", "{tmp}/r.json"),
+                                   ("d.log line 4", why), files=(("d.log", device_log('"value": "8123"}', value)),))
+       for key, value, why in [("negative", '"value": "-8123"}', "latency is \"-8123\": not a finite number"),
+                               ("nan", '"value": "NaN"}', "latency is \"NaN\""),
+                               ("word", '"value": "fast"}', "latency is \"fast\""),
+                               ("missing", '"unit": "us"}', "latency is null"),
+                               ("list", '"value": [1, 2]}', "latency is [1, 2]"),
+                               ("not-json", '"value": 8123,}', "the PyTorchObserver record is not JSON")]},
+    "from-log-pep-no-record": Case(("bench", "--from-log", "{tmp}/d.log"), ("line 5", "without a {...} record"),
+                                   files=(("d.log", device_log('PyTorchObserver {"type": "NET", "unit": "us", '
+                                                               '"metric": "latency", "value": "8097"}',
+                                                               "PyTorchObserver latency 8097")),)),
     "failed-run-removes-the-folder-it-made": Case((*BENCH[:2], "--input_dims", "1,3,x", "--json",
                                                    "{tmp}/new/deeper/x.json"), ("bad --input_dims",)),
 }

@@ -12,13 +12,15 @@ second interrupt kills it).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import multiprocessing
 import os
 import signal
+import threading
 import traceback
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from mobilize.errors import InternalError, MobilizeError, UserError
 
@@ -57,11 +59,11 @@ def run_isolated(func: Callable[..., Any], *args: Any, what: str,
     conn, child_end = ctx.Pipe()
     process = ctx.Process(target=_child_main, args=(child_end, func, args, kwargs, os.getpid(), graceful_interrupt),
                           daemon=True)
-    start_ignoring_sigint(process)
-    child_end.close()
     stage = "start"
     interrupted = False
     try:
+        start_ignoring_sigint(process)
+        child_end.close()
         while True:
             try:
                 if not conn.poll(timeout_s):
@@ -96,22 +98,62 @@ def run_isolated(func: Callable[..., Any], *args: Any, what: str,
         conn.close()
 
 
-def start_ignoring_sigint(process) -> None:
+def start_ignoring_sigint(process, on_start: Callable[[], None] | None = None) -> None:
     """Start a child that never sees Ctrl-C: the parent decides what an interrupt stops, and no child
     prints a KeyboardInterrupt traceback from the middle of its start-up.
 
     SIGINT is blocked on this thread while the child starts: the mask survives fork and exec and Python
-    never unblocks it, so the child keeps it blocked for life; a Ctrl-C that arrives meanwhile stays
-    pending here and is raised the moment the mask is restored. (Ignoring SIGINT around the start, as
-    before, lost a Ctrl-C that came in that window, and worked only on the main thread.)"""
+    never unblocks it, so the child keeps it blocked for life.  An interrupt (Ctrl-C or SIGTERM) that
+    arrives meanwhile waits (:func:`interrupts_deferred`) until the child is started and ``on_start`` (the
+    caller's registration of it) has run, so whoever handles the interrupt knows the child to stop: raised
+    half-way through ``start``, it left a running child nobody knew of (which then wrote into a temp folder
+    already removed), or one that died reading what it was never sent.  A process-directed signal goes to
+    any thread that does not block it, so the mask alone never kept it out of ``start``."""
     old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        process.start()
+        with interrupts_deferred():
+            process.start()
+            if on_start is not None:
+                on_start()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+_deferring = 0
+_pending: int | None = None
+
+
+def on_interrupt(signum: int, frame: Any) -> None:
+    """The CLI's handler of SIGINT and SIGTERM: a KeyboardInterrupt, at once or, inside
+    :func:`interrupts_deferred`, as soon as that section ends."""
+    global _pending
+    if _deferring:
+        _pending = signum
+        return
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """A section of the main thread that an interrupt must not cut in two (in other threads: no effect,
+    Python runs signal handlers on the main thread only).  Needs :func:`on_interrupt` installed."""
+    global _deferring, _pending
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _deferring += 1
+    try:
+        yield
+    finally:
+        _deferring -= 1
+        if not _deferring and _pending is not None:
+            _pending = None
+            raise KeyboardInterrupt
+
+
 def _kill(process) -> None:
+    if process.pid is None:  # never started
+        return
     if process.is_alive():
         process.kill()
     process.join(10)

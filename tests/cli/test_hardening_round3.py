@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_hardening import ROOT, TINY, all_dead, children, start, wait_for_line
+from tests.cli.test_hardening import TINY, all_dead, children, start, wait_for_line
 from tests.conftest import assert_one_line_error
 
 SEGFAULTING = """
@@ -64,3 +64,52 @@ def test_sigterm_during_tune_keeps_the_best_so_far(tmp_path):
     assert (out / "conv_bn_relu-tune.onnx").is_file()
     assert json.loads((out / "tune-report.json").read_text())["interrupted"]
     assert all_dead(workers)
+
+
+# -- item 3: SIGTERM is honoured at every moment of a bench, also under load ----------------------------------
+LOAD = ("import threading\ndef spin():\n    while True:\n        pass\n"
+        "for _ in range(2):\n    threading.Thread(target=spin).start()\n")
+"""Another job keeping two threads busy (the machine the issue saw it on was loaded)."""
+
+
+@pytest.mark.parametrize("moment", ["start-up", "Starting benchmark.", "Main runs."])
+def test_sigterm_during_bench_is_honoured_within_5_s_under_load(moment):
+    load = subprocess.Popen([sys.executable, "-c", LOAD])
+    try:
+        proc = start("bench", "zoo:conv_bn_relu", "--input_dims", "1,3,32,32", "--iter", "1000000000")
+        if moment == "start-up":
+            time.sleep(0.5)  # importing: before any command code runs
+        else:
+            wait_for_line(proc, moment)
+            time.sleep(1.0)
+        os.kill(proc.pid, signal.SIGTERM)
+        sent = time.monotonic()
+        _, err = proc.communicate(timeout=60)
+        took_s = time.monotonic() - sent
+    finally:
+        load.kill()
+        load.wait()
+    if moment == "start-up" and proc.returncode == -signal.SIGTERM:
+        assert err == ""  # the signal came before mobilize's own code ran: it ended the process, as it should
+    else:
+        assert proc.returncode == 130 and err.strip().splitlines() == ["mobilize: interrupted"], (proc.returncode, err)
+    assert took_s < 5, f"exited {took_s:.1f} s after SIGTERM"
+
+
+def test_an_interrupt_while_a_worker_starts_leaves_no_orphan_and_no_temp_folder(tmp_path):
+    """SIGTERM over and over while compare starts its float-reference process: whenever it lands, the run
+    says it was interrupted and leaves no worker and no ``mobilize-compare-<pid>-*`` folder behind."""
+    for delay_s in (0.0, 0.05, 0.15, 0.3):
+        proc = start("compare", "zoo:conv_bn_relu", "--plan", "quick", *TINY, "--accuracy-samples", "2",
+                     "-o", tmp_path / f"out{delay_s}")
+        wait_for_line(proc, "float reference: build the model once")
+        time.sleep(delay_s)
+        workers = children(proc.pid)
+        os.kill(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        assert err.strip().splitlines() == [err.strip().splitlines()[0]], (delay_s, err)
+        assert err.startswith("mobilize: interrupted"), err
+        time.sleep(0.5)
+        assert all_dead(workers + children(proc.pid))
+        assert not list(Path(tempfile.gettempdir()).glob(f"mobilize-compare-{proc.pid}-*")), delay_s

@@ -256,6 +256,11 @@ CASES = {
                                    files=(("d.log", device_log('PyTorchObserver {"type": "NET", "unit": "us", '
                                                                '"metric": "latency", "value": "8097"}',
                                                                "PyTorchObserver latency 8097")),)),
+    # -- sweep (issue #29 item 9) ------------------------------------------------------------------------
+    "sweep-max-retries-negative": Case(("sweep", "zoo:conv_bn_relu", "--max-retries", "-1", "-o", "{tmp}/out"),
+                                       ("--max-retries must be at least 0, got -1",)),
+    "sweep-ray-address-unreachable": Case(("sweep", "zoo:conv_bn_relu", "--executor", "ray:127.0.0.1:1", "-o",
+                                           "{tmp}/out"), ("cannot reach the Ray cluster at 127.0.0.1:1",)),
     "failed-run-removes-the-folder-it-made": Case((*BENCH[:2], "--input_dims", "1,3,x", "--json",
                                                    "{tmp}/new/deeper/x.json"), ("bad --input_dims",)),
 }

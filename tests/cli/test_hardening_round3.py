@@ -113,3 +113,12 @@ def test_an_interrupt_while_a_worker_starts_leaves_no_orphan_and_no_temp_folder(
         time.sleep(0.5)
         assert all_dead(workers + children(proc.pid))
         assert not list(Path(tempfile.gettempdir()).glob(f"mobilize-compare-{proc.pid}-*")), delay_s
+
+
+# -- item 9: a Ray address nobody answers at is one line, at once ---------------------------------------------
+def test_sweep_on_an_unreachable_ray_cluster_is_one_line_in_bounded_time(run_cli_process, tmp_path):
+    pytest.importorskip("ray")
+    started = time.monotonic()
+    code, _, err = run_cli_process("sweep", "zoo:conv_bn_relu", "--executor", "ray:127.0.0.1:1", "-o", tmp_path / "o")
+    assert_one_line_error(code, err, "cannot reach the Ray cluster at 127.0.0.1:1")
+    assert time.monotonic() - started < 60 and not (tmp_path / "o").exists()

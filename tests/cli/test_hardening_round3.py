@@ -122,3 +122,18 @@ def test_sweep_on_an_unreachable_ray_cluster_is_one_line_in_bounded_time(run_cli
     code, _, err = run_cli_process("sweep", "zoo:conv_bn_relu", "--executor", "ray:127.0.0.1:1", "-o", tmp_path / "o")
     assert_one_line_error(code, err, "cannot reach the Ray cluster at 127.0.0.1:1")
     assert time.monotonic() - started < 60 and not (tmp_path / "o").exists()
+
+
+# -- item 11: third-party noise stays off the terminal --------------------------------------------------------
+def test_lint_of_a_model_onnx_runtime_cannot_load_prints_no_runtime_log_line(run_cli_process, tmp_path):
+    """ONNX Runtime logged its load error (a coloured ``[E:onnxruntime ...]`` line) beside the exception that
+    the lint already reports as the target's finding."""
+    model = tmp_path / "m.py"
+    model.write_text("import torch\n\nclass ReturnsNone(torch.nn.Module):\n    input_specs = [(1, 3, 16, 16)]\n\n"
+                     "    def __init__(self):\n        super().__init__()\n"
+                     "        self.conv = torch.nn.Conv2d(3, 4, 3)\n\n"
+                     "    def forward(self, x):\n        self.conv(x)\n")
+    code, out, err = run_cli_process("lint", f"{model}:ReturnsNone", "--target", "onnxruntime")
+    assert code == 0, err
+    assert "ONNX Runtime cannot load the exported model" in out
+    assert "onnxruntime" not in err and err.strip() == "", err

@@ -56,7 +56,6 @@ def run(args: argparse.Namespace) -> int:
     from mobilize.checks import check_threads
     from mobilize.cli.progress import Progress
     from mobilize.compare.runner import CompareConfig
-    from mobilize.errors import ConfigError
     from mobilize.report.terminal import format_table, summary_lines
 
     check_threads(args.threads, "--threads")

@@ -233,7 +233,7 @@ CASES = {
                               ("cannot write --json /proc/x.json",)),
     "lint-json-is-a-folder": Case(("lint", "zoo:conv_bn_relu", "--json", "{tmp}"), ("is a folder",)),
     "lint-forward-raises": Case(("lint", "{tmp}/m.py:ForwardRaises", "--target", "none"),
-                                ("the model failed on inputs [1,3,16,16 float32]: this forward always fails",),
+                                ("the model failed on inputs", "1,3,16,16", "this forward always fails"),
                                 files=(("m.py", MODELS),)),
     "bench-data-decompression-bomb": Case((*BENCH, "--data", "{tmp}/photos"), ("cannot read image", "big.png",
                                                                                "decompression bomb"),

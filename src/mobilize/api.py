@@ -163,6 +163,8 @@ def optimize(
         recipe = recipe.with_option("engine", engine)
     Target.parse(target)
     check_reference(reference)  # a bad reference, --data or --target fails before any work
+    paths.safe_name(recipe.name, "recipe name")  # a Recipe built in Python skips from_dict's check
+    model_stem(reference)
     if data:
         open_data(data)
     out = check_output_dir(out_dir)

@@ -21,6 +21,27 @@ _OWNED = re.compile(r"(?:\..*\.|\.)?mobilize-(tmp|compare|staging|probe|sweep)-(
 """Names of mobilize's temporaries (the whole start of the name): the kind, then the owning process's id."""
 
 
+def safe_name(name: object, what: str) -> str:
+    """``name`` when it can be one file-name component inside an output folder, else a ConfigError.
+
+    The one check for every name that becomes a path (a recipe's or a plan variant's name, a model's
+    stem, a sweep entry's folder): no path separator, no ``.``/``..``, no leading ``-`` (read as an
+    option by the tools a user runs on the file), no NUL or other control character, not empty."""
+    text = "" if name is None else str(name)
+    separator = next((c for c in text if c in ("/", "\\")), None)
+    why = ("it is empty" if not text.strip() else
+           "it holds a NUL byte" if "\0" in text else
+           f"it holds '{separator}'" if separator else
+           "it is a path component ('.' or '..')" if text in (".", "..") else
+           "it starts with '-'" if text.startswith("-") else
+           "it holds a control character" if any(ord(c) < 32 or ord(c) == 127 for c in text) else
+           "it is longer than 200 bytes" if len(text.encode()) > 200 else None)
+    if why:
+        raise ConfigError(f"{what} {text!r} cannot be used in a file name: {why}",
+                          hint="use letters, digits, '-', '_' and '.'")
+    return text
+
+
 def temp_prefix(kind: str, name: str = "") -> str:
     """The start of a temporary's name: ``.NAME.mobilize-KIND-PID-`` (hidden) or ``mobilize-KIND-PID-``."""
     owned = f"mobilize-{kind}-{os.getpid()}-"
@@ -212,7 +233,7 @@ def model_stem(reference: str) -> str:
         tail = tail.rpartition(":")[2]
     elif ":" in tail:
         tail = tail.rpartition(":")[2]
-    return Path(tail).stem or "model"
+    return safe_name(Path(tail).stem or "model", f"the file-name stem of model '{reference}'")
 
 
 def check_output_dir(out_dir) -> Path:

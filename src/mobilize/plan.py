@@ -17,6 +17,7 @@ from typing import Any
 from mobilize.config import builtin_names, load_document
 from mobilize.registry import did_you_mean
 from mobilize.errors import ConfigError
+from mobilize.paths import safe_name
 from mobilize.recipe import Recipe, load_recipe
 
 
@@ -45,7 +46,7 @@ class Variant:
             data = {"name": data, "recipe": data}
         if not isinstance(data, dict) or "name" not in data:
             raise ConfigError(f"bad variant {data!r}", hint="a variant is a mapping with at least 'name'")
-        name = str(data["name"])
+        name = safe_name(data["name"], "variant name")  # it becomes the variant's folder
         unknown = set(data) - {"name", "recipe", "passes", "exports", "runtime", "runtime_options"}
         if unknown:
             raise ConfigError(f"variant '{name}' has unknown key(s): {', '.join(sorted(unknown))}",

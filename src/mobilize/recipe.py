@@ -56,7 +56,10 @@ class Recipe:
         if not exports and not allow_no_export:
             raise ConfigError(f"recipe '{data.get('name', name)}' has no exports", hint="add e.g. exports: [torchscript]")
         runtime = RuntimeOptions.from_dict(data.get("runtime"))
-        return cls(data.get("name", name), passes, exports, runtime, data.get("description", ""))
+        from mobilize.paths import safe_name
+
+        name = safe_name(data.get("name", name), "recipe name")  # it becomes part of the artifact's file name
+        return cls(name, passes, exports, runtime, data.get("description", ""))
 
     def to_dict(self) -> dict[str, Any]:
         return {

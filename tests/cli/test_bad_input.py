@@ -20,6 +20,7 @@ from tests.conftest import assert_one_line_error, tiny_input, tiny_model
 
 BENCH = ("bench", "zoo:conv_bn_relu", "--input_dims", "1,3,16,16", "--iter", "2", "--warmup", "0")
 COMPARE = ("compare", "zoo:conv_bn_relu", "--input_dims", "1,3,16,16", "-o", "{tmp}/out")
+TUNE = ("tune", "zoo:conv_bn_relu", "--input_dims", "1,3,16,16", "--data", "digits:test", "-o", "{tmp}/out")
 
 MODELS = """
 import torch
@@ -41,7 +42,50 @@ class ReturnsNone(torch.nn.Module):
 
 class NotAModel:
     pass
+
+class ForwardRaises(torch.nn.Module):
+    input_specs = [(1, 3, 16, 16)]
+
+    def forward(self, x):
+        raise ValueError("this forward always fails")
+
+class FourClasses(torch.nn.Module):
+    input_specs = [(1, 3, 16, 16)]
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(3, 4)
+
+    def forward(self, x):
+        return self.fc(x.mean((2, 3)))
 """
+
+
+DEVICE_LOG = """Starting benchmark.
+Running warmup runs.
+Main runs.
+PyTorchObserver {"type": "NET", "unit": "us", "metric": "latency", "value": "8123"}
+PyTorchObserver {"type": "NET", "unit": "us", "metric": "latency", "value": "8097"}
+Main run finished. Microseconds per iter: 8110. Iters per second: 123.3
+"""
+"""One speed_benchmark_torch run; rows of ``bench --from-log`` change one line of it."""
+
+
+def device_log(old: str, new: str) -> str:
+    assert old in DEVICE_LOG
+    return DEVICE_LOG.replace(old, new, 1)
+
+
+def png_header(width: int, height: int) -> bytes:
+    """A PNG that declares ``width`` x ``height`` pixels (and holds none): PIL checks the size when it opens it."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IEND", b""))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,6 +183,84 @@ CASES = {
                                   ("cannot write --json /proc/x.json",)),
     "compare-output-in-proc": Case(("compare", "zoo:conv_bn_relu", "-o", "/proc/x/out"),
                                    ("cannot create -o folder /proc/x/out",)),
+    # -- names that become paths (issue #29 item 1): one check, nothing written outside -o ------------------
+    **{f"optimize-recipe-name-{key}": Case(("optimize", "zoo:conv_bn_relu", "--recipe", "{tmp}/r.yaml", "-o",
+                                            "{tmp}/a/out"), ("recipe name", "cannot be used in a file name", why),
+                                           files=(("r.yaml", f'name: "{name}"\nexports: [torchscript]\n'),))
+       for key, name, why in [("traversal", "x/../../evil", "holds '/'"), ("absolute", "/tmp/evil", "holds '/'"),
+                              ("dotdot", "..", "'.' or '..'"), ("dash", "-rf", "starts with '-'"),
+                              ("nul", "a\\0b", "NUL byte"), ("empty", "", "empty")]},
+    **{f"compare-variant-name-{key}": Case(("compare", "zoo:conv_bn_relu", "--plan", "{tmp}/p.yaml", "-o",
+                                            "{tmp}/a/out"), ("variant name", "cannot be used in a file name", why),
+                                           files=(("p.yaml", f'variants:\n  - name: "{name}"\n    exports: [onnx]\n'),))
+       for key, name, why in [("traversal", "../../evil", "holds '/'"), ("empty", "", "empty"),
+                              ("dash", "-x", "starts with '-'"), ("nul", "v\\0", "NUL byte")]},
+    "optimize-model-stem-dash": Case(("optimize", "{tmp}/-m.onnx", "--recipe", "onnx-fp32", "-o", "{tmp}/a/out"),
+                                     ("stem of model", "starts with '-'"), files=(("-m.onnx", "{art:onnx}"),)),
+    # -- budgets: bounds checked in the accuracy Policy (issue #29 item 6) ---------------------------------
+    **{f"{cmd}-max-drop-{value}": Case((*argv, "--max-drop", value), ("--max-drop must be a number of top-1 points "
+                                                                       "from 0 to 100", f"got {want}"))
+       for cmd, argv in [("tune", TUNE), ("compare", COMPARE)]
+       for value, want in [("nan", "nan"), ("inf", "inf"), ("1000", "1000.0"), ("-1", "-1.0")]},
+    "compare-min-cosine-nan": Case((*COMPARE, "--min-cosine", "nan"), ("--min-cosine must be in (0, 1]",)),
+    # -- tune and lint check everything before any work (issue #29 items 7, 8) ---------------------------
+    "tune-samples-0": Case((*TUNE, "--max-drop", "1", "--samples", "0"), ("--samples must be at least 1, got 0",)),
+    "tune-samples-negative": Case((*TUNE, "--max-drop", "1", "--samples", "-3"), ("--samples must be at least 1",)),
+    "tune-unknown-runtime": Case((*TUNE, "--max-drop", "1", "--runtimes", "tflite"),
+                                 ("tune does not search runtime 'tflite'",)),
+    "tune-zero-sample-npz": Case(("tune", "zoo:conv_bn_relu", "--input_dims", "1,3,16,16", "--data", "{tmp}/z.npz",
+                                  "--min-cosine", "0.9", "-o", "{tmp}/out"), ("z.npz holds no samples",),
+                                 files=(("z.npz", "{npz:0}"),)),
+    "tune-unlabelled-with-max-drop": Case(("tune", "zoo:conv_bn_relu", "--input_dims", "1,3,16,16", "--data",
+                                           "sample-photos:4", "--max-drop", "1", "-o", "{tmp}/out"),
+                                          ("--max-drop needs labelled samples", "has no labels")),
+    "tune-empty-calibration-folder": Case((*TUNE, "--max-drop", "1", "--calibration", "{tmp}/cal"),
+                                          ("data folder", "cal has no images"), files=(("cal/readme.txt", "x"),)),
+    "tune-json-in-proc": Case((*TUNE, "--max-drop", "1", "--json", "/proc/x.json"),
+                              ("cannot write --json /proc/x.json",)),
+    "tune-json-is-a-folder": Case((*TUNE, "--max-drop", "1", "--json", "{tmp}"), ("is a folder",)),
+    "tune-not-a-pytorch-model": Case(("tune", "{art:onnx}", "--data", "digits:test", "--max-drop", "1", "-o",
+                                      "{tmp}/out"), ("tune takes a PyTorch model",)),
+    "tune-labels-outside-the-classes": Case(("tune", "{tmp}/m.py:FourClasses", "--data", "digits:test", "--max-drop",
+                                             "1", "--samples", "8", "-o", "{tmp}/out"),
+                                            ("has label 6, but the model gives 4 output value(s)",),
+                                            files=(("m.py", MODELS),)),
+    "tune-time-budget-before-any-candidate": Case((*TUNE, "--max-drop", "50", "--samples", "4", "--time-budget",
+                                                   "0.001"), ("time budget (0.001) ran out before any candidate",),
+                                                  left=("out", "out/tune-cache", "out/tune-report.json",
+                                                        "out/tune-report.html")),
+    "lint-json-in-proc": Case(("lint", "zoo:conv_bn_relu", "--json", "/proc/x.json"),
+                              ("cannot write --json /proc/x.json",)),
+    "lint-json-is-a-folder": Case(("lint", "zoo:conv_bn_relu", "--json", "{tmp}"), ("is a folder",)),
+    "lint-forward-raises": Case(("lint", "{tmp}/m.py:ForwardRaises", "--target", "none"),
+                                ("the model failed on inputs", "1,3,16,16", "this forward always fails"),
+                                files=(("m.py", MODELS),)),
+    "bench-data-decompression-bomb": Case((*BENCH, "--data", "{tmp}/photos"), ("cannot read image", "big.png",
+                                                                               "decompression bomb"),
+                                          files=(("photos/big.png", png_header(20000, 20000)),)),
+    # -- device logs (issue #29 item 5): every number finite and not negative, every record JSON ------------
+    "from-log-iters-per-second-inf": Case(("bench", "--from-log", "{tmp}/d.log", "--json", "{tmp}/r.json"),
+                                          ("d.log line 6: Iters per second is \"inf\"", "not a positive finite"),
+                                          files=(("d.log", device_log("123.3", "inf")),)),
+    "from-log-us-per-iter-nan": Case(("bench", "--from-log", "{tmp}/d.log"), ("line 6: Microseconds per iter",),
+                                     files=(("d.log", device_log("8110.", "nan.")),)),
+    **{f"from-log-pep-{key}": Case(("bench", "--from-log", "{tmp}/d.log", "--json", "{tmp}/r.json"),
+                                   ("d.log line 4", why), files=(("d.log", device_log('"value": "8123"}', value)),))
+       for key, value, why in [("negative", '"value": "-8123"}', "latency is \"-8123\": not a finite number"),
+                               ("nan", '"value": "NaN"}', "latency is \"NaN\""),
+                               ("word", '"value": "fast"}', "latency is \"fast\""),
+                               ("missing", '"unit": "us"}', "latency is null"),
+                               ("list", '"value": [1, 2]}', "latency is [1, 2]"),
+                               ("not-json", '"value": 8123,}', "the PyTorchObserver record is not JSON")]},
+    "from-log-pep-no-record": Case(("bench", "--from-log", "{tmp}/d.log"), ("line 5", "without a {...} record"),
+                                   files=(("d.log", device_log('PyTorchObserver {"type": "NET", "unit": "us", '
+                                                               '"metric": "latency", "value": "8097"}',
+                                                               "PyTorchObserver latency 8097")),)),
+    # -- sweep (issue #29 item 9) ------------------------------------------------------------------------
+    "sweep-max-retries-negative": Case(("sweep", "zoo:conv_bn_relu", "--max-retries", "-1", "-o", "{tmp}/out"),
+                                       ("--max-retries must be at least 0, got -1",)),
+    "sweep-ray-address-unreachable": Case(("sweep", "zoo:conv_bn_relu", "--executor", "ray:127.0.0.1:1", "-o",
+                                           "{tmp}/out"), ("cannot reach the Ray cluster at 127.0.0.1:1",)),
     "failed-run-removes-the-folder-it-made": Case((*BENCH[:2], "--input_dims", "1,3,x", "--json",
                                                    "{tmp}/new/deeper/x.json"), ("bad --input_dims",)),
 }
@@ -179,6 +301,14 @@ def test_bad_input(run_cli, tmp_path, artifacts, bpte, name):
         path.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(content, str) and content.startswith("{art:"):
             content = files[content[5:-1]].read_bytes()
+        elif isinstance(content, str) and content.startswith("{npz:"):  # an .npz of N samples of 3x16x16
+            import io
+
+            import numpy as np
+
+            n, buffer = int(content[5:-1]), io.BytesIO()
+            np.savez(buffer, x=np.zeros((n, 3, 16, 16), np.float32), y=np.zeros((n,), np.int64))
+            content = buffer.getvalue()
         path.write_bytes(content if isinstance(content, bytes) else content.encode())
 
     def expand(arg: str) -> str:
@@ -189,6 +319,8 @@ def test_bad_input(run_cli, tmp_path, artifacts, bpte, name):
             path = tmp_path / f"cut-{pct}{files[fmt].suffix}"
             path.write_bytes(data[:len(data) * pct // 100])
             return str(path)
+        if arg.startswith("{art:"):
+            return str(files[arg[5:-1]])
         return arg.replace("{tmp}", str(tmp_path))
 
     argv = [expand(a) for a in case.argv]

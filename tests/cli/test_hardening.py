@@ -37,7 +37,8 @@ class AbortingExporter(Exporter):
 
 def start(*args: str, **kw) -> subprocess.Popen:
     """The real command in its own process group, plain progress lines on stdout, Ctrl-C as in a terminal."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))  # tests.* plugins importable in the workers
+    # tests.* plugins importable in the workers; src/ first, so the tree under test runs, not an installed copy
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]))
     return subprocess.Popen([sys.executable, "-c", FOREGROUND_SIGINT, *map(str, args)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, start_new_session=True, **kw)
 

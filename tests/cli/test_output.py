@@ -17,7 +17,8 @@ OWN_LINE = re.compile(r"^(mobilize: |\[\d+/\d+\] )")
 
 
 def run(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))  # `tests.compare_plugins` importable in the workers
+    # `tests.compare_plugins` importable in the workers; src/ first, so the tree under test runs
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]))
     return subprocess.run([*MOBILIZE, *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env,
                           cwd=ROOT)
 

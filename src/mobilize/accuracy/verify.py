@@ -19,6 +19,7 @@ import math
 from typing import Any, Sequence
 
 from mobilize.accuracy.metrics import Comparison, as_float64, compare_outputs
+from mobilize.errors import ConfigError
 from mobilize.outcome import Outcome
 
 __all__ = ["Kind", "Policy", "Verdict", "judge", "judge_budget", "judge_steps", "verify_close", "compare_outputs",
@@ -60,6 +61,17 @@ class Policy:
     its inputs): this fraction of its elements must be within one quantization step of the twin's output.
     NNAPI's reference rounds twice in fixed point where qnnpack rounds once in float, so single steps are
     rounding; below 99% the operation computes something else."""
+
+    def __post_init__(self) -> None:
+        """A budget that cannot decide anything (NaN, infinite, more than all 100 points) is the user's mistake:
+        refused here, so every command and the Python API say so the same way, before any work."""
+        if not (math.isfinite(self.max_drop_points) and 0 <= self.max_drop_points <= 100):
+            raise ConfigError(f"--max-drop must be a number of top-1 points from 0 to 100, got {self.max_drop_points}")
+        if not (math.isfinite(self.min_cosine) and 0 < self.min_cosine <= 1):
+            raise ConfigError(f"--min-cosine must be in (0, 1], got {self.min_cosine}")
+        for f in dataclasses.fields(self):
+            if f.name not in ("max_drop_points", "min_cosine") and not math.isfinite(getattr(self, f.name)):
+                raise ConfigError(f"policy {f.name} must be a finite number, got {getattr(self, f.name)}")
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

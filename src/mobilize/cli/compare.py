@@ -56,12 +56,9 @@ def run(args: argparse.Namespace) -> int:
     from mobilize.checks import check_threads
     from mobilize.cli.progress import Progress
     from mobilize.compare.runner import CompareConfig
-    from mobilize.errors import ConfigError
     from mobilize.report.terminal import format_table, summary_lines
 
     check_threads(args.threads, "--threads")
-    if args.max_drop < 0 or not 0 < args.min_cosine <= 1:
-        raise ConfigError("--max-drop must be 0 or more and --min-cosine in (0, 1]")
     specs = input_specs_from_args(args) or ()
     config = CompareConfig(model=args.model or "", data=args.data, input_specs=tuple(specs), out_dir=args.output,
                            threads=args.threads, iterations=args.iter, rounds=args.rounds,

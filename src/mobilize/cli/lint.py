@@ -45,13 +45,15 @@ def add_parser(sub) -> None:
     p.add_argument("--threads", type=int, default=1, metavar="N", help="threads for the per-layer timing (default 1)")
     p.add_argument("--trust-pickle", action="store_true", help="allow unpickling a torch.save()d model file")
     p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
-    p.set_defaults(run=run)
+    p.set_defaults(run=run, outputs=[("json", "--json", "file")])
 
 
 def run(args: argparse.Namespace) -> int:
     from mobilize.artifact import atomic_write_text
+    from mobilize.cli.check import check_data, check_model
     from mobilize.errors import ConfigError
-    from mobilize.lint import LintConfig, lint, parse_targets
+    from mobilize.isolate import run_isolated
+    from mobilize.lint import LintConfig, parse_targets
     from mobilize.lint.terminal import format_report
     from mobilize.cli.inputs import bound_args_from_args, input_specs_from_args
 
@@ -60,10 +62,16 @@ def run(args: argparse.Namespace) -> int:
     if args.threads < 1:
         raise ConfigError(f"--threads must be at least 1, got {args.threads}")
     specs = input_specs_from_args(args)
+    bound_args = bound_args_from_args(args)
     config = LintConfig(targets=parse_targets(args.target), xnnpack_lower=args.xnnpack_lower,
                         time_threads=args.threads)
-    report = lint(args.model, config, input_specs=specs, data=args.data, trust_pickle=args.trust_pickle,
-                  bound_args=bound_args_from_args(args))
+    model_specs, names = check_model(args.model, command="lint", input_specs=specs or (),
+                                     trust_pickle=args.trust_pickle, pytorch_only=True, bound_args=bound_args)
+    if args.data:
+        check_data(args.data, "--data", model_specs, names)
+    # the model's code runs in a child process: a crash in its forward is one line, not the end of this one
+    report = run_isolated(check, args.model, config, what="lint", input_specs=specs, data=args.data,
+                          trust_pickle=args.trust_pickle, bound_args=bound_args)
     print(format_report(report, top=args.top))
     if args.json:
         atomic_write_text(args.json, json.dumps(report.to_json(), indent=2, default=str) + "\n")
@@ -73,3 +81,12 @@ def run(args: argparse.Namespace) -> int:
               f"(the lint verdict, not an error)", file=sys.stderr)
         return STRICT_EXIT
     return 0
+
+
+def check(reference: str, config, *, input_specs, data, trust_pickle: bool, bound_args, progress):
+    """lint's work, in its child process."""
+    from mobilize.lint import lint
+
+    progress(0, 1, "build the model and check it")
+    return lint(reference, config, input_specs=input_specs, data=data, trust_pickle=trust_pickle,
+                bound_args=bound_args)

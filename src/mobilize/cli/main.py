@@ -45,14 +45,21 @@ def _quiet_library_loggers() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    _terminate_like_interrupt()  # first: a SIGTERM while the commands' modules import is an interrupt too
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    except KeyboardInterrupt:  # before the command started (its own interrupts are handled in _dispatch)
+        print("mobilize: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str]) -> int:
     debug = "--debug" in argv
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("mobilize").setLevel(logging.DEBUG if debug else logging.WARNING)
     _quiet_library_loggers()
     parser = build_parser()
     args = parser.parse_args(argv)
-    _terminate_like_interrupt()
     if args.command is None:
         parser.print_help()
         return 2
@@ -98,17 +105,19 @@ def _child_traceback(exc: BaseException) -> None:
 
 def _terminate_like_interrupt() -> None:
     """SIGTERM (what `timeout` and CI cancellation send) is handled like Ctrl-C: the work in flight is
-    recorded as interrupted, temporary files are removed, and the command says where its results are."""
+    recorded as interrupted, temporary files are removed, and the command says where its results are.
+    One handler for both (:func:`mobilize.isolate.on_interrupt`), installed before anything else, so an
+    interrupt is never lost in a window and never cuts the start of a child process in two."""
     import signal
     import threading
 
+    from mobilize.isolate import on_interrupt
+
     if threading.current_thread() is not threading.main_thread():
         return
-
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGTERM, on_interrupt)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where the shell made it ignored
+        signal.signal(signal.SIGINT, on_interrupt)
 
 
 def _internal(exc: BaseException, debug: bool) -> int:

@@ -44,12 +44,13 @@ def add_parser(sub) -> None:
                    help="the device the files are for")
     p.add_argument("-o", "--output", default="out/sweep", metavar="DIR", help="output folder (default out/sweep)")
     p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
-    p.set_defaults(run=run)
+    p.set_defaults(run=run, outputs=[("output", "-o", "folder")])
 
 
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from mobilize.checks import check_at_least
     from mobilize.cli.progress import Progress
     from mobilize.errors import ConfigError
     from mobilize.sweep import SweepConfig, sweep
@@ -60,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--threads must be at least 1, got {args.threads}")
     if args.input_type and not args.input_dims:
         raise ConfigError("--input_type needs --input_dims")
+    check_at_least(args.max_retries, 0, "--max-retries")
     defaults = ModelJob("", args.input_dims, tuple(args.variant), input_type=args.input_type)
     jobs = [ModelJob(m, args.input_dims, tuple(args.variant), input_type=args.input_type) for m in args.models]
     if args.models_file:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from typing import Any
 
 from mobilize.cli.inputs import add_input_flags
 from mobilize.errors import ConfigError
@@ -37,7 +38,7 @@ def add_parser(sub) -> None:
     p.add_argument("--json", metavar="FILE", help="also write the search report here")
     p.add_argument("--trust-pickle", action="store_true", help="allow unpickling a torch.save()d model file")
     p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
-    p.set_defaults(run=run)
+    p.set_defaults(run=run, outputs=[("output", "-o", "folder"), ("json", "--json", "file")])
 
 
 def parse_duration_s(text: str | None) -> float | None:
@@ -52,33 +53,50 @@ def parse_duration_s(text: str | None) -> float | None:
 
 def run(args: argparse.Namespace) -> int:
     import json
+    import shutil
     import sys
+    from pathlib import Path
 
     from mobilize.accuracy.verify import Policy
-    from mobilize.api import calibration_for, check_output_dir, model_stem
+    from mobilize.api import calibration_for, model_stem
     from mobilize.artifact import atomic_write_text
+    from mobilize.checks import check_at_least, check_positive
+    from mobilize.cli.check import check_data, check_model
     from mobilize.cli.inputs import bound_args_from_args, input_specs_from_args
-    from mobilize.sources.models import resolve_model
-    from mobilize.tune import format_layers, tune
+    from mobilize.isolate import run_isolated
+    from mobilize.tune import candidate_recipes, format_layers
 
-    if args.max_drop is not None and args.max_drop < 0:
-        raise ConfigError(f"--max-drop must be >= 0, got {args.max_drop}")
-    if args.min_cosine is not None and not 0 < args.min_cosine <= 1:
-        raise ConfigError(f"--min-cosine must be in (0, 1], got {args.min_cosine}")
+    # Everything a user can get wrong is checked here, before the float model is built and evaluated.
     policy = Policy(max_drop_points=args.max_drop) if args.max_drop is not None else Policy(min_cosine=args.min_cosine)
     budget_s = parse_duration_s(args.time_budget)
-    out = check_output_dir(args.output)
-    specs = input_specs_from_args(args)
-    source = resolve_model(args.model, trust_pickle=args.trust_pickle, bound_args=bound_args_from_args(args))
-    if not hasattr(source, "module"):
-        raise ConfigError("tune takes a PyTorch model (zoo:, file.py:Class, pkg.mod:factory), not a model file",
-                          hint="its recipes export from PyTorch")
-    specs = specs or source.input_specs
-    calibration = args.calibration or calibration_for(args.data)[0]
+    if budget_s is not None:
+        check_positive(budget_s, "--time-budget", " seconds")
+    check_at_least(args.samples, 1, "--samples")
     runtimes = [r.strip() for r in args.runtimes.split(",") if r.strip()]
-    result = tune(source.module, specs, data=args.data, calibration=calibration, policy=policy, runtimes=runtimes,
-                  out_dir=out, stem=model_stem(args.model), time_budget_s=budget_s, eval_samples=args.samples,
-                  echo=lambda text: print(text, flush=True))
+    if not runtimes:
+        raise ConfigError("--runtimes is empty", hint="choose from: onnxruntime, executorch")
+    candidate_recipes(runtimes)
+    stem = model_stem(args.model)
+    bound_args = bound_args_from_args(args)
+    specs, names = check_model(args.model, command="tune", input_specs=input_specs_from_args(args) or (),
+                               trust_pickle=args.trust_pickle, pytorch_only=True, bound_args=bound_args)
+    calibration = args.calibration or calibration_for(args.data)[0]
+    check_data(args.data, "--data", specs, names, labelled_for="--max-drop" if args.max_drop is not None else None)
+    if calibration != args.data:
+        check_data(calibration, "--calibration", specs, names)
+    out = Path(args.output)
+    cache = out / "tune-cache"
+    cache_was_there = cache.exists()
+    try:  # the model's code runs in a child process: a crash in it is one line, not the end of this one
+        result = run_isolated(search, args.model, specs, what="tune", graceful_interrupt=True,
+                              progress=lambda _done, _total, text: print(text, flush=True),
+                              trust_pickle=args.trust_pickle, bound_args=bound_args, data=args.data, calibration=calibration, policy=policy,
+                              runtimes=runtimes, out_dir=out, stem=stem, time_budget_s=budget_s,
+                              eval_samples=args.samples)
+    except BaseException:
+        if not cache_was_there:
+            shutil.rmtree(cache, ignore_errors=True)  # half a cache of a failed run only misleads the next one
+        raise
     print()
     ref = f" (float model top-1 {result.reference_top1:.1f}%)" if result.reference_top1 is not None else ""
     print(f"searched {len(result.candidates)} candidate(s) in {result.search_s:.1f} s{ref}"
@@ -97,6 +115,9 @@ def run(args: argparse.Namespace) -> int:
         atomic_write_text(args.json, json.dumps(result.to_json(), indent=2, default=str) + "\n")
     reports = [str(p) for p in result.files if p.name.startswith("tune-report")]
     print(f"report: {' and '.join(reports)}")
+    if result.winner is None and not result.candidates and not result.interrupted:
+        raise ConfigError(f"the time budget ({args.time_budget}) ran out before any candidate was built",
+                          hint="give a longer --time-budget")
     if result.winner is None:
         print("mobilize: no candidate meets the budget; see tune-report.json for every candidate's verdict",
               file=sys.stderr)
@@ -104,3 +125,13 @@ def run(args: argparse.Namespace) -> int:
     tie = f"; a tie with {', '.join(result.tie_with)} (speed difference not significant)" if result.tie_with else ""
     print(f"winner: {result.winner.name}  {result.files[0]}  (recipe {result.files[1]}){tie}")
     return 0
+
+
+def search(reference: str, specs: list, *, trust_pickle: bool, bound_args: dict, progress, **options) -> Any:
+    """tune's work, in its child process: build the model, search, write the files; returns the TuneResult."""
+    from mobilize.sources.models import resolve_model
+    from mobilize.tune import tune
+
+    progress(0, 0, "build the float model and run it on the samples")
+    source = resolve_model(reference, trust_pickle=trust_pickle, bound_args=bound_args)
+    return tune(source.module, specs, echo=lambda text: progress(0, 0, text), **options)

@@ -73,14 +73,15 @@ class StageFailure(Exception):
 class Worker:
     """One spawned process and its pipe; ``expect`` waits for a message type with a timeout."""
 
-    def __init__(self, job: Job):
+    def __init__(self, job: Job, on_start: Callable[["Worker"], None] = lambda worker: None):
         ctx = multiprocessing.get_context("spawn")
         self.conn, child = ctx.Pipe()
         from mobilize.compare import worker
 
         self.job = job
         self.process = ctx.Process(target=worker.main, args=(child, job), daemon=True)
-        start_ignoring_sigint(self.process)  # an interrupt is the parent's to handle: it stops every worker
+        # an interrupt is the parent's to handle: it stops every worker, this one included from its start
+        start_ignoring_sigint(self.process, on_start=lambda: on_start(self))
         child.close()
         self.stage = "start"
 
@@ -196,8 +197,7 @@ class PlanRun:
     def spawn(self, job: Job) -> Worker:
         if self.stopping:
             raise StageFailure(Outcome.INTERRUPTED, "start", "the run was stopped before this variant started")
-        worker = Worker(job)
-        self.spawned.append(worker)
+        worker = Worker(job, on_start=self.spawned.append)
         if self.stopping:  # stopped while this one started (on the export thread): it must not outlive the run
             worker.kill()
             raise StageFailure(Outcome.INTERRUPTED, "start", "the run was stopped before this variant started")

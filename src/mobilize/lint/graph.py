@@ -65,7 +65,7 @@ def measure(module: nn.Module, example: list) -> tuple[dict[str, ModuleStats], i
         if failed:  # the model's forward cannot run on fake tensors (data-dependent): run it for real
             for st in stats.values():
                 st.calls, st.input_shapes, st.output_shapes, st.output_bytes = 0, [], [], 0
-            counter = _count(module, example, fake=False)
+            counter = _real_count(module, example)
     finally:
         for h in handles:
             h.remove()
@@ -76,6 +76,18 @@ def measure(module: nn.Module, example: list) -> tuple[dict[str, ModuleStats], i
                        module.get_submodule(path).named_children())
         st.macs = max(0, st.total_macs - children)
     return stats, int(counter.get_total_flops() // 2)
+
+
+def _real_count(module: nn.Module, example: list) -> Any:
+    """:func:`_count` on real tensors: a model whose forward fails on its inputs is the user's problem, told
+    in one line (as the runtimes' first run tells it); a programming error of ours stays a bug."""
+    from mobilize.errors import UserError, translate_errors
+    from mobilize.runtimes.base import describe_tensor, first_error_line
+
+    shapes = "; ".join(describe_tensor(t) for t in example) or "no inputs"
+    with translate_errors(UserError, "lint", stage="lint", hint="check --input_dims against what the model expects",
+                          message=lambda exc: f"the model failed on inputs [{shapes}]: {first_error_line(exc)}"):
+        return _count(module, example, fake=False)
 
 
 def _count(module: nn.Module, example: list, fake: bool) -> Any:

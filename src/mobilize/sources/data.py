@@ -238,7 +238,7 @@ class FolderSource(DataSource):
             try:
                 with Image.open(path) as im:
                     arr = np.asarray(im.convert("RGB"), dtype=np.float32) / 255.0
-            except OSError as exc:
+            except (OSError, Image.DecompressionBombError) as exc:  # the bomb check is PIL's, not an OSError
                 raise UserError(f"cannot read image {path}: {exc}") from exc
             yield arr, (self.class_names.index(path.parent.name) if self.labelled else None)
 
@@ -290,6 +290,8 @@ class NpzSource(DataSource):
         if len(counts) != 1:
             raise UserError(f"{reference}: the input arrays hold different numbers of samples "
                             f"({', '.join(f'{k}: {len(inputs[k])}' for k in self.input_keys)})")
+        if not counts.pop():
+            raise UserError(f"{reference} holds no samples (its input arrays have length 0)")
         self.arrays = inputs
         self.inputs_per_sample = len(self.input_keys)
         self.x = inputs[self.input_keys[0]]

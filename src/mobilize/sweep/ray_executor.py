@@ -97,10 +97,15 @@ class RayExecutor:
         ray = _ray()
         self.ray = ray
         kwargs = {"namespace": "mobilize", "log_to_driver": False, "include_dashboard": False}
+        self.temp_dir = None
         if address or os.environ.get("RAY_ADDRESS"):  # ray:auto finds the cluster this machine belongs to
+            check_reachable(address)
             ray.init(address=address, **kwargs)
         else:  # no cluster given: a new one-node cluster on this machine, with its one bench slot
-            ray.init(address="local", resources={BENCH_RESOURCE: 1}, **kwargs)
+            from mobilize.paths import make_temp_dir
+
+            self.temp_dir = make_temp_dir("sweep")  # named after this process: a killed run's is removed next time
+            ray.init(address="local", resources={BENCH_RESOURCE: 1}, _temp_dir=str(self.temp_dir), **kwargs)
         self.nodes = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get(BENCH_RESOURCE)]
         if not self.nodes:
             ray.shutdown()
@@ -185,7 +190,31 @@ class RayExecutor:
         (dest / "files.json").write_text(json.dumps(manifest, indent=2) + "\n")
 
     def close(self) -> None:
+        import shutil
+
         self.ray.shutdown()
+        if self.temp_dir is not None:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+CONNECT_TIMEOUT_S = 5.0
+"""How long a ``ray:HOST:PORT`` address may take to accept a connection (Ray itself retries for minutes)."""
+
+
+def check_reachable(address: str | None) -> None:
+    """A ``HOST:PORT`` address that accepts no TCP connection is one line now, not minutes of Ray's retries
+    and its log lines.  ``auto``, ``ray://`` and the RAY_ADDRESS environment are left to Ray."""
+    import socket
+
+    host, sep, port = (address or "").rpartition(":")
+    if not sep or not host or "://" in address or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__.replace("timeout", "no answer")
+        raise ConfigError(f"cannot reach the Ray cluster at {address}: {why}",
+                          hint="start it with `ray start --head --port PORT`, or check the address") from None
 
 
 def _lost(i: int, h: dict[str, Any]) -> str:

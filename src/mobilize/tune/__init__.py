@@ -171,6 +171,12 @@ class _Search:
         with torch.inference_mode():
             self.reference = [flatten_outputs(module(*s)) for s in self.samples]
         self.reference_correct = None
+        classes = self.reference[0][0].numel() if self.reference and self.reference[0] else 0
+        if self.labels is not None and max(self.labels) >= classes:
+            raise ConfigError(f"data source '{data}' has label {max(self.labels)}, but the model gives {classes} "
+                              f"output value(s) per sample: its labels are not this model's classes",
+                              hint="give data labelled with the model's own class indices, or unlabelled data "
+                                   "and --min-cosine")
         if self.labels is not None:
             self.reference_correct = [int(r[0].reshape(-1).argmax()) == y for r, y in zip(self.reference, self.labels)]
         self.cache: dict[str, tuple[Path, Kind]] = {}

@@ -97,8 +97,9 @@ def write_adb_script(folder: Path) -> Path:
 
 def parse_log(text: str, where: str = "the log") -> tuple[float, float, list[float]]:
     """(microseconds per iter, iters per second, per-iteration microseconds) of the one run in ``text``."""
-    lines = [ln.strip() for ln in text.replace("\r", "").splitlines() if ln.strip()]
-    mains = [m for m in map(_MAIN.search, lines) if m]
+    numbered = [(n, ln.strip()) for n, ln in enumerate(text.replace("\r", "").splitlines(), 1) if ln.strip()]
+    lines = [ln for _, ln in numbered]
+    mains = [(n, m) for n, m in ((n, _MAIN.search(ln)) for n, ln in numbered) if m]
     if not mains:
         last = lines[-1] if lines else "it is empty"
         raise ConfigError(f"{where} has no 'Main run finished. Microseconds per iter: ...' line: not a complete "
@@ -111,19 +112,42 @@ def parse_log(text: str, where: str = "the log") -> tuple[float, float, list[flo
         raise ConfigError(f"{where} lacks speed_benchmark_torch's '{missing[0]}' line: not its output",
                           hint="pass the log of one speed_benchmark_torch run")
     pep = []
-    for line in lines:
-        match = _PEP.search(line)
+    for n, line in numbered:
+        match = _PEP.search(line) if "PyTorchObserver" in line else None
+        if "PyTorchObserver" in line and match is None:
+            raise ConfigError(f"{where} line {n}: a PyTorchObserver line without a {{...}} record: {line[:160]}")
         if match:
-            record = json.loads(match.group(1))
+            record = _pep_record(match.group(1), f"{where} line {n}")
             if record.get("metric") == "latency" and record.get("type") == "NET":
                 scale = {"us": 1.0, "ms": 1e3, "ns": 1e-3}.get(record.get("unit", "us"))
                 if scale is None:
-                    raise ConfigError(f"{where}: PyTorchObserver latency in unknown unit '{record.get('unit')}'")
-                pep.append(float(record["value"]) * scale)
-    us, per_s = float(mains[0].group(1)), float(mains[0].group(2))
-    if not (math.isfinite(us) and us > 0):
-        raise ConfigError(f"{where}: Microseconds per iter is {mains[0].group(1)}")
+                    raise ConfigError(f"{where} line {n}: PyTorchObserver latency in unknown unit "
+                                      f"'{record.get('unit')}'")
+                pep.append(_time(record.get("value"), f"{where} line {n}: PyTorchObserver latency") * scale)
+    n, main = mains[0]
+    us = _time(main.group(1), f"{where} line {n}: Microseconds per iter", zero=False)
+    per_s = _time(main.group(2), f"{where} line {n}: Iters per second", zero=False)
     return us, per_s, pep
+
+
+def _pep_record(text: str, where: str) -> dict[str, Any]:
+    """The ``{...}`` of a PyTorchObserver line (a JSON text starting with ``{`` that parses is an object)."""
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: the PyTorchObserver record is not JSON ({exc.msg}): {text[:160]}") from None
+
+
+def _time(value: Any, what: str, zero: bool = True) -> float:
+    """A time or rate from the log: a finite number, not negative (and more than 0 unless ``zero``)."""
+    try:
+        number = float(value) if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
+    except ValueError:
+        number = None
+    if number is None or not math.isfinite(number) or number < 0 or (number == 0 and not zero):
+        raise ConfigError(f"{what} is {json.dumps(value)}: not a {'' if zero else 'positive '}finite number",
+                          hint="pass the unedited output of one speed_benchmark_torch run")
+    return number
 
 
 def report_from_log(log: str | Path, *, model: str | None, threads: int | None, warmup: int, iterations: int,

@@ -46,6 +46,7 @@ def probe(subject: Any) -> TargetSupport:
         return TargetSupport("onnxruntime", "failed", HOW, partitions=0, summary=f"the model does not export to ONNX: {exc}")
     chosen = providers(subject.config)
     opts = session_options(config={"session.record_ep_graph_assignment_info": "1"})
+    opts.log_severity_level = 4  # fatal only: a load error is the exception below, not also a coloured log line
     with third_party_failure("ONNX Runtime session") as failed:  # Fail, InvalidGraph ...: the message says which node
         session = ort_session(proto, opts, providers=chosen)
     if failed:

@@ -223,10 +223,13 @@ def build_and_verify(reference: str, recipe: dict[str, Any], out_dir: str, data:
                  "sha256": art.sha256, "kind": str(built.kind), "notes": art.notes}
         if verify:
             step(f"verify {art.path.name}")
-            verdict = verify_artifact(built, result.module, ctx)
+            verdict = verify_artifact(built, result.module, ctx, float_model=model,
+                                      quantized=ctx.quant.quantized)
             entry["verify"] = verdict.to_json()
-            if not verdict.ok:
-                mismatches.append(f"{art.path.name}: {verdict.reason}")
+            if verdict.fidelity and verdict.fidelity["outcome"] != "OK":
+                mismatches.append(f"{art.path.name}: {verdict.fidelity['reason']}")
+            if verdict.reference_warning and verdict.reference_warning not in ctx.notes:
+                ctx.notes.append(verdict.reference_warning)
         artifacts.append(entry)
     report = {"schema_version": SCHEMA_VERSION, "model": reference, "recipe": recipe.to_dict(),
               "target": ctx.target.to_json(), "host_cpu": host_cpu().to_json(),

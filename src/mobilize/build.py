@@ -87,19 +87,34 @@ def verify_inputs(ctx: Context, count: int = 4) -> list[list]:
     return [ctx.example_inputs(seed=123 + i) for i in range(min(count, 2))]
 
 
-def verify_artifact(built: Built, module: Any, ctx: Context, policy: Policy = DEFAULT_POLICY) -> Verdict:
-    """Run the artifact and the module it came from on the same inputs; the verify core judges."""
+def verify_artifact(built: Built, module: Any, ctx: Context, policy: Policy = DEFAULT_POLICY, *,
+                    float_model: Any = None, quantized: bool = False) -> Verdict:
+    """Run the artifact and the module it came from on the same inputs; the verify core judges (fidelity).
+
+    With ``float_model`` (the model before the passes) the file is also judged against it (quality: ``quantized``
+    says whether the passes quantized the module), the budget is the mean cosine, and a float model whose
+    output does not depend on its input makes the verdict VACUOUS."""
+    from mobilize.accuracy.verify import against_both, degenerate_reference, judge_budget
+
+    samples = verify_inputs(ctx)
+    got = _outputs(built.artifact, samples)
+    fidelity = judge(compare_outputs(got, _outputs(module, samples)), built.kind, policy)
+    if float_model is None:
+        return fidelity
+    reference = _outputs(float_model, samples)
+    c = compare_outputs(got, reference)
+    quality = judge_budget(judge(c, Kind.QUANTIZED if quantized else built.kind, policy), cosine=c.cosine_mean,
+                           labelled=False, policy=policy)
+    return against_both(fidelity, quality, degenerate_reference(reference, policy))
+
+
+def _outputs(model: Any, samples: list[list]) -> list[list]:
     import torch
 
     from mobilize.runtimes.base import flatten_outputs, open_session
 
-    samples = verify_inputs(ctx)
-    with open_session(built.artifact) as session:
-        got = [session.run(inputs) for inputs in samples]
-    if hasattr(module, "forward"):
+    if hasattr(model, "forward"):
         with torch.inference_mode():
-            expected = [flatten_outputs(module(*inputs)) for inputs in samples]
-    else:
-        with open_session(module) as ref:
-            expected = [ref.run(inputs) for inputs in samples]
-    return judge(compare_outputs(got, expected), built.kind, policy)
+            return [flatten_outputs(model(*inputs)) for inputs in samples]
+    with open_session(model) as session:
+        return [session.run(inputs) for inputs in samples]

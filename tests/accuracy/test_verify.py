@@ -132,3 +132,58 @@ def test_allclose_rule():
     assert verify_close([torch.ones(3)], [torch.ones(3) + 1e-6], atol=1e-4, rtol=0).ok
     v = verify_close([torch.ones(3)], [torch.ones(3) + 1e-3], atol=1e-4, rtol=0)
     assert v.outcome == Outcome.MISMATCH and v.rule == "allclose"
+
+
+# -- what a verdict is measured against; degenerate references ------------------------------------------
+def test_a_faithful_file_outside_the_budget_against_float_is_over_budget():
+    from mobilize.accuracy.verify import FIDELITY, QUALITY, against_both
+
+    ref = logits(n=64)
+    faithful = judge(compare_outputs(ref, ref), Kind.QUANTIZED)  # the file equals its prepared int8 model
+    noisy = [[t + torch.randn(t.shape, generator=torch.Generator().manual_seed(i)) * 0.3] for i, (t,) in enumerate(ref)]
+    c = compare_outputs(noisy, ref)
+    quality = judge_budget(judge(c, Kind.QUANTIZED), cosine=c.cosine_mean, labelled=False)
+    v = against_both(faithful, quality)
+    assert faithful.ok and quality.outcome == Outcome.OVER_BUDGET
+    assert v.outcome == Outcome.OVER_BUDGET and v.rule == "budget-cosine"
+    assert v.fidelity["against"] == FIDELITY and v.fidelity["outcome"] == "OK"
+    assert v.quality["against"] == QUALITY and v.quality["numbers"]["cosine"] == pytest.approx(c.cosine_mean)
+    assert v.reason.startswith(f"quality vs {QUALITY}: OVER_BUDGET") and f"fidelity vs {FIDELITY}" in v.reason
+    assert v.to_json()["fidelity"]["rule"] == "quantized-sqnr"
+
+
+def test_an_unfaithful_file_is_a_mismatch_whatever_its_quality():
+    from mobilize.accuracy.verify import against_both
+
+    ref = logits(n=16)
+    off = judge(compare_outputs([[t * 1.1] for (t,) in ref], ref), Kind.FLOAT)
+    good = judge(compare_outputs(ref, ref), Kind.FLOAT)
+    v = against_both(off, good)
+    assert v.outcome == Outcome.MISMATCH and v.rule == "float-sqnr" and v.reason.startswith("fidelity vs")
+
+
+@pytest.mark.parametrize("make,what", [
+    (lambda i, g: torch.zeros(1, 10), "is exactly 0"),
+    (lambda i, g: torch.full((1, 10), 3.0) + 1e-6 * torch.randn(1, 10, generator=g), "does not depend on the input"),
+    (lambda i, g: torch.randn(1, 10, generator=g) + torch.tensor([[9.0] + [0.0] * 9]), "one top-1 class for 100%"),
+])
+def test_degenerate_references_make_verdicts_vacuous(make, what):
+    from mobilize.accuracy.verify import against_both, degenerate_reference
+
+    g = torch.Generator().manual_seed(0)
+    ref = [[make(i, g)] for i in range(DEFAULT_POLICY.degenerate_min_samples)]
+    warning = degenerate_reference(ref)
+    assert warning and what in warning and "rule vacuous-reference" in warning
+    assert "train or load weights; random init gives near-constant outputs" in warning
+    v = against_both(None, judge(compare_outputs(ref, ref), Kind.FLOAT), warning)
+    assert v.outcome == Outcome.VACUOUS and v.rule == "vacuous-reference" and not v.ok
+    assert v.reference_warning == warning and "quality vs the float model" in v.reason
+
+
+def test_a_reference_that_depends_on_its_input_is_not_degenerate():
+    from mobilize.accuracy.verify import degenerate_reference
+
+    assert degenerate_reference(logits(n=64)) is None
+    few = [[torch.randn(1, 10) + torch.tensor([[9.0] + [0.0] * 9])] for _ in range(4)]
+    assert degenerate_reference(few) is None  # four samples say nothing about a top-1 share
+    assert degenerate_reference(few, Policy(degenerate_min_samples=4)) is not None

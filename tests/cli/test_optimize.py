@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 import pytest
 
@@ -52,7 +53,10 @@ def test_seed_recipe_on_conv_bn_relu(run_cli, tmp_path):
     out = tmp_path / "out"
     code, stdout, err = run_cli("optimize", "zoo:conv_bn_relu", "--recipe", "seed", "-o", out)
     assert code == 0, err
-    assert stdout.count("verified (max abs") == 2, stdout
+    fidelity = "verified (fidelity vs the model it was exported from: max abs 0.0e+00, SQNR exact (inf dB) >= 60 dB"
+    assert stdout.count(fidelity) == 2, stdout
+    assert len(re.findall(r"quality vs the float model: max abs [\d.e+-]+, SQNR [\d.]+ dB >= 8 dB \(rule quantized-sqnr\)"
+                          r".*mean cosine 0\.\d+ within budget 0.99\)", stdout)) == 2, stdout
     pt, ptl = out / "conv_bn_relu-seed.pt", out / "conv_bn_relu-seed.ptl"
     for path, fmt in ((pt, "torchscript"), (ptl, "lite")):
         m = manifest(path)
@@ -73,7 +77,14 @@ def test_seed_recipe_on_zoo_models_small_inputs(run_cli, tmp_path, model, dims):
     assert code == 0, err
     result = json.loads((tmp_path / "r.json").read_text())
     assert [a["format"] for a in result["artifacts"]] == ["torchscript", "lite"]
-    assert all(a["verify"]["ok"] for a in result["artifacts"])
+    for a in result["artifacts"]:  # faithful to the prepared int8 model; its cost against float is stated
+        assert a["verify"]["fidelity"]["outcome"] == "OK" and a["verify"]["fidelity"]["rule"] == "float-sqnr"
+        assert a["verify"]["quality"]["against"] == "the float model"
+        assert a["verify"]["quality"]["numbers"]["sqnr_db"] < 60
+    if model == "zoo:toy_classifier":  # random init: the same logits for every photo
+        assert all(a["verify"]["outcome"] == "VACUOUS" for a in result["artifacts"])
+        assert "WARNING: the float model's output does not depend on the input" in stdout
+        assert "train or load weights; random init gives near-constant outputs" in stdout
     assert any("a real sample from sample-photos:8" in n for n in result["artifacts"][0]["notes"])
     for artifact in result["artifacts"]:
         code, stdout, err = run_cli("bench", artifact["artifact"], "--use_bundled_input", "0", "--iter", "2")

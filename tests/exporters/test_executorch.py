@@ -315,10 +315,14 @@ def test_cli_optimize_int8_then_bench(run_cli, tmp_path):
                                 "sample-photos", "-o", out, "--input_dims", "1,3,64,64", "--json", tmp_path / "o.json")
     assert code == 0, err
     pte = out / "toy_classifier-executorch-int8.pte"
-    assert re.search(rf"{re.escape(str(pte))}  [\d.]+ MB  executorch  verified \(max abs", stdout)
+    # faithful to its prepared int8 model; the random-init ToyClassifier gives the same logits for every photo,
+    # so the check against float is vacuous and says so
+    assert re.search(rf"{re.escape(str(pte))}  [\d.]+ MB  executorch  VACUOUS \(the float model's output does not "
+                     rf"depend on the input", stdout), stdout
     assert "XNNPACK runs all" in stdout and "calibrated on 32 samples from 'sample-photos'" in stdout
     result = json.loads((tmp_path / "o.json").read_text())
-    assert result["artifacts"][0]["verify"]["ok"]
+    verdict = result["artifacts"][0]["verify"]
+    assert verdict["outcome"] == "VACUOUS" and verdict["fidelity"]["outcome"] == "OK"
     assert json.loads((out / (pte.name + ".delegation.json")).read_text())["delegated_percent"] == 100.0
     code, stdout, err = run_cli("bench", pte, "--iter", "5", "--threads", "2", "--json", tmp_path / "b.json")
     assert code == 0, err

@@ -187,7 +187,7 @@ def test_local_sweep_of_three_zoo_models(local_sweep):
     code, out = local_sweep
     assert code == 0
     got = _outcomes(out / "index.json")
-    assert got == {"conv_bn_relu": ("DONE", (("OK", 2),)), "toy_classifier": ("DONE", (("OK", 2),)),
+    assert got == {"conv_bn_relu": ("DONE", (("OK", 2),)), "toy_classifier": ("DONE", (("VACUOUS", 2),)),  # random init: constant logits
                    "digits_mobilenet_v2": ("DONE", (("OK", 2),))}
     for stem in got:
         assert json.loads((out / stem / "report.json").read_text())["complete"]

@@ -23,7 +23,12 @@ from mobilize.errors import ConfigError
 from mobilize.outcome import Outcome
 
 __all__ = ["Kind", "Policy", "Verdict", "judge", "judge_budget", "judge_steps", "verify_close", "compare_outputs",
-           "DEFAULT_POLICY"]
+           "DEFAULT_POLICY", "degenerate_reference", "against_both", "FIDELITY", "QUALITY"]
+
+FIDELITY = "the model it was exported from"
+"""What a fidelity verdict measures against: the prepared module (after the passes), to the exporter's promise."""
+QUALITY = "the float model"
+"""What a quality verdict measures against: the user's float model on the data, to the budget."""
 
 
 class Kind(enum.StrEnum):
@@ -62,6 +67,16 @@ class Policy:
     NNAPI's reference rounds twice in fixed point where qnnpack rounds once in float, so single steps are
     rounding; below 99% the operation computes something else."""
 
+    degenerate_max_spread: float = 1e-3
+    """A float reference whose outputs vary across samples by less than this (RMS of the per-element standard
+    deviation across samples over the outputs' RMS) does not depend on its input: checks against it are vacuous.
+    Random-init ToyClassifier: 3e-6; random-init MobileNetV2: 0.39; trained models: 0.5-1."""
+    degenerate_max_top1_share: float = 0.9
+    """A float classifier giving one class for at least this share of the samples (with at least
+    ``degenerate_min_samples`` of them) is near-constant: random-init MobileNetV1 gives one class for 58 of 64."""
+    degenerate_min_samples: int = 16
+    """Fewer samples than this say nothing about the top-1 share."""
+
     def __post_init__(self) -> None:
         """A budget that cannot decide anything (NaN, infinite, more than all 100 points) is the user's mistake:
         refused here, so every command and the Python API say so the same way, before any work."""
@@ -88,14 +103,27 @@ class Verdict:
     reason: str
     """One sentence with the numbers that decided."""
     numbers: dict[str, Any] = dataclasses.field(default_factory=dict)
+    fidelity: dict[str, Any] | None = None
+    """The file vs the model it was exported from (``against``, outcome, rule, reason, numbers); None when not
+    measured (no file, or the check was not run)."""
+    quality: dict[str, Any] | None = None
+    """The file vs the float model on the data, to the budget; None when not measured."""
+    reference_warning: str | None = None
+    """Set when the float reference is degenerate (the verdict is then VACUOUS)."""
 
     @property
     def ok(self) -> bool:
         return self.outcome == Outcome.OK
 
+    def part(self, against: str) -> dict[str, Any]:
+        """This verdict as one half of a combined one."""
+        return {"against": against, "outcome": str(self.outcome), "rule": self.rule, "reason": self.reason,
+                "numbers": self.numbers}
+
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "outcome": str(self.outcome), "rule": self.rule, "reason": self.reason,
-                "numbers": self.numbers}
+                "numbers": self.numbers, "fidelity": self.fidelity, "quality": self.quality,
+                "reference_warning": self.reference_warning}
 
 
 def judge(c: Comparison, kind: Kind | str, policy: Policy = DEFAULT_POLICY) -> Verdict:
@@ -165,6 +193,76 @@ def judge_steps(what: str, elements: int, within_one_step: int, policy: Policy =
                                                      f"(rule op-steps)", numbers)
     return Verdict(Outcome.OK, "op-steps", f"{what}: {fraction:.2%} of {elements} elements within one quantization "
                                            f"step >= {policy.op_min_within_one_step:.0%} (rule op-steps)", numbers)
+
+
+def degenerate_reference(reference: Sequence[Sequence[Any]], policy: Policy = DEFAULT_POLICY) -> str | None:
+    """A warning when the float reference's first output does not depend on its input (all zero, constant across
+    samples, or one top-1 class for nearly every sample), else None.  Checks against such a reference are vacuous.
+
+        >>> import torch
+        >>> degenerate_reference([[torch.zeros(1, 10)] for _ in range(4)]).split(":")[0]
+        'WARNING'
+        >>> degenerate_reference([[torch.randn(1, 10)] for _ in range(4)]) is None
+        True
+    """
+    import torch
+
+    if len(reference) < 2 or not reference[0]:
+        return None
+    first = torch.cat([as_float64(s[0]).reshape(1, -1) for s in reference])
+    if not bool(torch.isfinite(first).all()):
+        return None
+    rms = float(first.pow(2).mean().sqrt())
+    fix = "train or load weights; random init gives near-constant outputs"
+    n = len(reference)
+    if rms == 0:
+        what = f"is exactly 0 for all {n} samples"
+    else:
+        spread = float(first.std(0).pow(2).mean().sqrt()) / rms
+        share = None
+        if first.shape[1] > 2 and n >= policy.degenerate_min_samples:
+            import collections
+
+            share = collections.Counter(first.argmax(1).tolist()).most_common(1)[0][1] / n
+        if spread < policy.degenerate_max_spread:
+            what = (f"does not depend on the input (spread across {n} samples {spread:.1e} of its RMS < "
+                    f"{policy.degenerate_max_spread:g})")
+        elif share is not None and share >= policy.degenerate_max_top1_share:
+            what = (f"gives one top-1 class for {share:.0%} of {n} samples (>= "
+                    f"{policy.degenerate_max_top1_share:.0%})")
+        else:
+            return None
+    return (f"WARNING: the float model's output {what}: every accuracy check against it is vacuous "
+            f"(rule vacuous-reference); fix: {fix}")
+
+
+def against_both(fidelity: Verdict | None, quality: Verdict | None, reference_warning: str | None = None) -> Verdict:
+    """One verdict from its two halves: fidelity (the file vs the model it was exported from) and quality (vs the
+    float model, to the budget).  A file that is not what its exporter promised is decided by fidelity; one that
+    would be OK against a degenerate reference is VACUOUS (rule ``vacuous-reference``), since agreeing with a
+    near-constant output proves nothing; else the quality half decides (MISMATCH and OVER_BUDGET stand)."""
+    if fidelity is None and quality is None:
+        raise ValueError("against_both needs at least one half")
+    halves = [(FIDELITY, fidelity), (QUALITY, quality)]
+    parts = {name: (v.part(against) if v else None) for name, (against, v) in zip(("fidelity", "quality"), halves)}
+    broken = next((v for _, v in halves if v and v.outcome == Outcome.MISMATCH and v.rule in ("shape", "finite")), None)
+    if broken is None:
+        broken = fidelity if fidelity and not fidelity.ok else None
+    if broken is not None:
+        decided = broken
+    elif reference_warning and (quality or fidelity).ok:
+        decided = Verdict(Outcome.VACUOUS, "vacuous-reference", reference_warning.removeprefix("WARNING: "),
+                          (quality or fidelity).numbers)
+    else:
+        decided = quality or fidelity
+    named = list(zip(("fidelity", "quality"), halves))
+    if decided is quality:
+        named.reverse()  # the half that decided comes first
+    text = "; ".join(f"{name} vs {against}: {'' if v.ok else f'{v.outcome} '}{v.reason}"
+                     for name, (against, v) in named if v)
+    reason = f"{decided.reason}; {text}" if decided.outcome == Outcome.VACUOUS else text
+    return Verdict(decided.outcome, decided.rule, reason, decided.numbers, parts["fidelity"], parts["quality"],
+                   reference_warning)
 
 
 def verify_close(got: Sequence[Any], expected: Sequence[Any], atol: float, rtol: float) -> Verdict:

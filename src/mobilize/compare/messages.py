@@ -62,6 +62,8 @@ class ReferenceDone:
     lint: dict[str, Any] | None = None
     """mobilize.lint's summary and per-layer profile of the float model (no target probes), or None."""
     lint_error: str | None = None
+    warning: str | None = None
+    """Set when the float model's output does not depend on its input: every accuracy verdict is then VACUOUS."""
 
 
 @dataclasses.dataclass
@@ -73,6 +75,8 @@ class Built:
     """float | reduced | quantized: what the variant promises against the float model."""
     notes: list[str]
     details: dict[str, Any]
+    fidelity: dict[str, Any] | None = None
+    """The file vs the module it was exported from (a Verdict's JSON), judged as optimize judges it."""
 
 
 @dataclasses.dataclass

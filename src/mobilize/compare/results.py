@@ -43,6 +43,8 @@ class VariantResult:
     on_device_only: bool = False
     """The runtime checks numbers on this host but cannot time the real thing (e.g. NNAPI)."""
     details: dict[str, Any] = dataclasses.field(default_factory=dict)
+    fidelity: dict[str, Any] | None = None
+    """The file vs the module it was exported from, as the build checked it (reported inside ``verdict``)."""
 
     def note(self, text: str) -> None:
         if text not in self.notes:
@@ -58,7 +60,7 @@ class VariantResult:
 
     def to_json(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                if f.name not in ("latency", "details")}
+                if f.name not in ("latency", "details", "fidelity")}
         data["outcome"] = str(self.outcome)
         data.update(self.latency)
         if self.speedup:

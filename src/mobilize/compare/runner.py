@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mobilize.accuracy.stats import mcnemar_p, mean_ci, paired_drop_ci, ratio_ci, spread_percent
-from mobilize.accuracy.verify import DEFAULT_POLICY, Kind, Policy, judge, judge_budget
+from mobilize.accuracy.verify import DEFAULT_POLICY, Kind, Policy, Verdict, against_both, judge, judge_budget
 from mobilize.bench.rounds import schedule
 from mobilize.compare.messages import (
     Bench, Built, Failed, Job, Ready, ReferenceDone, Stage, Stop, Times,
@@ -187,7 +187,7 @@ class PlanRun:
             "accuracy_samples": ref.samples if ref else None, "labelled": ref.labelled if ref else None,
             "reference_variant": self.reference_name, "policy": self.cfg.policy.to_json(),
             "recommended": self.recommended, "peak_memory_mb_total": self.peak_memory_mb or None,
-            "lint": ref.lint if ref else None,
+            "lint": ref.lint if ref else None, "reference_warning": ref.warning if ref else None,
             "variants": [r.to_json() for r in self.results.values()],
         }
 
@@ -259,6 +259,8 @@ class PlanRun:
             ref.finish()
         if self.reference.lint_error:
             self.results[self.reference_name].note(f"lint: could not analyse the model: {self.reference.lint_error}")
+        if self.reference.warning:
+            self.status(self.reference.warning)
         self.tick("float reference outputs")
 
     def _variants(self) -> None:
@@ -302,6 +304,7 @@ class PlanRun:
                 for n in built.notes:
                     r.note(n)
                 r.details.update(built.details)
+                r.fidelity = built.fidelity
                 self.tick(f"{v.name}: exported")
             self.status(f"{v.name}: load and accuracy")
             w = self.spawn(self.job("run", v.to_dict(), built.artifact if built else None))
@@ -346,6 +349,9 @@ class PlanRun:
             acc["cosine_ci95"] = list(mean_ci(c.cosine))
         verdict = judge_budget(verdict, drop_points=drop, drop_ci=ci, cosine=c.cosine_mean,
                                labelled=drop is not None, policy=policy)
+        fidelity = r.fidelity and Verdict(Outcome(r.fidelity["outcome"]), r.fidelity["rule"], r.fidelity["reason"],
+                                          r.fidelity["numbers"])
+        verdict = against_both(fidelity or None, verdict, ref.warning)
         r.accuracy, r.verdict = acc, verdict.to_json()
         r.outcome = verdict.outcome
         r.stage = "accuracy" if verdict.outcome == Outcome.MISMATCH else None

@@ -107,6 +107,7 @@ def make_reference(job: Job) -> ReferenceDone:
     import torch
 
     from mobilize.accuracy.metrics import compare_outputs
+    from mobilize.accuracy.verify import degenerate_reference
     from mobilize.runtimes.base import flatten_outputs, output_names
     from mobilize.sources.models import resolve_model
 
@@ -127,7 +128,8 @@ def make_reference(job: Job) -> ReferenceDone:
     torch.save({"state_dict": state, "outputs": outs, "labels": ys, "names": names}, job.reference_path)
     correct = compare_outputs(outs, outs, ys).correct if ys is not None else None
     lint, lint_error = _lint_section(source, job)
-    return ReferenceDone(len(xs), ys is not None, correct, names, len(outs[0]), lint, lint_error)
+    return ReferenceDone(len(xs), ys is not None, correct, names, len(outs[0]), lint, lint_error,
+                         degenerate_reference(outs))
 
 
 def _file_reference(source, job: Job, xs: list, ys) -> ReferenceDone:
@@ -177,13 +179,14 @@ def _prepare(job: Job):
 def build_variant(job: Job) -> Built:
     from pathlib import Path
 
-    from mobilize.build import build
+    from mobilize.build import build, verify_artifact
 
     variant, source, ctx = _prepare(job)
     result = build(getattr(source, "module", source), variant.recipe, ctx, Path(job.out_dir) / variant.name)
     built = result.artifacts[0]
+    fidelity = verify_artifact(built, result.module, ctx)  # the file vs its prepared module, as optimize checks it
     return Built(str(built.artifact.path), str(built.artifact.format), built.artifact.size_bytes, str(result.kind),
-                 built.artifact.notes, {**built.details, **ctx.details})
+                 built.artifact.notes, {**built.details, **ctx.details}, fidelity.to_json())
 
 
 def serve(conn, job: Job, enter) -> None:

@@ -195,7 +195,7 @@ def size_chart(variants: list[dict]) -> str:
 
 
 def render_html(report: dict[str, Any]) -> str:
-    from mobilize.report.terminal import drop_text, speed_text, sqnr_text, summary_lines
+    from mobilize.report.terminal import drop_text, fidelity_text, speed_text, sqnr_text, summary_lines
 
     variants = report["variants"]
     metric = "top1" if report.get("labelled") else "cosine"
@@ -207,7 +207,7 @@ def render_html(report: dict[str, Any]) -> str:
         cells = [v.get("format"), v.get("runtime"),
                  "on device only" if v.get("on_device_only") else _num(v.get("latency_ms_p50")),
                  _num(v.get("latency_ms_p90")), speed_text(v),
-                 _num(v["size_bytes"] / 1e6 if v.get("size_bytes") else None),
+                 _num(v["size_bytes"] / 1e6 if v.get("size_bytes") else None), fidelity_text(v),
                  _num(acc.get("top1")), drop_text(acc), _num(acc.get("cosine"), digits=5), sqnr_text(acc),
                  _num(acc.get("max_abs"), digits=3), v.get("ran_in") or v.get("kind")]
         rows.append(f'<tr><td>{esc(v["name"])}</td><td class="l {cls}">{esc(v["outcome"])}'
@@ -216,6 +216,8 @@ def render_html(report: dict[str, Any]) -> str:
                     + f'<td class="l" title="{esc(verdict.get("reason", ""))}">{esc(verdict.get("rule", "-"))}</td></tr>')
     verdicts = "".join(f'<li><b>{esc(v["name"])}</b>: {esc(v["outcome"])} — {esc((v.get("verdict") or {}).get("reason"))}</li>'
                        for v in variants if v.get("verdict"))
+    if report.get("reference_warning"):
+        verdicts = f'<li class="bad">{esc(report["reference_warning"])}</li>' + verdicts
     notes = "".join(f'<h3>{esc(v["name"])}</h3><ul>' + "".join(f"<li>{esc(n)}</li>" for n in v.get("notes") or [])
                     + "</ul>" for v in variants if v.get("notes"))
     status = "" if report.get("complete") else '<p class="bad">Partial report: the run was interrupted or is still going.</p>'
@@ -233,10 +235,12 @@ Generated {esc(report.get('created', ''))} by mobilize {esc(report.get('mobilize
 <h2>Latency</h2>{latency_chart(variants)}
 <h2>Latency vs accuracy ({esc(metric)})</h2>{accuracy_chart(variants, metric)}
 <h2>Results</h2><table><tr><th>variant</th><th>outcome</th><th>format</th><th>runtime</th><th>p50 ms</th><th>p90 ms</th>
-<th>speedup</th><th>size MB</th><th>top-1 %</th><th>drop</th><th>cosine</th><th>SQNR dB</th><th>max abs</th><th>ran in</th><th>rule</th></tr>
+<th>speedup</th><th>size MB</th><th title="the file vs the model it was exported from">fidelity</th><th>top-1 %</th><th>drop</th><th>cosine</th><th>SQNR dB</th><th>max abs</th><th>ran in</th><th>rule</th></tr>
 {''.join(rows)}</table>
 <p class="muted">~ marks a difference inside its 95% interval of no difference: a tie. Speed-ups are against
-{esc(report.get('reference_variant'))}, from paired round medians.</p>
+{esc(report.get('reference_variant'))}, from paired round medians. Fidelity: the file vs the model it was exported from
+(its exporter's promise; - : no file). Top-1, drop, cosine, SQNR, max abs and rule: quality vs the float model on the
+data (the budget).</p>
 <h2>Verdicts</h2><ul>{verdicts or '<li>None yet.</li>'}</ul>
 {extra}
 <h2>Sizes</h2>{size_chart(variants)}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-ORDER = {"OK": 0, "OVER_BUDGET": 1, "MISMATCH": 2}
+ORDER = {"OK": 0, "VACUOUS": 1, "OVER_BUDGET": 2, "MISMATCH": 3}
 
 
 def _fmt(value: Any, spec: str, empty: str = "-") -> str:
@@ -35,12 +35,23 @@ def sqnr_text(acc: dict[str, Any]) -> str:
     return _fmt(acc.get("sqnr_db"), ".1f")
 
 
+def fidelity_text(v: dict[str, Any]) -> str:
+    """The file vs the module it was exported from: ``exact``, its SQNR, or the outcome when it failed."""
+    part = (v.get("verdict") or {}).get("fidelity")
+    if not part:
+        return "-"
+    if part["outcome"] != "OK":
+        return part["outcome"]
+    sqnr = part["numbers"].get("sqnr_db")
+    return "exact" if sqnr is None else f"{sqnr:.0f}dB"
+
+
 def format_table(report: dict[str, Any], note_width: int = 56) -> str:
     variants = report["variants"]
     measured = sorted((v for v in variants if v.get("latency_ms_p50")), key=lambda v: v["latency_ms_p50"])
     rest = [v for v in variants if not v.get("latency_ms_p50")]
     header = (f"{'variant':<20} {'outcome':<11} {'format':<12} {'runtime':<12} {'p50 ms':>8} {'p90 ms':>8} "
-              f"{'speedup':>8} {'size MB':>8} {'top-1 %':>8} {'drop':>6} {'sqnr dB':>8}  {'rule':<20} notes")
+              f"{'speedup':>8} {'size MB':>8} {'fidelity':>8} {'top-1 %':>8} {'drop':>6} {'sqnr dB':>8}  {'rule':<20} notes")
     lines = [header, "-" * len(header)]
     for v in measured + rest:
         acc = v.get("accuracy") or {}
@@ -53,17 +64,20 @@ def format_table(report: dict[str, Any], note_width: int = 56) -> str:
         lines.append(
             f"{v['name']:<20} {v['outcome']:<11} {(v.get('format') or '-'):<12} {(v.get('runtime') or '-'):<12} "
             f"{p50:>8} {_fmt(v.get('latency_ms_p90'), '8.2f'):>8} {speed_text(v):>8} {_fmt(size, '8.2f'):>8} "
+            f"{fidelity_text(v):>8} "
             f"{_fmt(acc.get('top1'), '8.1f'):>8} {drop_text(acc):>6} {sqnr_text(acc):>8}  {rule:<20} {note}")
     lines.append("")
     lines.append("~ : inside the 95% interval of no difference (a tie, not a win or a loss); "
                  f"speed-up vs {report.get('reference_variant')}; rules: see report.json verdicts")
+    lines.append("fidelity: the file vs the model it was exported from (- : no file); top-1, drop, sqnr and rule: "
+                 "quality vs the float model on the data")
     return "\n".join(lines)
 
 
 def _headline(v: dict[str, Any]) -> str:
     """The one note that matters most for the table: a failure, a warning, else the first note."""
     notes = v.get("notes") or []
-    for key in ("MISMATCH", "OVER_BUDGET", "FAIL", "TIMEOUT", "INTERRUPTED", "WARNING"):
+    for key in ("MISMATCH", "OVER_BUDGET", "VACUOUS", "FAIL", "TIMEOUT", "INTERRUPTED", "WARNING"):
         for n in notes:
             if key in n:
                 return n
@@ -74,7 +88,7 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     """The recommendation (or why there is none), with the noise it was judged against."""
     rec = report.get("recommended")
     variants = {v["name"]: v for v in report["variants"]}
-    lines = []
+    lines = [report["reference_warning"]] if report.get("reference_warning") else []
     if not rec:
         counts: dict[str, int] = {}
         for v in report["variants"]:

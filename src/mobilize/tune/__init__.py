@@ -170,6 +170,10 @@ class _Search:
             raise ConfigError(f"data source '{data}' gave no samples")
         with torch.inference_mode():
             self.reference = [flatten_outputs(module(*s)) for s in self.samples]
+        from mobilize.accuracy.verify import degenerate_reference
+
+        self.reference_warning = degenerate_reference(self.reference, policy)
+        """Set when the float model's output does not depend on its input: every verdict is then VACUOUS."""
         self.reference_correct = None
         classes = self.reference[0][0].numel() if self.reference and self.reference[0] else 0
         if self.labels is not None and max(self.labels) >= classes:
@@ -225,7 +229,7 @@ class _Search:
     def judge(self, c: Candidate) -> None:
         from mobilize.accuracy.metrics import compare_outputs
         from mobilize.accuracy.stats import paired_drop_ci
-        from mobilize.accuracy.verify import judge, judge_budget
+        from mobilize.accuracy.verify import against_both, judge, judge_budget
 
         comparison = compare_outputs(self.outputs(c.path), self.reference, self.labels)
         verdict = judge(comparison, c.kind, self.policy)
@@ -234,8 +238,9 @@ class _Search:
             c.top1 = comparison.top1
             c.drop_points = self.reference_top1 - c.top1
             c.drop_ci = paired_drop_ci(self.reference_correct, comparison.correct)
-        c.verdict = judge_budget(verdict, drop_points=c.drop_points, drop_ci=c.drop_ci, cosine=c.cosine,
-                                 labelled=c.drop_points is not None, policy=self.policy)
+        c.verdict = against_both(None, judge_budget(verdict, drop_points=c.drop_points, drop_ci=c.drop_ci,
+                                                    cosine=c.cosine, labelled=c.drop_points is not None,
+                                                    policy=self.policy), self.reference_warning)
 
 
 def tune(module: Any, input_specs: Sequence[Any], *, data: str, calibration: str | None = None,
@@ -257,6 +262,8 @@ def tune(module: Any, input_specs: Sequence[Any], *, data: str, calibration: str
     candidates: list[Candidate] = []
     layers: dict[str, list[Any]] = {}
     interrupted = False
+    if search.reference_warning:
+        echo(search.reference_warning)
 
     def out_of_time() -> bool:
         return time_budget_s is not None and time.perf_counter() - start > time_budget_s
@@ -270,12 +277,13 @@ def tune(module: Any, input_specs: Sequence[Any], *, data: str, calibration: str
             candidates.append(c)
             _try(search, c, echo)
         # int8 ONNX over budget: keep the worst layers in float, greedily, for the best-calibrated variant
-        onnx_int8 = [c for c in candidates if c.name.startswith("onnx-int8") and c.path and c.verdict]
+        vacuous = search.reference_warning is not None  # no drift to localise against a near-constant output
+        onnx_int8 = [c for c in candidates if c.name.startswith("onnx-int8") and c.path and c.verdict and not vacuous]
         if onnx_int8 and not any(c.within_budget for c in onnx_int8) and search.fp32_onnx and not out_of_time():
             base = max(onnx_int8, key=lambda c: (c.verdict.outcome != "MISMATCH", c.top1 or 0.0, c.cosine or 0.0))
             layers[base.name] = _exclude_greedily(search, base, candidates, max_exclusions, out_of_time, echo)
         # the same for ExecuTorch int8: keep the worst modules in float (the executorch step's exclude)
-        et_int8 = [c for c in candidates if c.name == "executorch-int8" and c.path and c.verdict]
+        et_int8 = [c for c in candidates if c.name == "executorch-int8" and c.path and c.verdict and not vacuous]
         if et_int8 and not et_int8[0].within_budget and not out_of_time():
             layers[et_int8[0].name] = _exclude_modules_greedily(search, et_int8[0], candidates, max_exclusions,
                                                                 out_of_time, echo)
@@ -299,7 +307,8 @@ def tune(module: Any, input_specs: Sequence[Any], *, data: str, calibration: str
     report = out / "tune-report.json"
     html = out / "tune-report.html"
     result.files += [report, html]
-    report.write_text(json.dumps({**result.to_json(), "policy": policy.to_json()}, indent=2, default=str) + "\n")
+    report.write_text(json.dumps({**result.to_json(), "policy": policy.to_json(),
+                                  "reference_warning": search.reference_warning}, indent=2, default=str) + "\n")
     write_tune_html(report)
     return result
 

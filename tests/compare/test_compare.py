@@ -92,3 +92,19 @@ def test_data_that_does_not_fit_the_model(run_cli, tmp_path):
 def test_output_folder_not_usable(run_cli, tmp_path):
     (tmp_path / "file").write_text("x")
     assert_one_line_error(*run_cli("compare", "--plan", "quick", "-o", tmp_path / "file")[::2], "is a file")
+
+
+def test_a_failed_reference_keeps_the_folder_its_logs_and_a_report(run_cli, tmp_path):
+    """The float reference runs out of time (a --timeout the user gave): exit 2, and the folder keeps logs/ and a
+    report.json naming the failed stage and the --timeout to try."""
+    out = tmp_path / "out"
+    code, _, err = run_cli("compare", "--plan", "quick", "--timeout", "0.5", "-o", out)
+    assert code == 2
+    assert "the float reference failed: no answer within 0.5 s in stage" in err and "try --timeout 60" in err
+    report = json.loads((out / "report.json").read_text())
+    failure = report["reference_failure"]
+    assert failure["outcome"] == "TIMEOUT" and failure["stage"] and failure["timeout_s"] == 0.5
+    assert "--timeout 60" in failure["hint"] and report["complete"] is False
+    assert (out / "logs").is_dir()  # the worker may not have opened its log yet, but the folder stays
+    assert "the float reference failed (TIMEOUT" in (out / "report.html").read_text()
+    jsonschema.validate(report, schema())

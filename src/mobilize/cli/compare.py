@@ -4,6 +4,10 @@ With no arguments: the default model (MobileNetV2 trained on digits) on held-out
 the default plan.  Shows a progress bar (plain lines when stderr is not a terminal), then the
 table sorted by latency with each verdict's rule, and the recommended variant; writes
 report.json and report.html (also after every step, so Ctrl-C keeps what was measured).
+
+Exit codes: 0 done (whatever the variants' outcomes); 2 bad input, or a float reference that failed on the model
+or within a --timeout you gave; 3 the float reference ran out of the default time (a slow model or machine: the
+report and logs/ stay, and the error says which --timeout to try); 1 a bug in mobilize.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ def add_parser(sub) -> None:
     _flag(p, "iter", type=int, default=50, help="timed iterations per variant (default 50)")
     p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
     p.add_argument("--accuracy-samples", type=int, default=1000, help="max samples for accuracy (default 1000)")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds per stage before TIMEOUT (default 600)")
+    p.add_argument("--timeout", type=float, default=None, help="seconds per stage before TIMEOUT (default 600)")
     add_input_flags(p)
     p.add_argument("--target", default="host", choices=["host", "arm64", "x86-avx2", "x86-vnni"],
                    help="the device the files are for (decides ONNX reduce_range, the default int8 engine)")
@@ -55,14 +59,16 @@ def run(args: argparse.Namespace) -> int:
     from mobilize.api import compare
     from mobilize.checks import check_threads
     from mobilize.cli.progress import Progress
-    from mobilize.compare.runner import CompareConfig
+    from mobilize.compare.runner import CompareConfig, ReferenceFailed
+    from mobilize.outcome import Outcome
     from mobilize.report.terminal import format_table, summary_lines
 
     check_threads(args.threads, "--threads")
     specs = input_specs_from_args(args) or ()
     config = CompareConfig(model=args.model or "", data=args.data, input_specs=tuple(specs), out_dir=args.output,
                            threads=args.threads, iterations=args.iter, rounds=args.rounds,
-                           accuracy_samples=args.accuracy_samples, timeout_s=args.timeout,
+                           accuracy_samples=args.accuracy_samples,
+                           timeout_s=600.0 if args.timeout is None else args.timeout,
                            trust_pickle=args.trust_pickle, target=args.target, verbose=args.verbose,
                            policy=Policy(max_drop_points=args.max_drop, min_cosine=args.min_cosine),
                            bound_args=bound_args_from_args(args))
@@ -70,6 +76,14 @@ def run(args: argparse.Namespace) -> int:
     started = int(time.time())  # whole seconds: file systems keep coarse modification times
     try:
         report = compare(args.model, plan=args.plan, config=config, variants=args.variant, progress=progress)
+    except ReferenceFailed as exc:
+        progress.close()
+        print(f"mobilize: error: {exc}", file=sys.stderr)
+        out = Path(args.output)
+        print(f"mobilize: wrote {out / 'report.json'} (the failed stage: {exc.failed_stage}); worker logs in "
+              f"{out / 'logs'}", file=sys.stderr)
+        # a stage that ran out of the default time is the model's or the machine's pace, not a bad input
+        return 3 if exc.outcome == Outcome.TIMEOUT and args.timeout is None else 2
     except KeyboardInterrupt:
         progress.close()
         report_path = Path(args.output) / "report.json"

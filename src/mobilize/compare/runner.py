@@ -64,6 +64,15 @@ class CompareConfig:
     """Non-tensor forward arguments bound by name (``--input sr=16000``)."""
 
 
+class ReferenceFailed(UserError):
+    """The float reference failed: no variant can be judged.  report.json names the stage (``reference_failure``);
+    ``outcome`` says why (a TIMEOUT is the machine's or the model's pace, not the user's input)."""
+
+    def __init__(self, message: str, *, outcome: Outcome, stage: str, hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.outcome, self.failed_stage = outcome, stage
+
+
 class StageFailure(Exception):
     def __init__(self, outcome: Outcome, stage: str, message: str, trace: str = "", internal: bool = False):
         super().__init__(message)
@@ -93,7 +102,7 @@ class Worker:
             if left <= 0 or not self.conn.poll(left):
                 self.kill()
                 raise StageFailure(Outcome.TIMEOUT, self.stage,
-                                   f"no answer within {timeout_s:.0f} s in stage '{self.stage}'")
+                                   f"no answer within {timeout_s:g} s in stage '{self.stage}'")
             try:
                 msg = self.conn.recv()
             except (EOFError, OSError):
@@ -162,6 +171,7 @@ class PlanRun:
         self.done = 0
         self.workers: dict[str, Worker] = {}
         self.reference: ReferenceDone | None = None
+        self.reference_failure: dict[str, Any] | None = None
         self.peak_memory_mb = 0.0
         self.recommended: dict[str, Any] | None = None
         self.complete = False
@@ -188,6 +198,7 @@ class PlanRun:
             "reference_variant": self.reference_name, "policy": self.cfg.policy.to_json(),
             "recommended": self.recommended, "peak_memory_mb_total": self.peak_memory_mb or None,
             "lint": ref.lint if ref else None, "reference_warning": ref.warning if ref else None,
+            "reference_failure": self.reference_failure,
             "variants": [r.to_json() for r in self.results.values()],
         }
 
@@ -249,9 +260,16 @@ class PlanRun:
         try:
             self.reference = ref.expect(ReferenceDone, self.cfg.timeout_s)
         except StageFailure as exc:
+            hint = None
+            if exc.outcome == Outcome.TIMEOUT:
+                hint = f"try --timeout {max(60, round(4 * self.cfg.timeout_s))}; it was {self.cfg.timeout_s:g} s per stage"
+            self.reference_failure = {"stage": exc.stage, "outcome": str(exc.outcome), "message": exc.message,
+                                      "timeout_s": self.cfg.timeout_s, "hint": hint}
+            self.save()  # the folder keeps its logs and a report saying what failed
             if exc.internal:
                 raise InternalError(f"the float reference failed: {exc.message}") from None
-            raise UserError(f"the float reference failed: {exc.message}") from None
+            raise ReferenceFailed(f"the float reference failed: {exc.message}", outcome=exc.outcome, stage=exc.stage,
+                                  hint=hint) from None
         except BaseException:
             ref.kill()  # interrupted: do not wait for it
             raise

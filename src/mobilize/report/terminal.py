@@ -89,6 +89,10 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     rec = report.get("recommended")
     variants = {v["name"]: v for v in report["variants"]}
     lines = [report["reference_warning"]] if report.get("reference_warning") else []
+    failed = report.get("reference_failure")
+    if failed:
+        lines.append(f"the float reference failed ({failed['outcome']} in stage '{failed['stage']}'): no variant was "
+                     f"judged" + (f"; {failed['hint']}" if failed.get("hint") else ""))
     if not rec:
         counts: dict[str, int] = {}
         for v in report["variants"]:

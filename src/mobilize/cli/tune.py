@@ -107,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
         speed = f"{c.latency_ms_p50:.3f} ms" if c.latency_ms_p50 is not None else "-"
         why = "WINNER" if c is result.winner else (c.lost or "")
         print(f"  {c.name:<30} {acc:<24} {speed:>10}  {why}")
+    for line in result.cut_short:
+        print(line)
     for name, layers in result.layers.items():
         print(f"per-layer drift of {name}:")
         for line in format_layers(layers):

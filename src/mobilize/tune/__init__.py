@@ -98,13 +98,16 @@ class TuneResult:
     """"Why is int8 not faster" for int8 candidates no faster than their fp32 twin."""
     profiles: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Time-weighted per-op profiles (candidate name -> :class:`~mobilize.profile.TimeProfile` JSON)."""
+    cut_short: list[str] = dataclasses.field(default_factory=list)
+    """What the time budget left out (each line says how much time was left and what was not done)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"winner": self.winner.name if self.winner else None, "tie_with": self.tie_with,
                 "reference_top1": self.reference_top1, "interrupted": self.interrupted,
                 "search_s": round(self.search_s, 2), "candidates": [c.to_json() for c in self.candidates],
                 "layers": {k: [l.to_json() for l in v] for k, v in self.layers.items()},
-                "diagnoses": self.diagnoses, "profiles": self.profiles, "files": [str(p) for p in self.files]}
+                "diagnoses": self.diagnoses, "profiles": self.profiles, "cut_short": self.cut_short,
+                "files": [str(p) for p in self.files]}
 
 
 def format_layers(layers: Sequence[Any], top: int = 10) -> list[str]:
@@ -184,6 +187,8 @@ class _Search:
         if self.labels is not None:
             self.reference_correct = [int(r[0].reshape(-1).argmax()) == y for r, y in zip(self.reference, self.labels)]
         self.cache: dict[str, tuple[Path, Kind]] = {}
+        self.longest_s = 0.0
+        """The longest a candidate (build + judge) has taken: the time budget stops before a step this long."""
         self.fp32_onnx: Path | None = None
 
     @property
@@ -265,13 +270,26 @@ def tune(module: Any, input_specs: Sequence[Any], *, data: str, calibration: str
     if search.reference_warning:
         echo(search.reference_warning)
 
-    def out_of_time() -> bool:
-        return time_budget_s is not None and time.perf_counter() - start > time_budget_s
+    cut: list[str] = []
+
+    def out_of_time(what: str = "the exclusion search stopped") -> bool:
+        """Whether the next step would overrun: less time is left than the longest candidate took so far (a budget
+        is kept to within one candidate's duration).  Says what it cut, once per cut."""
+        if time_budget_s is None:
+            return False
+        left = time_budget_s - (time.perf_counter() - start)
+        if left > search.longest_s:
+            return False
+        line = (f"time budget: {max(left, 0):.0f} s left of {time_budget_s:g} s, less than the longest candidate "
+                f"so far ({search.longest_s:.0f} s): {what}")
+        if line not in cut:
+            cut.append(line)
+            echo(line)
+        return True
 
     try:
         for name, recipe, runtime in candidate_recipes(runtimes, calibration_samples):
-            if out_of_time():
-                echo(f"time budget reached: {name} and later candidates not tried")
+            if out_of_time(f"{name} and later candidates not tried"):
                 break
             c = Candidate(name, recipe, runtime)
             candidates.append(c)
@@ -293,8 +311,8 @@ def tune(module: Any, input_specs: Sequence[Any], *, data: str, calibration: str
 
     winner, tie_with = _choose(candidates, search.samples[0], rounds, iterations, interrupted, echo)
     result = TuneResult(candidates, winner, search.reference_top1, tie_with, layers, interrupted,
-                        time.perf_counter() - start)
-    if not interrupted:
+                        time.perf_counter() - start, cut_short=cut)
+    if not interrupted and not out_of_time("no diagnosis of slow int8 candidates, no time profiles"):
         result.diagnoses = _diagnose(candidates, search, echo)
     if winner is not None:
         artifact = out / f"{stem}-tune{winner.path.suffix}"
@@ -302,7 +320,7 @@ def tune(module: Any, input_specs: Sequence[Any], *, data: str, calibration: str
         recipe = out / f"{stem}-tune.yaml"
         dump_recipe(winner.recipe, recipe)
         result.files += [artifact, recipe]
-    if not interrupted:
+    if not interrupted and not out_of_time("no time profiles"):
         result.profiles = _profiles(candidates, search, echo)
     report = out / "tune-report.json"
     html = out / "tune-report.html"
@@ -317,6 +335,7 @@ def _try(search: _Search, c: Candidate, echo: Callable[[str], None]) -> None:
     from mobilize.errors import MobilizeError
 
     echo(f"build {c.name}")
+    t0 = time.perf_counter()
     try:
         search.build(c)
     except MobilizeError as exc:  # a recipe that does not apply to this model is a lost candidate, not a failure
@@ -324,6 +343,8 @@ def _try(search: _Search, c: Candidate, echo: Callable[[str], None]) -> None:
         c.lost = f"failed: {c.error}"
         echo(f"  {c.name}: {c.lost}")
         return
+    finally:
+        search.longest_s = max(search.longest_s, time.perf_counter() - t0)
     echo(f"  {c.name}: {c.verdict.outcome} ({c.verdict.reason})")
 
 
@@ -347,7 +368,6 @@ def _exclude_greedily(search: _Search, base: Candidate, candidates: list[Candida
     excluded: list[str] = []
     for k, layer in enumerate(ranked[:limit], 1):
         if out_of_time():
-            echo("time budget reached: exclusion search stopped")
             break
         new = [n for n in layer.nodes if n not in excluded]
         if not new:
@@ -389,7 +409,6 @@ def _exclude_modules_greedily(search: _Search, base: Candidate, candidates: list
     excluded: list[str] = list(step.config.exclude)
     for k, layer in enumerate(ranked[:limit], 1):
         if out_of_time():
-            echo("time budget reached: exclusion search stopped")
             break
         new = [m for m in layer.nodes if m not in excluded]
         if not new:

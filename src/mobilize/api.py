@@ -230,6 +230,12 @@ def build_and_verify(reference: str, recipe: dict[str, Any], out_dir: str, data:
                 mismatches.append(f"{art.path.name}: {verdict.fidelity['reason']}")
             if verdict.reference_warning and verdict.reference_warning not in ctx.notes:
                 ctx.notes.append(verdict.reference_warning)
+        if "delegation" in built.details or art.path.suffix in (".pte", ".bpte"):  # an op count was printed
+            from mobilize.build import verify_inputs
+            from mobilize.profile import time_notes
+
+            # a few runs: ETDump weighs each op by time for the cost of running the file a few times
+            art.notes.extend(time_notes(art.path, verify_inputs(ctx, 1)[0], threads=1, details=entry, runs=3))
         artifacts.append(entry)
     report = {"schema_version": SCHEMA_VERSION, "model": reference, "recipe": recipe.to_dict(),
               "target": ctx.target.to_json(), "host_cpu": host_cpu().to_json(),

@@ -232,3 +232,22 @@ def test_no_etdump_gives_a_reason_not_a_diagnosis():
     d = diagnose_pte(_profile("fp32.pte", []), gone)
     assert d.reason == "int8.pte: ETDump recorded no events" and not d.slower_ops
     assert d.lines()[0] == "why is int8 not faster: no per-op answer: int8.pte: ETDump recorded no events"
+
+
+def test_optimize_weighs_the_ops_by_time_and_warns_of_one_slow_fallback(run_cli, tmp_path):
+    """optimize prints the op count (XNNPACK runs most ops) and, from a cheap ETDump profile, the WARNING that
+    the one portable avg_pool2d takes most of the time."""
+    code, out, err = run_cli("optimize", "tests/profile/profile_models.py:PoolNet", "--recipe", "executorch-fp32",
+                             "--input_dims", "1,3,32,32", "-o", tmp_path / "o", "--json", tmp_path / "o.json")
+    assert code == 0, err
+    assert "WARNING: 1 op outside XNNPACK takes " in out and "aten.avg_pool2d" in out, out
+    (art,) = json.loads((tmp_path / "o.json").read_text())["artifacts"]
+    assert art["time_profile"]["source"] == "ETDump" and art["time_profile"]["runs"] == 3
+
+
+@pytest.mark.slow
+def test_optimize_says_an_op_count_alone_does_not_show_time_where_it_cannot_profile(run_cli, tmp_path):
+    code, out, err = run_cli("optimize", "tests/profile/profile_models.py:PoolNet", "--recipe", "litert-fp32",
+                             "--input_dims", "1,3,32,32", "-o", tmp_path / "t")
+    assert code == 0, err
+    assert "XNNPACK runs" in out and "an op count alone does not show where the time goes" in out, out

@@ -256,25 +256,10 @@ def serve(conn, job: Job, enter) -> None:
 
 
 def _time_profile(job: Job, inputs: list, details: dict[str, Any]) -> list[str]:
-    """Where an ExecuTorch file's time goes (ETDump): the share outside the delegate, weighed by time, not by
-    op count; a WARNING note when a few fallback ops dominate. A profile that cannot be taken is a note."""
-    from mobilize.errors import MobilizeError
-    from mobilize.profile import profile_file
+    """Where an ExecuTorch file's time goes (ETDump): a WARNING note when a few fallback ops dominate."""
+    from mobilize.profile import time_notes
 
-    try:
-        profile = profile_file(job.artifact, inputs, threads=job.threads)
-    except (MobilizeError, RuntimeError, OSError) as exc:
-        return [f"time profile: not taken: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"]
-    details["time_profile"] = profile.to_json()
-    if not profile.available:
-        return [f"time profile: unavailable: {profile.reason}"]
-    warning = profile.warning()
-    if warning:
-        return [warning]
-    if not profile.delegate:
-        return [f"time profile ({profile.source}): no delegate, every op on the runtime's own kernels"]
-    return [f"time profile ({profile.source}): {profile.inside_percent:.0f}% of the time inside {profile.delegate}, "
-            f"{profile.outside_percent:.0f}% outside"]
+    return time_notes(job.artifact, inputs, threads=job.threads, details=details)
 
 
 def _trim_heap() -> None:

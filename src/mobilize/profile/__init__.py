@@ -7,7 +7,7 @@ never exporters or passes.
 """
 
 from mobilize.profile.core import FEW_OPS, FEW_OPS_PERCENT, OUTSIDE_PERCENT, OpTime, TimeProfile
-from mobilize.profile.run import check_profilable, profile_file
+from mobilize.profile.run import check_profilable, profile_file, time_notes
 
 __all__ = ["FEW_OPS", "FEW_OPS_PERCENT", "OUTSIDE_PERCENT", "OpTime", "TimeProfile", "check_profilable",
-           "profile_file"]
+           "profile_file", "time_notes"]

@@ -43,3 +43,30 @@ def _example_inputs(path: str | Path, seed: int) -> list:
 
     with open_session(Artifact.from_file(path), threads=1) as session:
         return session.example_inputs(seed)
+
+
+def time_notes(path: str | Path, inputs: Sequence[Any] | None = None, threads: int = 1,
+               details: dict[str, Any] | None = None, runs: int | None = None) -> list[str]:
+    """The notes that weigh an ExecuTorch file's ops by time (ETDump, cheap enough for every optimize and compare):
+    the WARNING when a few ops outside the delegate dominate, else where the time goes.  Any other file gets one
+    line saying that the op count alone does not show time.  ``details`` receives the profile's JSON."""
+    from mobilize.errors import MobilizeError
+
+    if Path(path).suffix not in (".pte", ".bpte"):
+        return [f"time profile: not taken for {Path(path).name}; an op count alone does not show where the time "
+                f"goes (`mobilize bench {Path(path).name} --profile` weighs .pte and .onnx ops by time)"]
+    try:
+        profile = profile_file(path, inputs, threads=threads, runs=runs, warmup=None if runs is None else 1)
+    except (MobilizeError, RuntimeError, OSError) as exc:
+        return [f"time profile: not taken: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"]
+    if details is not None:
+        details["time_profile"] = profile.to_json()
+    if not profile.available:
+        return [f"time profile: unavailable: {profile.reason}"]
+    warning = profile.warning()
+    if warning:
+        return [warning]
+    if not profile.delegate:
+        return [f"time profile ({profile.source}): no delegate, every op on the runtime's own kernels"]
+    return [f"time profile ({profile.source}): {profile.inside_percent:.0f}% of the time inside {profile.delegate}, "
+            f"{profile.outside_percent:.0f}% outside"]

@@ -10,7 +10,7 @@ import torch
 
 from mobilize.accuracy.metrics import compare_outputs
 from mobilize.accuracy.stats import paired_drop_ci, ratio_ci
-from mobilize.accuracy.verify import DEFAULT_POLICY, Kind, judge, judge_budget, verify_close
+from mobilize.accuracy.verify import DEFAULT_POLICY, Kind, Policy, judge, judge_budget, verify_close
 from mobilize.outcome import Outcome
 
 

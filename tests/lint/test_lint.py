@@ -338,6 +338,31 @@ def test_nnapi_names_the_inplace_relu_of_toy_classifier():
     assert "out-of-place" in op.fix
 
 
+class PaddedConvBN(nn.Module):
+    """EfficientNet's pattern: a conv with string padding, then a BatchNorm."""
+
+    def __init__(self, padding):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv, self.bn, self.fc = nn.Conv2d(3, 8, 3, padding=padding), nn.BatchNorm2d(8), nn.Linear(8, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.bn(self.conv(x)))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+def test_nnapi_fix_names_string_padding_as_the_cause_of_the_unfolded_batchnorm():
+    """Every BatchNorm here follows a conv; what stops NNAPI is the conv's padding='same' (aten::_convolution_mode),
+    which also keeps the BatchNorm from folding.  Both fixes say so, and numeric padding converts."""
+    report = lint(PaddedConvBN("same").eval(), LintConfig(targets=("nnapi",)), input_specs=SMALL)
+    fixes = {u.op: u.fix for u in report.target("nnapi").unsupported}
+    assert set(fixes) == {"aten::_convolution_mode", "aten::batch_norm"}, fixes
+    assert "string padding" in fixes["aten::_convolution_mode"] and "numeric padding" in fixes["aten::_convolution_mode"]
+    assert "string padding" in fixes["aten::batch_norm"] and "does not follow" not in fixes["aten::batch_norm"]
+    fixed = lint(PaddedConvBN(1).eval(), LintConfig(targets=("nnapi",)), input_specs=SMALL)
+    assert fixed.target("nnapi").unsupported == [] and fixed.target("nnapi").status != "failed"
+
+
 @pytest.mark.slow
 def test_litert_delegate_names_the_op_it_leaves_out():
     pytest.importorskip("litert_torch")

@@ -34,8 +34,11 @@ SUGGESTIONS = {
     "aten::add": "add tensors, not a Python number (the converter takes tensor operands only); alpha must be 1",
     "aten::div": "divide tensors, not by a Python number (the converter takes tensor operands only)",
     "aten::hardtanh": "NNAPI has RELU6 (0, 6) and RELU1 (-1, 1) only: use one of those bounds",
-    "aten::batch_norm": "a BatchNorm that does not follow a conv cannot be folded into it: move it after a conv "
-                        "or drop it",
+    "aten::batch_norm": "a BatchNorm that does not follow a plain conv cannot be folded into it: move it after a "
+                        "conv or drop it",
+    "aten::_convolution_mode": "string padding ('same'/'valid') traces to aten::_convolution_mode, which the "
+                               "converter has no code for: give the conv numeric padding (kernel_size // 2 for "
+                               "'same' with odd kernels and stride 1, 0 for 'valid')",
     "aten::layer_norm": "the converter has no normalization layers",
     "aten::group_norm": "the converter has no normalization layers",
     "aten::view": "use x.reshape(n, -1) or torch.flatten(x, 1)",
@@ -57,6 +60,13 @@ SUGGESTIONS = {
     "aten::max_pool2d": "give max_pool2d an explicit stride (the converter reads an empty one as none); no dilation",
     "aten::avg_pool2d": "NNAPI averages without count_include_pad=False or divisor_override",
 }
+CAUSED_BY = {
+    ("aten::batch_norm", "aten::_convolution_mode"):
+        "the conv before it has string padding ('same'/'valid'), which traces to aten::_convolution_mode, and "
+        "freezing folds a BatchNorm only into a plain conv: give that conv numeric padding (kernel_size // 2 for "
+        "'same' with odd kernels and stride 1, 0 for 'valid') and both convert",
+}
+"""(op, the op producing its input) -> the fix when the producer is the real cause."""
 DEFAULT_SUGGESTION = "replace it with an op the converter takes (conv, linear, add, mul, relu, relu6, pooling, " \
                      "mean, reshape, flatten, cat, softmax)"
 
@@ -73,6 +83,8 @@ class UnsupportedOp:
     """The converter's own message."""
     follows_unsupported: bool = False
     """Its input comes from an earlier unsupported op: it may convert once that one is replaced."""
+    after: str = ""
+    """The op that produced its first input (``aten::_convolution_mode``), when that decides the fix."""
 
     @property
     def where(self) -> str:
@@ -81,7 +93,7 @@ class UnsupportedOp:
 
     @property
     def suggestion(self) -> str:
-        return SUGGESTIONS.get(self.kind, DEFAULT_SUGGESTION)
+        return CAUSED_BY.get((self.kind, self.after)) or SUGGESTIONS.get(self.kind, DEFAULT_SUGGESTION)
 
     def to_json(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "suggestion": self.suggestion}
@@ -130,8 +142,10 @@ class CheckingSerializer(_NnapiSerializer):
         if failed:
             known = node.kind() in self.ADDER_MAP
             reason = failed.reason if known else "the converter has no translation for this op"
+            producer = node.inputsAt(0).node().kind() if node.inputsSize() else ""
             self.failures.append(UnsupportedOp(node.kind(), module_path(node), source_line(node), reason,
-                                               tainted and known))
+                                               tainted and known, producer if (node.kind(), producer) in CAUSED_BY
+                                               else ""))
             for out in node.outputs():
                 self._stand_in(node, out)
             tainted = True

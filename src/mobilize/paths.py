@@ -123,10 +123,17 @@ def commit_staging(staging: Path, out: Path) -> dict[str, str]:
 
 
 def relocate(value, old: Path, new: Path):
-    """``value`` (JSON-like) with every string path under ``old`` moved under ``new``."""
+    """``value`` (JSON-like) with every path under ``old`` moved under ``new``, also inside text (a note that says
+    ``sh out/.mobilize-staging-x/nnapi_benchmark.sh`` names the final script once the staging folder is gone).
+
+        >>> relocate({"note": "run sh /o/.st/b.sh", "path": "/o/.st"}, Path("/o/.st"), Path("/o"))
+        {'note': 'run sh /o/b.sh', 'path': '/o'}
+    """
     prefix = str(old)
     if isinstance(value, str):
-        return str(new) + value[len(prefix):] if value == prefix or value.startswith(prefix + os.sep) else value
+        if value == prefix:
+            return str(new)
+        return value.replace(prefix + os.sep, str(new) + os.sep)
     if isinstance(value, dict):
         return {k: relocate(v, old, new) for k, v in value.items()}
     if isinstance(value, list):

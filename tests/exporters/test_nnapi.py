@@ -155,6 +155,11 @@ def test_cli_optimize_nnapi_full_writes_files_twin_script_and_prints_the_check(e
     assert re.search(r"mobilenet_v2-nnapi-full\.nnapi\.ptl +[\d.]+ MB +nnapi +verified", text)
     assert "host check: 2 seeded random inputs: per operation" in text
     assert "quint8 in (scale" in text and "quint8 out" in text
+    # the paths printed and recorded are the final ones, not the staging folder's the files were written in
+    assert f"on-device benchmark: sh {folder / 'nnapi_benchmark.sh'} " in text
+    assert ".mobilize-staging" not in text
+    for manifest in folder.glob("*.manifest.json"):
+        assert ".mobilize-staging" not in manifest.read_text()
 
 
 def test_adb_script_names_the_right_files(exported):

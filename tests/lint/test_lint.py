@@ -338,6 +338,35 @@ def test_nnapi_names_the_inplace_relu_of_toy_classifier():
     assert "out-of-place" in op.fix
 
 
+class NotTraceable(nn.Module):
+    """Data-dependent control flow (FX cannot trace it), nested blocks, a functional matmul in its own forward."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU())
+        self.blocks = nn.ModuleList([nn.Sequential(nn.Conv2d(8, 8, 3, padding=1), nn.ReLU()) for _ in range(2)])
+        self.proj = nn.Parameter(torch.randn(8, 16))
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = self.stem(x)
+        for block in self.blocks:
+            if x.mean() > -1e9:  # data-dependent: torch.fx cannot trace this
+                x = x + block(x)
+        x = torch.flatten(F.adaptive_avg_pool2d(x, 1), 1) @ self.proj
+        return self.fc(x)
+
+
+def test_profile_rows_of_a_model_fx_cannot_trace_partition_the_total():
+    profile = lint(NotTraceable().eval(), NO_TARGETS, input_specs=SMALL).profile
+    rows = {r.module: r.macs for r in profile.rows}
+    assert sum(rows.values()) == profile.total_macs and not profile.notes, (rows, profile.total_macs)
+    assert rows["(model) (ops)"] == 8 * 16  # only the matmul its own forward runs, not its children's MACs
+    assert rows["stem.0"] == 30 * 30 * 8 * 27 and rows["fc"] == 16 * 10
+    assert all(r.mac_share <= 1.0 for r in profile.rows)
+
+
 class PaddedConvBN(nn.Module):
     """EfficientNet's pattern: a conv with string padding, then a BatchNorm."""
 

@@ -52,33 +52,82 @@ class ModuleStats:
 
 
 def measure(module: nn.Module, example: list) -> tuple[dict[str, ModuleStats], int]:
-    """One forward pass with hooks on every module and the flop counter: per-module stats, total MACs."""
+    """One forward pass with hooks on every module and a MAC counter: per-module stats, total MACs.
+
+    Every op's MACs go to the innermost module running when it ran (tracked by the same forward hooks), so each
+    module's own MACs and its children's partition the total whatever the model's structure or tracing."""
     stats: dict[str, ModuleStats] = {}
+    counter = _MacCounter()
     handles = []
     for path, m in module.named_modules():
         st = stats[path] = ModuleStats(path, type(m).__name__,
                                        params=sum(p.numel() for p in m.parameters(recurse=False)))
-        handles.append(m.register_forward_hook(_recorder(st)))
+        handles.append(m.register_forward_pre_hook(counter.enter(path)))
+        handles.append(m.register_forward_hook(_recorder(st, counter)))
     try:
         with third_party_failure("lint: counting MACs on fake tensors") as failed:
-            counter = _count(module, example, fake=True)
+            _count(module, example, counter, fake=True)
         if failed:  # the model's forward cannot run on fake tensors (data-dependent): run it for real
             for st in stats.values():
                 st.calls, st.input_shapes, st.output_shapes, st.output_bytes = 0, [], [], 0
-            counter = _real_count(module, example)
+            counter.reset()
+            _real_count(module, example, counter)
     finally:
         for h in handles:
             h.remove()
-    totals = _macs_by_path(counter.get_flop_counts(), type(module).__name__)
     for path, st in stats.items():
-        st.total_macs = totals.get(path, 0)
-        children = sum(totals.get(f"{path}.{name}" if path else name, 0) for name, _ in
-                       module.get_submodule(path).named_children())
-        st.macs = max(0, st.total_macs - children)
-    return stats, int(counter.get_total_flops() // 2)
+        st.macs = counter.macs.get(path, 0)
+        st.total_macs = sum(v for p, v in counter.macs.items() if p == path or not path or p.startswith(path + "."))
+    return stats, sum(counter.macs.values())
 
 
-def _real_count(module: nn.Module, example: list) -> Any:
+class _MacCounter:
+    """MACs of every op (torch's own FLOP formulas, ``torch.utils.flop_counter.flop_registry``, halved), each given
+    to the innermost module whose forward is running (``""``: the model's own forward)."""
+
+    def __init__(self) -> None:
+        self.stack: list[str] = []
+        self.flops: dict[str, int] = {}
+
+    @property
+    def macs(self) -> dict[str, int]:
+        return {path: flops // 2 for path, flops in self.flops.items()}
+
+    def reset(self) -> None:
+        self.stack, self.flops = [], {}
+
+    def enter(self, path: str):
+        def pre_hook(_module, _inputs):
+            self.stack.append(path)
+        return pre_hook
+
+    def leave(self, path: str) -> None:
+        if path in self.stack:  # the innermost call of this module (a forward that raised may leave others)
+            del self.stack[len(self.stack) - 1 - self.stack[::-1].index(path)]
+
+    def add(self, flops: int) -> None:
+        where = self.stack[-1] if self.stack else ""
+        self.flops[where] = self.flops.get(where, 0) + flops
+
+    def mode(self) -> Any:
+        from torch.utils._python_dispatch import TorchDispatchMode
+        from torch.utils.flop_counter import flop_registry
+
+        counter = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                out = func(*args, **kwargs)
+                formula = flop_registry.get(getattr(func, "_overloadpacket", None))
+                if formula is not None:
+                    counter.add(int(formula(*args, **kwargs, out_val=out)))
+                return out
+
+        return Mode()
+
+
+def _real_count(module: nn.Module, example: list, counter: _MacCounter) -> None:
     """:func:`_count` on real tensors: a model whose forward fails on its inputs is the user's problem, told
     in one line (as the runtimes' first run tells it); a programming error of ours stays a bug."""
     from mobilize.errors import UserError, translate_errors
@@ -87,20 +136,17 @@ def _real_count(module: nn.Module, example: list) -> Any:
     shapes = "; ".join(describe_tensor(t) for t in example) or "no inputs"
     with translate_errors(UserError, "lint", stage="lint", hint="check --input_dims against what the model expects",
                           message=lambda exc: f"the model failed on inputs [{shapes}]: {first_error_line(exc)}"):
-        return _count(module, example, fake=False)
+        _count(module, example, counter, fake=False)
 
 
-def _count(module: nn.Module, example: list, fake: bool) -> Any:
-    """One forward pass under the flop counter; on fake tensors (shapes only, no arithmetic) when ``fake``."""
-    from torch.utils.flop_counter import FlopCounterMode
-
+def _count(module: nn.Module, example: list, counter: _MacCounter, fake: bool) -> None:
+    """One forward pass under the MAC counter; on fake tensors (shapes only, no arithmetic) when ``fake``."""
     with torch.no_grad(), contextlib.ExitStack() as stack:
         if fake:
             mode = stack.enter_context(_fake_mode())
             example = [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in example]
-        counter = stack.enter_context(FlopCounterMode(display=False))
+        stack.enter_context(counter.mode())
         module(*example)
-    return counter
 
 
 def _fake_mode() -> Any:
@@ -111,8 +157,9 @@ def _fake_mode() -> Any:
     return FakeTensorMode(allow_non_fake_inputs=True)
 
 
-def _recorder(st: ModuleStats):
+def _recorder(st: ModuleStats, counter: _MacCounter):
     def hook(_module, inputs, output):
+        counter.leave(st.path)
         st.calls += 1
         if st.calls > 1:
             return
@@ -131,17 +178,6 @@ def _tensors(value: Any) -> list:
     if isinstance(value, dict):
         return [t for v in value.values() for t in _tensors(v)]
     return []
-
-
-def _macs_by_path(counts: dict[str, dict], root_name: str) -> dict[str, int]:
-    """FlopCounterMode keys (``MobileNetV2.features.0``) → module paths (``features.0``), FLOPs → MACs."""
-    out: dict[str, int] = {}
-    for key, by_op in counts.items():
-        if key == "Global":
-            continue
-        path = "" if key == root_name else key[len(root_name) + 1:] if key.startswith(root_name + ".") else key
-        out[path] = int(sum(by_op.values()) // 2)
-    return out
 
 
 @dataclasses.dataclass

@@ -9,13 +9,14 @@ import shutil
 import subprocess
 
 import pytest
+import torch
 
 from mobilize.report.html import render_html
 
 MEASURE = """<script>
 (function () {
   const out = {};
-  for (const id of ["latency-chart", "pareto-chart", "size-chart"]) {
+  for (const id of ["latency-chart", "pareto-chart", "size-chart", "profile-chart"]) {
     const svg = document.getElementById(id);
     if (!svg) { out[id] = null; continue; }
     const frame = svg.getBoundingClientRect();
@@ -103,3 +104,32 @@ def test_crowded_charts_have_no_overlapping_labels(tmp_path):
 
 def test_a_real_compare_report_renders(misbehaving_report, tmp_path):
     check_charts(measure(render_html(misbehaving_report), tmp_path))
+
+
+def test_the_profile_of_a_model_fx_cannot_trace_adds_up_and_its_labels_fit(tmp_path):
+    """The per-layer MAC chart of a non-FX-traceable model (long module paths): its rows partition the total and
+    every label stays inside the chart (the start of long labels was clipped)."""
+    from mobilize.lint import LintConfig, lint_section
+    from mobilize.sources.inputs import InputSpec
+    from tests.lint.test_lint import NotTraceable
+
+    class Deep(NotTraceable):
+        def __init__(self):
+            super().__init__()
+            self.a_rather_long_encoder_name = torch.nn.Sequential(torch.nn.Sequential(torch.nn.Conv2d(8, 8, 1)))
+
+        def forward(self, x):
+            return super().forward(x + self.a_rather_long_encoder_name(self.stem(x)).mean())
+
+    lint = lint_section(Deep().eval(), LintConfig(targets=(), time=False), input_specs=[InputSpec((1, 3, 32, 32))])
+    profile = lint["profile"]
+    assert sum(r["macs"] for r in profile["rows"]) == profile["total_macs"] and not profile.get("rows_omitted")
+    assert abs(sum(r["mac_share"] for r in profile["rows"]) - 1.0) < 1e-9
+    layout = measure(render_html(dict(crowded_report(), lint=lint)), tmp_path)
+    got = layout["profile-chart"]
+    assert got is not None and got["marks"] >= len(profile["rows"])
+    names = [lb for lb in got["labels"] if "a_rather_long_encoder_name" in lb["text"]]
+    assert names, got["labels"]
+    for label in got["labels"]:
+        assert label["w"] > 0 and -0.5 <= label["x"] and label["x"] + label["w"] <= got["width"] + 0.5, label
+    assert not overlaps(got["labels"])

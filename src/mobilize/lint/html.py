@@ -15,6 +15,8 @@ from typing import Any
 MAC_COLOR = "#4e79a7"
 TIME_COLOR = "#e15759"
 _LABEL_W, _BAR_W, _ROW_H, _PAD = 260, 360, 22, 6
+_LABEL_CHARS = (_LABEL_W - 12) // 7
+"""Label characters that fit left of the bars at font-size 11 (wide glyphs ~7 px; checked in Chromium)."""
 
 
 def render_fragment(summary: dict[str, Any]) -> str:
@@ -51,13 +53,13 @@ def profile_chart(profile: dict[str, Any]) -> str:
     title = (f"Per-layer profile: {profile.get('total_macs', 0) / 1e6:.1f}M MACs"
              + (f", {profile['total_time_ms']:.3f} ms measured on {profile.get('timed_on')}" if timed else ""))
     out = [f'<figure style="margin:8px 0"><figcaption>{escape(title)}</figcaption>',
-           f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+           f'<svg xmlns="http://www.w3.org/2000/svg" id="profile-chart" width="{width}" height="{height}" role="img" '
            f'aria-label="{escape(title)}">']
     for i, row in enumerate(rows):
         y = 10 + i * _ROW_H
         label = f"{row.get('module', '')}  {row.get('kind', '')}"
         out.append(f'<text x="{_LABEL_W - 6}" y="{y + _ROW_H / 2:.1f}" text-anchor="end" font-size="11" '
-                   f'dominant-baseline="middle">{escape(_cut(label, 44))}<title>{escape(label)}</title></text>')
+                   f'dominant-baseline="middle">{escape(_cut(label, _LABEL_CHARS))}<title>{escape(label)}</title></text>')
         bars = [("MACs", row.get("mac_share") or 0.0, MAC_COLOR)]
         if timed:
             bars.append(("time", row.get("time_share") or 0.0, TIME_COLOR))
@@ -76,8 +78,9 @@ def profile_chart(profile: dict[str, Any]) -> str:
                    f'<text x="{_LABEL_W + 114}" y="{legend_y}" font-size="11">measured time share</text>')
     out.append("</svg>")
     omitted = profile.get("rows_omitted") or 0
-    if omitted:
-        out.append(f"<p>{omitted} smaller rows not shown.</p>")
+    if omitted:  # the bars shown and this line add up to the whole
+        left = max(0.0, 1.0 - sum(r.get("mac_share") or 0.0 for r in rows))
+        out.append(f"<p>{omitted} smaller rows not shown: {left:.1%} of the MACs.</p>")
     out.append("</figure>")
     return "\n".join(out)
 
@@ -97,4 +100,9 @@ def _or_dash(value: Any) -> str:
 
 
 def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
+    """At most ``width`` characters, cut at a word boundary where there is one (the full text is in the title)."""
+    if len(text) <= width:
+        return text
+    head = text[: width - 1]
+    space = head.rfind(" ")
+    return (head[:space].rstrip() if space > width // 2 else head) + "…"

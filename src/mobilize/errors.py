@@ -66,6 +66,26 @@ def headline(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def clip(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters, never cut mid-word: whole sentences where they fit, else whole
+    words and an ellipsis.
+
+    >>> clip("X is deprecated and will be removed in 2.10. Use Y instead.", 50)
+    'X is deprecated and will be removed in 2.10.'
+    >>> clip("one two three four", 12)
+    'one two …'
+    """
+    import textwrap
+
+    text = " ".join(text.split())
+    if len(text) <= width:
+        return text
+    end = text.rfind(". ", 0, width)
+    if end > width // 3:
+        return text[: end + 1]
+    return textwrap.shorten(text, width, placeholder=" …")
+
+
 PROGRAMMING_ERRORS = (KeyError, AttributeError, NameError, IndexError, AssertionError, TypeError, ZeroDivisionError)
 """Exception types that, raised in Python code, mean that code is wrong (not the model or its inputs)."""
 

@@ -46,6 +46,8 @@ def test_a_lossy_int8_file_is_over_budget_in_optimize_as_in_compare(run_cli, tmp
     assert code == 0, err
     assert "OVER_BUDGET (quality vs the float model: OVER_BUDGET" in out and "verified" not in out, out
     assert "fidelity vs the model it was exported from: max abs 0.0e+00, SQNR exact (inf dB)" in out
+    deprecations = [ln.strip() for ln in out.splitlines() if "upstream deprecation:" in ln]
+    assert deprecations and all(ln.endswith((".", "…")) for ln in deprecations), deprecations  # never mid-word
     (art,) = json.loads((tmp_path / "o.json").read_text())["artifacts"]
     v = art["verify"]
     assert v["outcome"] == "OVER_BUDGET" and v["rule"] == "budget-cosine" and v["fidelity"]["outcome"] == "OK"

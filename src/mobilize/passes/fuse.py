@@ -16,7 +16,7 @@ import dataclasses
 import torch
 from torch import nn
 
-from mobilize.errors import ConfigError, third_party_failure
+from mobilize.errors import ConfigError, clip, third_party_failure
 from mobilize.passes import PASSES
 from mobilize.passes.base import Context, Pass, PassConfig
 
@@ -54,7 +54,7 @@ class Fuse(Pass):
         with third_party_failure("fuse: FX tracing") as failed:  # data-dependent control flow, unsupported Python
             graph = torch.fx.symbolic_trace(module).graph
         if failed:
-            ctx.note(self.name, f"model is not FX-traceable ({failed.reason[:120]}); fused only consecutive modules "
+            ctx.note(self.name, f"model is not FX-traceable ({clip(failed.reason, 120)}); fused only consecutive modules "
                                 f"inside nn.Sequential containers")
             found = find_in_sequentials(module, self.config.linear_relu)
         else:

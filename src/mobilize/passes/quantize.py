@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from mobilize.errors import ConfigError, UnsupportedModelError
+from mobilize.errors import ConfigError, UnsupportedModelError, clip
 from mobilize.passes import PASSES
 from mobilize.passes.base import Context, Pass, PassConfig
 
@@ -248,4 +248,4 @@ def _recorded_warnings(ctx: Context, step: str):
         text = str(w.message).strip().splitlines()[0]
         if "deprecat" in text.lower() and text not in seen:
             seen.add(text)
-            ctx.note(step, f"upstream deprecation: {text[:200]}")
+            ctx.note(step, f"upstream deprecation: {clip(text, 200)}")

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from mobilize.lowering.torch_build import xnnpack_enabled
-from mobilize.errors import ConfigError, UnsupportedModelError, third_party_failure, translate_errors
+from mobilize.errors import ConfigError, UnsupportedModelError, clip, third_party_failure, translate_errors
 from mobilize.exporters.base import Exporter
 from mobilize.context import Context
 
@@ -92,7 +92,7 @@ class TorchScriptExporter(Exporter):
             if method == Method.SCRIPT:
                 raise UnsupportedModelError(f"torch.jit.script failed: {failed.reason}",
                                             hint="use method: trace, or the executorch/onnx targets") from failed.error
-            self.note(f"scripting failed ({failed.reason[:100]}); traced instead: data-dependent control flow is "
+            self.note(f"scripting failed ({clip(failed.reason, 100)}); traced instead: data-dependent control flow is "
                       f"frozen to the example input's path")
         with translate_errors(UnsupportedModelError, "the model can be neither scripted nor traced",
                               hint="try the executorch or onnx exporters"), torch.no_grad():

@@ -67,6 +67,19 @@ def test_html_is_self_contained_with_charts(misbehaving_run):
 def test_pareto_front():
     pts = [("a", 1.0, 90.0), ("b", 2.0, 95.0), ("c", 3.0, 94.0), ("d", 0.5, 80.0), ("e", 2.5, 96.0)]
     assert pareto_front(pts) == ["d", "a", "b", "e"]
+    floats = [("fast", 1.0, 0.9999999999996), ("slow", 2.0, 1.0)]  # two float variants: a tie, one star
+    assert pareto_front(floats, resolution=1e-5) == ["fast"]
+
+
+def test_the_cosine_axis_stays_within_its_range():
+    from mobilize.report.html import accuracy_chart
+
+    variants = [{"name": n, "latency_ms_p50": lat, "latency_ms_round_medians": [lat], "accuracy": {
+        "cosine": c, "cosine_ci95": [c - 0.001, min(c + 0.001, 1.0)], "samples": 8}}
+        for n, lat, c in (("a", 1.0, 0.9999999999996), ("b", 2.0, 1.0), ("c", 1.5, 0.999))]
+    svg = accuracy_chart(variants, "cosine")
+    top = float(re.findall(r'text-anchor="end">([-\d.e]+)</text>', svg)[1])
+    assert top <= 1.0 and svg.count("★") == 2  # one star (a; b is a tie with it) and the legend's
 
 
 @pytest.mark.parametrize("args,fragment", [

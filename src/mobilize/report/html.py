@@ -21,11 +21,13 @@ def esc(value: Any) -> str:
     return html.escape(str(value))
 
 
-def pareto_front(points: list[tuple[str, float, float]]) -> list[str]:
-    """Names of the points no other point beats on both lower latency and higher accuracy."""
+def pareto_front(points: list[tuple[str, float, float]], resolution: float = 0.0) -> list[str]:
+    """Names of the points no faster point matches on accuracy.  A slower point joins the front only when it is
+    more accurate by more than ``resolution`` (what the measure can tell apart: cosine 1.0 and 0.9999999999996
+    are a tie, not two stars)."""
     front, best = [], -math.inf
     for name, latency, accuracy in sorted(points, key=lambda p: (p[1], -p[2])):
-        if accuracy > best:
+        if accuracy - best > resolution:
             front.append(name)
             best = accuracy
     return front
@@ -122,13 +124,19 @@ def accuracy_chart(variants: list[dict], metric: str) -> str:
         bars[v["name"]] = (_latency_interval(v), (lo, hi))
     if not pts:
         return "<p>No accuracy figures to plot.</p>"
-    front = pareto_front(pts)
+    # what the measure tells apart: one sample of top-1, or the cosine's 5 printed digits
+    resolution = 100.0 / max(min(v["accuracy"].get("samples") or 1 for v in timed), 1) if metric == "top1" else 1e-5
+    front = pareto_front(pts, resolution)
     width, height, pad = 760, 380, 60
     xs = [math.log10(x) for p in pts for x in (bars[p[0]][0])]
     ys = [y for p in pts for y in bars[p[0]][1]]
     x0, x1 = min(xs) - 0.1, max(xs) + 0.25
     y0, y1 = min(ys), max(ys)
     y0, y1 = (y0 - 1, y1 + 1) if y1 - y0 < 1e-9 else (y0 - 0.1 * (y1 - y0), y1 + 0.15 * (y1 - y0))
+    floor, ceiling = (0.0, 100.0) if metric == "top1" else (-1.0, 1.0)  # the axis stays within the measure's range
+    y0, y1 = max(y0, floor), min(y1, ceiling)
+    if y1 <= y0:
+        y0 = max(floor, y1 - 1e-6)
     px = lambda x: pad + (math.log10(x) - x0) / (x1 - x0) * (width - 2 * pad)  # noqa: E731
     py = lambda y: height - pad - (y - y0) / (y1 - y0) * (height - 2 * pad)  # noqa: E731
     label = "top-1 %" if metric == "top1" else "mean cosine to the float model"

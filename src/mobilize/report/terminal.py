@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mobilize.errors import clip
+
 ORDER = {"OK": 0, "VACUOUS": 1, "OVER_BUDGET": 2, "MISMATCH": 3}
 
 
@@ -58,8 +60,7 @@ def format_table(report: dict[str, Any], note_width: int = 56) -> str:
         size = v["size_bytes"] / 1e6 if v.get("size_bytes") else None
         p50 = "device" if v.get("on_device_only") else _fmt(v.get("latency_ms_p50"), "8.2f")
         note = _headline(v)
-        if len(note) > note_width:
-            note = note[: note_width - 1] + "…"
+        note = clip(note, note_width)  # whole words: the full note is in report.json
         rule = (v.get("verdict") or {}).get("rule") or "-"
         lines.append(
             f"{v['name']:<20} {v['outcome']:<11} {(v.get('format') or '-'):<12} {(v.get('runtime') or '-'):<12} "

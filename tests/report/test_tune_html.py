@@ -74,6 +74,10 @@ def test_page_holds_candidates_layers_and_profile(tmp_path):
     et_chart = re.search(r'<svg id="layers-executorch-int8".*?</svg>', page, re.S).group(0)
     assert et_chart.count("<rect") == 4 * 4 + 4 and "model output, only this layer kept float" in et_chart
     assert "WARNING: 1 op outside XNNPACK takes 94% of the measured time: aten.avg_pool2d" in page
+    # the where-the-time-goes chart adds up to the run: the runtime's own 20 us between ops is a bar too
+    profile = re.search(r'<svg id="profile-executorch-fp32".*?</svg>', page, re.S).group(0)
+    assert "runtime between ops" in profile and "0.6% (0.020 ms)" in profile
+    assert "The bars add up to the run's 3.100 ms." in page
 
 
 MEASURE = """<script>

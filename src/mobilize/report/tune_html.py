@@ -191,9 +191,20 @@ def profile_chart(title: str, data: dict[str, Any], top: int = 12) -> str:
     head = f"<h3>{esc(title)}</h3><p>{esc(p.summary())}</p>"
     if not p.available:
         return head
-    rows = p.by_op()[:top]
+    ops = p.by_op()
+    rows = ops[:top]
     if not rows:
         return head
+    # the bars add up to the whole run: the op kinds past the top ones, and the runtime's own time between ops
+    rest = ops[top:]
+    extra = [(f"{len(rest)} other op kinds", "", 1, sum(us for *_, us in rest))] if rest else []
+    if p.overhead_us > 0:
+        extra.append(("runtime between ops", "", 1, p.overhead_us))
+    rows = rows + extra
+    drawn = sum(us for *_, us in rows)
+    missing = p.percent(max(0.0, p.total_us - drawn))
+    head += (f'<p class="muted">The bars add up to the run\'s {p.total_us / 1e3:.3f} ms'
+             + (f" but for {missing:.1f}% no op or gap accounts for" if missing >= 0.5 else "") + ".</p>")
     row_h = 18
     legend, legend_h = _legend([(f"inside {p.delegate}", _INSIDE), (f"outside {p.delegate}", _OUTSIDE)] if p.delegate
                                else [("no delegate", "#616161")], 10 + len(rows) * row_h + 12)
@@ -212,7 +223,8 @@ def profile_chart(title: str, data: dict[str, Any], top: int = 12) -> str:
         label = f"{op} ×{n}" if n > 1 else op
         parts.append(f'<text x="{_LABEL_W - 6}" y="{y + 13}" text-anchor="end">{esc(_cut(label, int((_LABEL_W - 12) / CHAR_W)))}'
                      f"<title>{esc(label)} on {esc(where)}</title></text>")
-        color = _INSIDE if op in inside and p.delegate else _OUTSIDE if p.delegate else "#616161"
+        color = ("#9e9e9e" if i >= len(rows) - len(extra) else _INSIDE if op in inside and p.delegate
+                 else _OUTSIDE if p.delegate else "#616161")
         parts.append(f'<rect x="{_LABEL_W}" y="{y + 3}" width="{w:.1f}" height="{row_h - 6}" fill="{color}" opacity="0.8"/>')
         parts.append(f'<text class="value" x="{_LABEL_W + w + 4:.1f}" y="{y + 13}" style="font-size:10px">'
                      f"{values[i]}</text>")

@@ -367,6 +367,19 @@ def test_profile_rows_of_a_model_fx_cannot_trace_partition_the_total():
     assert all(r.mac_share <= 1.0 for r in profile.rows)
 
 
+@pytest.mark.parametrize("summary,names_line", [
+    ("export failed at model.py:12 (torch.export): data-dependent branch", True),
+    ("export failed: Could not guard on data-dependent expression Eq(u0, 1)", False),
+])
+def test_a_failed_export_fix_says_it_names_the_line_only_when_it_does(summary, names_line):
+    from mobilize.lint.core import _target_findings
+    from mobilize.lint.report import TargetSupport
+
+    (finding,) = _target_findings(TargetSupport("xnnpack", "failed", "torch.export", summary=summary))
+    assert ("the message names the line" in finding.fix) == names_line
+    assert names_line or "names no source line" in finding.fix
+
+
 class PaddedConvBN(nn.Module):
     """EfficientNet's pattern: a conv with string padding, then a BatchNorm."""
 

@@ -170,8 +170,14 @@ def _target_findings(result: TargetSupport) -> list[Finding]:
               f"; {_LABELS[result.target]} then runs none of the model" if result.partitions == 0 else
               f"; the graph splits into {result.partitions} partition(s)")
     if result.status == "failed" and not result.unsupported:
-        return [Finding(Rule.TARGET_SUPPORT, Severity.WARN, "", f"{label}: {result.summary}",
-                        "make the model convert for this target first (the message names the line and the way out)",
+        import re
+
+        # say that the message names a line only when it does (a file:line in it)
+        fix = ("make the model convert for this target first (the message names the line and the way out)"
+               if re.search(r"\.py:\d+|line \d+", result.summary) else
+               "make the model convert for this target first; the message names no source line: the export's "
+               "traceback (--debug) shows where it stopped")
+        return [Finding(Rule.TARGET_SUPPORT, Severity.WARN, "", f"{label}: {result.summary}", fix,
                         {"target": result.target, "partitions": result.partitions}, target=result.target)]
     findings = []
     for op in result.unsupported:

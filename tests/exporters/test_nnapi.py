@@ -152,7 +152,11 @@ def test_cli_optimize_nnapi_full_writes_files_twin_script_and_prints_the_check(e
     names = {p.name for p in folder.iterdir()}
     assert {"mobilenet_v2-nnapi-full.nnapi.ptl", "mobilenet_v2-nnapi-full.cpu.ptl", "nnapi_benchmark.sh",
             "mobilenet_v2-nnapi-full.nnapi.ptl.manifest.json", "mobilenet_v2-nnapi-full.cpu.ptl.manifest.json"} <= names
-    assert re.search(r"mobilenet_v2-nnapi-full\.nnapi\.ptl +[\d.]+ MB +nnapi +verified", text)
+    # faithful to its prepared int8 model (fidelity); random-init MobileNetV2 at 64x64 loses cosine ~0.96 against
+    # float, outside the 0.99 budget (quality): both halves are printed, the outcome is the budget's
+    line = re.search(r"mobilenet_v2-nnapi-full\.nnapi\.ptl +[\d.]+ MB +nnapi +(\w+) \((.*)", text)
+    assert line and line.group(1) in ("verified", "OVER_BUDGET"), text
+    assert "fidelity vs the model it was exported from: " in line.group(2) and "quality vs the float model: " in line.group(2)
     assert "host check: 2 seeded random inputs: per operation" in text
     assert "quint8 in (scale" in text and "quint8 out" in text
     # the paths printed and recorded are the final ones, not the staging folder's the files were written in

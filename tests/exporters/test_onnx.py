@@ -313,7 +313,10 @@ def check_light_resnet50_int8(run, tmp_path: Path, data: str) -> str:
                          "--json", tmp_path / "r.json")
     assert code == 0, err
     (artifact,) = json.loads((tmp_path / "r.json").read_text())["artifacts"]
-    assert artifact["verify"]["ok"]
+    # the onnx package's "light" test model gives the same output for every input (its weights are light stand-ins):
+    # the file is faithful, and the check against that float model is vacuous, said so
+    assert artifact["verify"]["fidelity"]["outcome"] == "OK"
+    assert artifact["verify"]["outcome"] == "VACUOUS" and "does not depend on the input" in out
     assert {"QuantizeLinear", "DequantizeLinear", "Conv"} <= op_types(Path(artifact["artifact"]))
     notes = " | ".join(artifact["notes"])
     for fragment in ("converted opset 9 to 13", "IR version 3", "kept the output Softmax (n175) in float"):

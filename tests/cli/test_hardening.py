@@ -253,7 +253,12 @@ def test_a_model_that_crashes_or_hangs_before_the_variants_is_one_line(run_cli, 
     out = tmp_path / "out"
     code, _, err = run_cli("compare", f"{model}:Net", "--plan", "quick", *TINY, "--timeout", timeout_s, "-o", out)
     assert_one_line_error(code, err, *fragments)
-    assert not out.exists(), "a failed run removes the folder it created"
+    if "float reference" in fragments[0]:  # the reference ran: its folder keeps the logs and a report of the failure
+        report = json.loads((out / "report.json").read_text())
+        assert report["reference_failure"]["stage"] == "reference" and (out / "logs").is_dir()
+        assert f"kept {out / 'report.json'} (failed stage: reference)" in err
+    else:
+        assert not out.exists(), "a failed run removes the folder it created"
 
 
 # -- item 4: no raw torch tracebacks from a damaged .pt2 ----------------------------------------------

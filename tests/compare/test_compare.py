@@ -113,7 +113,7 @@ def test_a_failed_reference_keeps_the_folder_its_logs_and_a_report(run_cli, tmp_
     out = tmp_path / "out"
     code, _, err = run_cli("compare", "--plan", "quick", "--timeout", "0.5", "-o", out)
     assert code == 2
-    assert "the float reference failed: no answer within 0.5 s in stage" in err and "try --timeout 60" in err
+    assert "the float reference failed: no answer within 0.5 s in stage" in err and "try --timeout 60" in err and "(failed stage: " in err
     report = json.loads((out / "report.json").read_text())
     failure = report["reference_failure"]
     assert failure["outcome"] == "TIMEOUT" and failure["stage"] and failure["timeout_s"] == 0.5

@@ -78,9 +78,8 @@ def run(args: argparse.Namespace) -> int:
         report = compare(args.model, plan=args.plan, config=config, variants=args.variant, progress=progress)
     except ReferenceFailed as exc:
         progress.close()
-        print(f"mobilize: error: {exc}", file=sys.stderr)
         out = Path(args.output)
-        print(f"mobilize: wrote {out / 'report.json'} (the failed stage: {exc.failed_stage}); worker logs in "
+        print(f"mobilize: error: {exc}; kept {out / 'report.json'} (failed stage: {exc.failed_stage}) and "
               f"{out / 'logs'}", file=sys.stderr)
         # a stage that ran out of the default time is the model's or the machine's pace, not a bad input
         return 3 if exc.outcome == Outcome.TIMEOUT and args.timeout is None else 2

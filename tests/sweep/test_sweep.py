@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-import mobilize.api
+import importlib
+from mobilize.errors import UserError
 from mobilize.cli.main import main as cli_main
 from mobilize.sweep import ModelJob, SweepConfig, sweep
 from mobilize.sweep.fingerprint import FingerprintMismatch, host_fingerprint, latency_ratio
@@ -31,7 +32,7 @@ FAST = SweepConfig(iterations=4, rounds=1, accuracy_samples=8)
 
 
 class FakeCompare:
-    """Stands in for mobilize.api.compare: records calls; a model can raise or interrupt."""
+    """Stands in for mobilize.compare.run.compare (what sweep calls): records calls; a model can raise or interrupt."""
 
     def __init__(self, crash: str = "", interrupt: str = ""):
         self.calls: list[str] = []
@@ -42,7 +43,8 @@ class FakeCompare:
         if model == self.interrupt:
             raise KeyboardInterrupt
         if model == self.crash:
-            raise RuntimeError("segfault-like failure inside the model")
+            # what compare raises when a model's worker dies (a raw exception escaping compare is a bug, exit 1)
+            raise UserError("[run] the compare worker was killed by SIGSEGV (a crash in native code)")
         names = [v.name for v in plan.variants]
         variants = [{"name": n, "outcome": "OK" if i < 2 else "EXPORT_FAIL",
                      "speedup": {"ratio": 1.0 + i, "low": 0.9 + i, "high": 1.1 + i, "significant": i > 0},
@@ -55,7 +57,8 @@ class FakeCompare:
 def fake(monkeypatch):
     def make(**kw):
         f = FakeCompare(**kw)
-        monkeypatch.setattr(mobilize.api, "compare", f)
+        # by module path: the package attribute mobilize.compare is the public compare() function
+        monkeypatch.setattr(importlib.import_module("mobilize.compare.run"), "compare", f)
         return f
     return make
 
@@ -86,7 +89,7 @@ def test_a_model_that_crashes_is_an_outcome_not_a_failed_sweep(fake, tmp_path, c
     assert code == 0
     rows = {m["stem"]: m for m in json.loads((tmp_path / "index.json").read_text())["models"]}
     assert rows["toy_classifier"]["status"] == "FAILED"
-    assert "RuntimeError: segfault-like failure" in rows["toy_classifier"]["error"]
+    assert "killed by SIGSEGV" in rows["toy_classifier"]["error"]
     assert rows["conv_bn_relu"]["status"] == rows["tiny"]["status"] == "DONE"
     out = capsys.readouterr().out
     assert "1 FAILED" in out and "2 DONE" in out and "index.html" in out

@@ -370,4 +370,4 @@ def test_input_dims_that_do_not_fit_the_onnx_model(run_cli, tmp_path):
     path = relu_model(tmp_path / "m.onnx", [1, 3, 16, 16])
     code, _, err = run_cli("optimize", path, "--recipe", "onnx-int8", "--data", "digits", "--input_dims", "1,3,8,8",
                            "-o", tmp_path)
-    assert_one_line_error(code, err, "input 'x' is 1,3,16,16 in the model, but the input spec is 1,3,8,8")
+    assert_one_line_error(code, err, "input 'x' is (1,3,16,16) in the model, but the input spec is (1,3,8,8)")

@@ -25,7 +25,7 @@ import mobilize
 SRC = Path(mobilize.__file__).parent
 
 CORE = {"errors", "registry", "config", "recipe", "artifact", "context", "outcome", "target", "paths", "checks",
-        "completeness", "runtime_options"}
+        "completeness", "runtime_options", "noise"}
 """Top-level modules that form the core (``mobilize/<name>.py``)."""
 FACE = {"mobilize", "mobilize.__main__"}
 """The package's public face (re-exports the API) and ``python -m mobilize``: above everything, like the CLI."""

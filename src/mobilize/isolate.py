@@ -169,10 +169,13 @@ def _death(code: int | None) -> str:
 
 
 def _tail(log_path: str | os.PathLike | None) -> str:
-    """Where the child's own output went (its last lines are usually third-party noise, not the reason)."""
+    """The child's last lines that say why (third-party noise dropped), and where all its output went."""
     if not log_path or not Path(log_path).is_file() or Path(log_path).stat().st_size == 0:
         return ""
-    return f"; its output is in {log_path}"
+    from mobilize import noise
+
+    last = noise.tail(Path(log_path).read_text(errors="replace").splitlines(), 2)
+    return (f" (last: {' | '.join(last)[:300]})" if last else "") + f"; its output is in {log_path}"
 
 
 def _rebuild(msg: Raised) -> MobilizeError:

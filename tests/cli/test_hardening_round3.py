@@ -137,3 +137,64 @@ def test_lint_of_a_model_onnx_runtime_cannot_load_prints_no_runtime_log_line(run
     assert code == 0, err
     assert "ONNX Runtime cannot load the exported model" in out
     assert "onnxruntime" not in err and err.strip() == "", err
+
+
+@pytest.fixture(scope="module")
+def quantized_ptl(tmp_path_factory):
+    """An eager-int8 (qnnpack) model as a lite-interpreter file: loading it makes torch log its deprecation of
+    quantized tensors (``Quantizer.cpp:111``) straight to file descriptor 2."""
+    import torch
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.quant, self.dequant = torch.ao.quantization.QuantStub(), torch.ao.quantization.DeQuantStub()
+            self.conv = torch.nn.Conv2d(3, 4, 3)
+
+        def forward(self, x):
+            return self.dequant(self.conv(self.quant(x)))
+
+    torch.backends.quantized.engine = "qnnpack"
+    model = Net().eval()
+    model.qconfig = torch.ao.quantization.get_default_qconfig("qnnpack")
+    prepared = torch.ao.quantization.prepare(model)
+    prepared(torch.randn(1, 3, 16, 16))
+    path = tmp_path_factory.mktemp("qptl") / "q.ptl"
+    torch.jit.script(torch.ao.quantization.convert(prepared))._save_for_lite_interpreter(str(path))
+    return path
+
+
+@pytest.mark.parametrize("case", ["ptl-wrong-dims", "pte-wrong-type", "garbage-xml"])
+def test_native_log_lines_stay_off_a_one_line_error(run_cli_process, tmp_path, artifacts, quantized_ptl, case):
+    """torch's Quantizer.cpp deprecation, ExecuTorch's ``[method.cpp:...]`` line and absl/protobuf's
+    ``text_format.cc`` lines used to print above the error; what they said that matters is in the error."""
+    garbage = tmp_path / "bad.xml"
+    garbage.write_text("garbage<xml")
+    argv, fragments = {
+        "ptl-wrong-dims": ((quantized_ptl, "--input_dims", "1,3,16"), ("the model failed on inputs [(1,3,16)",)),
+        "pte-wrong-type": ((artifacts["executorch"], "--input_dims", "1,3,32,32", "--input_type", "int64"),
+                           ("input 0 is int64 but the file declares float",)),
+        "garbage-xml": ((garbage,), ("OpenVINO could not read",)),
+    }[case]
+    code, _, err = run_cli_process("bench", *argv, "--iter", "2", "--warmup", "0")
+    assert_one_line_error(code, err, *fragments)
+
+
+def test_the_terminal_filter_keeps_order_and_drops_only_noise(tmp_path):
+    """Lines written straight to fd 2 (as C++ does) and through sys.stderr, interleaved, with a child process
+    that inherits the descriptor: the noise goes, the rest arrives whole and in order."""
+    script = ("import os, subprocess, sys\n"
+              "from mobilize.noise import filtered_terminal\n"
+              "with filtered_terminal() as dropped:\n"
+              "    os.write(2, b'W0000 00:00 text_format.cc:417] Error parsing\\n')\n"
+              "    print('first', file=sys.stderr)\n"
+              "    os.write(2, b'[W1127 Quantizer.cpp:111] Warning: deprecated\\nsecond\\n')\n"
+              "    subprocess.run([sys.executable, '-c', 'import os; os.write(2, b\"child [E:onnxruntime:x] \"'\n"
+              "                    ' b\"log\\\\nchild line\\\\n\")'])\n"
+              "    print('mobilize: error: [E:onnxruntime:] is quoted in our own line', file=sys.stderr)\n"
+              "print(len(dropped))\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines() == ["first", "second", "child line",
+                                        "mobilize: error: [E:onnxruntime:] is quoted in our own line"]
+    assert proc.stdout.strip() == "3"

@@ -46,6 +46,9 @@ class Backend:
     """Format -> ``module:function(path, inputs, threads, runs, warmup) -> TimeProfile``."""
     drift: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Exporter key -> the module tune localises per-layer int8 drift with."""
+    noise: tuple[str, ...] = ()
+    """Substrings of the engine's own log lines that tell a user nothing they can act on (dropped from the
+    terminal and from a failure's log tail; see :mod:`mobilize.noise`)."""
     tools: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Other entry points a command asks for by name (``details`` for the native runner, ``from_log`` for
     ``bench --from-log``) -> ``module:attribute``."""

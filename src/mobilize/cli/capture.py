@@ -18,8 +18,9 @@ class CapturedLog:
     def tail(self, lines: int = 3) -> list[str]:
         if self.path is None or not self.path.is_file():
             return []
-        text = [ln.strip() for ln in self.path.read_text(errors="replace").splitlines() if ln.strip()]
-        return text[-lines:]
+        from mobilize import noise
+
+        return noise.tail(self.path.read_text(errors="replace").splitlines(), lines)
 
 
 @contextlib.contextmanager

@@ -65,8 +65,11 @@ def _main(argv: list[str]) -> int:
         return 2
     from mobilize.paths import Outputs
 
+    from mobilize.noise import filtered_terminal
+
     outputs = Outputs()
-    code = _dispatch(args, outputs, debug)
+    with filtered_terminal(enabled=not (debug or getattr(args, "verbose", False))):
+        code = _dispatch(args, outputs, debug)
     if code != 0:
         outputs.discard()  # a failed run leaves no empty folder it created behind
     return code

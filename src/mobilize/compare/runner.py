@@ -21,6 +21,7 @@ from mobilize.compare.messages import (
     Bench, Built, Failed, Job, Ready, ReferenceDone, Stage, Stop, Times,
 )
 from mobilize.compare.results import VariantResult
+from mobilize import noise
 from mobilize.errors import InternalError, UserError
 from mobilize.isolate import start_ignoring_sigint
 from mobilize.outcome import Outcome
@@ -125,8 +126,8 @@ class Worker:
         path = self.job.log_path
         if not path or not Path(path).is_file():
             return ""
-        text = [ln.strip() for ln in Path(path).read_text(errors="replace").splitlines() if ln.strip()]
-        return f" [stderr: {' | '.join(text[-lines:])[:400]}]" if text else ""
+        text = noise.tail(Path(path).read_text(errors="replace").splitlines(), lines)
+        return f" [stderr: {' | '.join(text)[:400]}]" if text else ""
 
     def send(self, msg: Any) -> None:
         try:

@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Sequence
 from mobilize.artifact import Format
 from mobilize.runtime_options import RuntimeOptions, check_options  # noqa: F401  (re-exported)
 from mobilize.errors import BackendUnavailableError, ConfigError, UserError, translate_errors
-from mobilize.sources.inputs import InputSpec, make_random_inputs, shape_text
+from mobilize.sources.inputs import InputSpec, input_type_name, make_random_inputs, shape_text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +111,7 @@ class Session(abc.ABC):
 
         def failed(exc: Exception) -> str:
             shapes = "; ".join(describe_tensor(t) for t in inputs) or "no inputs"
-            return f"the model failed on inputs [{shapes}]: {first_error_line(exc)}"
+            return f"the model failed on inputs [{shapes}]: {first_error_line(exc)}{self._type_mismatch(inputs)}"
 
         with translate_errors(UserError, f"runtime '{self.name}'", ours=(inspect.getfile(type(self)),), message=failed,
                               hint="check --input_dims / --input_type against what the model expects", stage="run"):
@@ -136,6 +136,15 @@ class Session(abc.ABC):
                     f"input {i} has shape {shape_text(shape)} but the model expects {shape_text(spec.shape)}",
                     hint="fix --input_dims",
                 )
+
+    def _type_mismatch(self, inputs: Sequence[Any]) -> str:
+        """After a failed run: which input's element type differs from what the file declares (a runtime such
+        as ExecuTorch says only "error 0x12" and logs the reason, which the terminal does not show)."""
+        for i, (spec, tensor) in enumerate(zip(self.declared_input_specs() or (), inputs)):
+            given = input_type_name(str(getattr(tensor, "dtype", spec.dtype)))
+            if given != spec.dtype:
+                return f" (input {i} is {given} but the file declares {spec.dtype})"
+        return ""
 
     def declared_input_specs(self) -> list[InputSpec] | None:
         """Input specs the artifact itself declares (shape dims < 0 are dynamic), if any."""

@@ -15,5 +15,7 @@ BACKENDS.register("executorch")(Backend(
     lint_targets={"xnnpack": "lint_probe"},
     profilers={"executorch": "profiler:profile_pte"},
     drift={"executorch": "drift"},
+    noise=("threadpool.cpp", "Failed to load /", "KernelPreference",
+           "[method.cpp:"),  # what a failed run logs, the runtime's checks say in the error itself
     tools={"native_details": "native:native_details"},
 ))

@@ -17,6 +17,7 @@ import warnings
 import weakref
 from typing import Any, Sequence
 
+from mobilize import noise
 from mobilize.errors import ConfigError, UnsupportedModelError, translate_errors
 from mobilize.backends.executorch.pte import BUNDLE_ID, SCALAR_TYPES, check_header
 from mobilize.runtimes.native_stderr import filtered_stderr
@@ -24,13 +25,10 @@ from mobilize.runtimes.base import Session
 from mobilize.sources.inputs import InputSpec, MemoryFormat, input_type_name
 
 
-_NATIVE_NOISE = ("cpuinfo_utils.cpp", "threadpool.cpp", "Failed to load /", "KernelPreference")
-
-
 def quiet_native_stderr():
-    """Drop ExecuTorch's informational C++ log lines (cpuinfo probing, threadpool resets);
-    anything else written to stderr meanwhile is passed through."""
-    return filtered_stderr(_NATIVE_NOISE)
+    """Drop ExecuTorch's informational C++ log lines (cpuinfo probing, threadpool resets: the noise its
+    descriptor and :mod:`mobilize.noise` name); anything else written to stderr meanwhile is passed through."""
+    return filtered_stderr(noise.patterns())
 
 
 def portable_lib() -> Any:

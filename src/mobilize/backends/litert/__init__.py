@@ -11,4 +11,5 @@ BACKENDS.register("litert")(Backend(
     exporters={"litert": "exporter:LiteRTExporter"},
     runtimes={"litert": "runtime:LiteRTSession"},
     lint_targets={"litert": "lint_probe"},
+    noise=("Created TensorFlow Lite XNNPACK delegate", "node(s) with delegate", "INFO: "),
 ))

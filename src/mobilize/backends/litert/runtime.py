@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from mobilize import noise
 from mobilize.errors import UnsupportedModelError, UserError, translate_errors
 from mobilize.backends.litert.tflite import TfliteDelegation, read_tflite, tflite_delegation
 from mobilize.runtimes.native_stderr import filtered_stderr
@@ -21,7 +22,6 @@ from mobilize.sources.inputs import InputSpec, MemoryFormat
 
 _NUMPY_TO_SPEC = {"float32": "float", "float16": "float16", "int64": "int64", "int32": "int32", "int16": "int16",
                   "int8": "int8", "uint8": "uint8", "bool": "bool"}
-_NOISE = ("Created TensorFlow Lite XNNPACK delegate", "Replacing ", "INFO: ")
 
 
 class LiteRTSession(Session):
@@ -176,4 +176,4 @@ def _quantized(detail: dict) -> bool:
 def quiet_native_output():
     """Drop LiteRT's informational C++ log line ("Created TensorFlow Lite XNNPACK delegate for CPU.");
     anything else written to stderr meanwhile is passed through."""
-    return filtered_stderr(_NOISE)
+    return filtered_stderr(noise.patterns())

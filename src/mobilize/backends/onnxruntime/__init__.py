@@ -14,5 +14,6 @@ BACKENDS.register("onnxruntime")(Backend(
     lint_targets={"onnxruntime": "lint_probe"},
     profilers={"onnx": "profiler:profile_onnx"},
     drift={"onnx": "drift"},
+    noise=("[E:onnxruntime:", "[W:onnxruntime:"),  # a failed session's reason also reaches its exception
     tools={"lint_timing": "lint_timing:measure_time"},
 ))

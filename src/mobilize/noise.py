@@ -31,8 +31,9 @@ SHARED_NOISE = (
 )
 """Noise from libraries no one engine owns."""
 
-_PROGRESS = re.compile(r"\d+%\|.*\|\s*\d+/\d+")
-"""A tqdm progress bar (transformers' "Loading checkpoint shards: 100%|###| 2/2")."""
+_PROGRESS = re.compile(r"\d+%\|.*\|\s*\d+/\d+|\tINFO \w+\.py:\d+ -- ")
+"""A tqdm progress bar (transformers' "Loading checkpoint shards: 100%|###| 2/2"); a Ray INFO record
+("2026-11-27 02:00:01,123<TAB>INFO worker.py:1918 -- Started a local Ray instance.")."""
 
 _REASON = re.compile(r"(Error|Exception|error:|failed|Failed|cannot|not supported|unsupported|expected|Traceback)")
 """A line that says why something failed."""

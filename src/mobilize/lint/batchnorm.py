@@ -19,20 +19,24 @@ from torch import nn
 from mobilize.errors import headline
 from mobilize.lint.graph import BNS, CONVS, ModelView
 from mobilize.lint.report import Finding, Rule, Severity
+from mobilize.passes._bn_fold import Blocked, bn_folds, bn_folds_in_sequentials
 
 _LOOKBACK = 4
 """How many single-input ops back from a BN to look for the conv that something separates it from."""
 
 
 def check(view: ModelView) -> list[Finding]:
-    findings: list[Finding] = []
     shared = [p for p, m in view.modules.items() if isinstance(m, BNS) and view.calls(p) > 1]
-    for path in shared:
-        findings.append(_finding(view, path, "shared",
-                                 f"{type(view.modules[path]).__name__} is called {view.calls(path)} times: one BN "
-                                 f"cannot fold into several convs",
-                                 "give each conv its own BatchNorm (BN statistics are per use anyway)"))
-    pairs = _pairs_from_graph(view, findings, set(shared)) if view.gm is not None else _pairs_from_sequentials(view)
+    findings = [_finding(view, path, "shared", f"{type(view.modules[path]).__name__} is called {view.calls(path)} "
+                                               f"times: one BN cannot fold into several convs",
+                         "give each conv its own BatchNorm (BN statistics are per use anyway)") for path in shared]
+    if view.gm is None:
+        pairs = bn_folds_in_sequentials(view.module)
+    else:
+        pairs, blocked = bn_folds(view.gm.graph, view.modules)
+        blocked = [b for b in blocked if b.reason != "shared"]  # said once per module above
+        findings += [_blocked(view, b) for b in blocked]
+        findings += _separated(view, {bn for _, bn in pairs} | {b.bn for b in blocked} | set(shared))
     for layer, bn in pairs:
         reason = _try_fold(view, layer, bn)
         if reason:
@@ -42,41 +46,34 @@ def check(view: ModelView) -> list[Finding]:
     return findings
 
 
-def _pairs_from_graph(view: ModelView, findings: list[Finding], skip: set[str]) -> list[tuple[str, str]]:
-    pairs = []
+def _blocked(view: ModelView, b: Blocked) -> Finding:
+    name = f"{type(view.modules[b.layer]).__name__} {b.layer}"
+    if b.reason == "conv-shared":
+        return _finding(view, b.bn, "conv-shared", f"the {name} before it is called {b.calls} times, so its weights "
+                                                   f"cannot absorb this BN", "give each use its own conv module",
+                        layer=b.layer, node=b.node)
+    others = sorted(view.op_name(u) + (f" {u.target}" if u.op == "call_module" else "")
+                    for u in b.layer_node.users if u is not b.node)
+    return _finding(view, b.bn, "conv-output-shared", f"the output of {name} also feeds {', '.join(others)}: the "
+                                                      f"unfolded value is needed, so the BN cannot fold",
+                    "take the other branch after the BN, or give it its own conv", layer=b.layer, node=b.node)
+
+
+def _separated(view: ModelView, seen: set[str]) -> list[Finding]:
+    """BNs a few single-input ops after a conv: something sits between them (lint's own rule; fuse needs adjacency)."""
+    findings = []
     for node in view.nodes:
-        bn = view.module_of(node)
-        if not isinstance(bn, BNS) or node.target in skip or not node.args:
+        if not isinstance(view.module_of(node), BNS) or str(node.target) in seen or not node.args:
             continue
-        path = str(node.target)
-        prev = node.args[0]
-        layer = view.module_of(prev) if isinstance(prev, torch.fx.Node) else None
-        if isinstance(layer, CONVS + (nn.Linear,)):
-            name = f"{type(layer).__name__} {prev.target}"
-            if view.calls(str(prev.target)) > 1:
-                findings.append(_finding(view, path, "conv-shared",
-                                         f"the {name} before it is called {view.calls(str(prev.target))} times, "
-                                         f"so its weights cannot absorb this BN", "give each use its own conv module",
-                                         layer=str(prev.target), node=node))
-            elif len(prev.users) > 1:
-                others = sorted(view.op_name(u) + (f" {u.target}" if u.op == "call_module" else "")
-                                for u in prev.users if u is not node)
-                findings.append(_finding(view, path, "conv-output-shared",
-                                         f"the output of {name} also feeds {', '.join(others)}: the unfolded value is "
-                                         f"needed, so the BN cannot fold", "take the other branch after the BN, or give it "
-                                         "its own conv", layer=str(prev.target), node=node))
-            else:
-                pairs.append((str(prev.target), path))
-            continue
-        between = _conv_upstream(view, prev)
+        between = _conv_upstream(view, node.args[0])
         if between is not None:
             conv, ops = between
-            findings.append(_finding(view, path, "between",
+            findings.append(_finding(view, str(node.target), "between",
                                      f"{' -> '.join(ops)} sits between {type(view.modules[conv]).__name__} {conv} and "
                                      f"this BN, so it cannot fold into the conv",
                                      f"move the BN directly after {conv} (conv -> BN -> activation)",
                                      layer=conv, node=node))
-    return pairs
+    return findings
 
 
 def _conv_upstream(view: ModelView, node) -> tuple[str, list[str]] | None:
@@ -96,18 +93,6 @@ def _conv_upstream(view: ModelView, node) -> tuple[str, list[str]] | None:
         ops.append(view.op_name(node) + (f" {node.target}" if node.op == "call_module" else ""))
         node = inputs[0]
     return None
-
-
-def _pairs_from_sequentials(view: ModelView) -> list[tuple[str, str]]:
-    pairs = []
-    for prefix, seq in view.modules.items():
-        if isinstance(seq, nn.Sequential):
-            names = [n for n, _ in seq.named_children()]
-            for a, b in zip(names, names[1:]):
-                if isinstance(getattr(seq, a), CONVS + (nn.Linear,)) and isinstance(getattr(seq, b), BNS):
-                    join = (lambda n: f"{prefix}.{n}" if prefix else n)  # noqa: E731
-                    pairs.append((join(a), join(b)))
-    return pairs
 
 
 def _try_fold(view: ModelView, layer_path: str, bn_path: str) -> str | None:

@@ -18,10 +18,10 @@ from torch import nn
 
 from mobilize.errors import ConfigError, clip, third_party_failure
 from mobilize.passes import PASSES
+from mobilize.passes._bn_fold import BNS as _BNS, bn_folds
 from mobilize.passes.base import Context, Pass, PassConfig
 
 _CONVS = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
-_BNS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
 _RELU_FUNCS = {torch.relu, torch.nn.functional.relu, torch.relu_}
 
 
@@ -91,50 +91,40 @@ def _relu_user(node: torch.fx.Node, modules: dict[str, nn.Module]) -> tuple[torc
 def find_patterns(module: nn.Module, graph: torch.fx.Graph, linear_relu: bool) -> Found:
     modules = dict(module.named_modules())
     calls = collections.Counter(n.target for n in graph.nodes if n.op == "call_module")
+    pairs, blocked = bn_folds(graph, modules, _CONVS)
+    bn_after = dict(pairs)
     found = Found()
+    found.skipped = [f"{b.layer} + {b.bn}: a module is called more than once" if b.reason != "conv-output-shared"
+                     else f"{b.layer}: its output feeds more than one op, so BN cannot be folded" for b in blocked]
+    held = {b.layer for b in blocked}
     used: set[str] = set()
     for node in graph.nodes:
-        if node.op != "call_module" or node.target in used:
+        if node.op != "call_module" or node.target in used or node.target in held:
             continue
         m = modules.get(node.target)
-        if isinstance(m, _CONVS):
-            head = [node.target]
-            nxt = next(iter(node.users)) if len(node.users) == 1 else None
-            if nxt is not None and nxt.op == "call_module" and isinstance(modules.get(nxt.target), _BNS):
-                bn = nxt
-                if calls[node.target] > 1 or calls[bn.target] > 1:
-                    found.skipped.append(f"{node.target} + {bn.target}: a module is called more than once")
-                    continue
-                group = head + [bn.target]
-                relu, kind = _relu_user(bn, modules)
-                if kind == "module" and calls[relu.target] == 1:
-                    group.append(relu.target)
-                    found.counts["conv_bn_relu"] += 1
-                elif kind == "module":
-                    found.skipped.append(f"ReLU after {bn.target} is the module '{relu.target}', called "
-                                         f"{calls[relu.target]} times, kept separate; give each use its own nn.ReLU")
-                elif kind == "function":
-                    found.skipped.append(f"ReLU after {bn.target} is a function call (F.relu), kept separate; "
-                                         f"use an nn.ReLU module to fuse it")
-                elif kind == "relu6":
-                    found.skipped.append(f"ReLU6 after {bn.target} kept separate (quantized engines fuse only ReLU)")
-                found.counts["conv_bn"] += 1
-                found.groups.append(group)
-                used.update(group)
-            elif len(node.users) > 1 and any(u.op == "call_module" and isinstance(modules.get(u.target), _BNS)
-                                            for u in node.users):
-                found.skipped.append(f"{node.target}: its output feeds more than one op, so BN cannot be folded")
-            else:
-                relu, kind = _relu_user(node, modules)
-                if kind == "module" and calls[node.target] == 1 and calls[relu.target] == 1:
-                    found.groups.append([node.target, relu.target])
-                    found.counts["conv_relu"] += 1
-                    used.update([node.target, relu.target])
-        elif isinstance(m, nn.Linear) and linear_relu:
+        if isinstance(m, _CONVS) and node.target in bn_after:
+            bn = next(iter(node.users))
+            group = [node.target, bn.target]
+            relu, kind = _relu_user(bn, modules)
+            if kind == "module" and calls[relu.target] == 1:
+                group.append(relu.target)
+                found.counts["conv_bn_relu"] += 1
+            elif kind == "module":
+                found.skipped.append(f"ReLU after {bn.target} is the module '{relu.target}', called "
+                                     f"{calls[relu.target]} times, kept separate; give each use its own nn.ReLU")
+            elif kind == "function":
+                found.skipped.append(f"ReLU after {bn.target} is a function call (F.relu), kept separate; "
+                                     f"use an nn.ReLU module to fuse it")
+            elif kind == "relu6":
+                found.skipped.append(f"ReLU6 after {bn.target} kept separate (quantized engines fuse only ReLU)")
+            found.counts["conv_bn"] += 1
+            found.groups.append(group)
+            used.update(group)
+        elif isinstance(m, _CONVS) or (isinstance(m, nn.Linear) and linear_relu):
             relu, kind = _relu_user(node, modules)
             if kind == "module" and calls[node.target] == 1 and calls[relu.target] == 1:
                 found.groups.append([node.target, relu.target])
-                found.counts["linear_relu"] += 1
+                found.counts["conv_relu" if isinstance(m, _CONVS) else "linear_relu"] += 1
                 used.update([node.target, relu.target])
     return found
 

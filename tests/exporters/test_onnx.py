@@ -199,6 +199,11 @@ def test_dynamic_int8_warns_on_cnn_and_quantizes_only_gemm_when_told(digits, dig
                  exclude_op_types=["Conv"])
     assert "ConvInteger" not in op_types(art.path) and "DynamicQuantizeLinear" in op_types(art.path)
     assert not any("conv-heavy" in n for n in art.notes)
+    assert not any("changed nothing" in n for n in art.notes)
+    art = export(Artifact.from_file(digits_onnx), [DIGITS_SPEC], tmp_path, "dyn-none", quantize="dynamic",
+                 exclude_op_types=["Conv", "MatMul"])  # an "exact" int8 file must say why it is exact
+    assert not {"ConvInteger", "MatMulInteger", "DynamicQuantizeLinear"} & set(op_types(art.path))
+    assert any("dynamic quantization changed nothing" in n and "Conv x2" in n for n in art.notes), art.notes
     with pytest.raises(ConfigError, match="'conv' is not an op type.*did you mean: Conv"):
         export(Artifact.from_file(digits_onnx), [DIGITS_SPEC], tmp_path, "x", quantize="dynamic",
                exclude_op_types=["conv"])

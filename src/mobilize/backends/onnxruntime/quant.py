@@ -7,6 +7,7 @@ through ONNX Runtime's calibrators a few batches at a time (memory stays bounded
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import logging
@@ -276,7 +277,20 @@ def quantize_dynamic_int8(src: Path, dst: Path, opts: StaticOptions) -> list[str
         quantize_dynamic(str(src), str(dst), op_types_to_quantize=ops, per_channel=False,
                          reduce_range=opts.reduce_range, weight_type=weight_type,
                          nodes_to_exclude=list(opts.exclude_nodes) or None)
+    integer = sum(n.op_type in _DYNAMIC_INTEGER_OPS for n in onnx.load(str(dst)).graph.node)
+    if not integer:
+        kinds = collections.Counter(n.op_type for n in proto.graph.node).most_common(4)
+        notes.append("warning: dynamic quantization changed nothing: the quantizer found no op it takes "
+                     f"({', '.join(sorted(ops))}) in this graph (most common ops: "
+                     f"{', '.join(f'{k} x{v}' for k, v in kinds)}); the file computes in float, so its accuracy "
+                     "reads as exact - use quantize: static for int8 here")
     return notes
+
+
+_DYNAMIC_INTEGER_OPS = frozenset({"MatMulInteger", "ConvInteger", "DynamicQuantizeLinear", "DynamicQuantizeMatMul",
+                                  "DynamicQuantizeLSTM", "QAttention", "QEmbedLayerNormalization", "QGemm",
+                                  "MatMulIntegerToFloat"})
+"""What ONNX Runtime's dynamic quantizer writes where it quantized something."""
 
 
 def to_ort_format(src: Path, dst: Path) -> list[str]:

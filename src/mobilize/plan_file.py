@@ -17,7 +17,7 @@ from typing import Any
 from mobilize.errors import ConfigError
 from mobilize.plan import Plan, Variant, load_plan
 
-FILE_PLANS = {"onnx": "onnx-file"}
+FILE_PLANS = {"onnx": "onnx-file", "openvino": "openvino-file"}
 """The built-in plan ``compare FILE`` runs (with the default plan) for a file of each format."""
 
 
@@ -27,8 +27,10 @@ def plan_for_file(plan: Any, fmt: str) -> tuple[Plan, list[tuple[str, str]]]:
     built are listed); a named plan keeps the variants that can be built."""
     if isinstance(plan, str) and plan == "default":
         if fmt not in FILE_PLANS:
-            raise ConfigError(f"compare builds variants from a PyTorch model or an ONNX file; this is {_a(fmt)} file",
-                              hint="use mobilize bench for a single artifact")
+            raise ConfigError(f"compare builds variants from a PyTorch model or an ONNX or OpenVINO file; this is "
+                              f"{_a(fmt)} file",
+                              hint="use mobilize bench for a single artifact; for variants, compare the PyTorch model or ONNX file it "
+                                   "was made from")
         fitted, left_out = fit_file_plan(load_plan("default"), fmt)
         own, missing = fit_file_plan(load_plan(FILE_PLANS[fmt]), fmt)
         kept = {v.name for v in own.variants}

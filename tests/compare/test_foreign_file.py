@@ -81,8 +81,25 @@ def test_a_file_no_plan_builds_from_is_refused(run_cli, tmp_path):
 
     torch.jit.script(tiny_model()).save(str(tmp_path / "tiny.pt"))
     code, _, err = run_cli("compare", tmp_path / "tiny.pt", "--input_dims", "1,3,32,32", "-o", tmp_path / "c")
-    assert_one_line_error(code, err, "compare builds variants from a PyTorch model or an ONNX file",
+    assert_one_line_error(code, err, "compare builds variants from a PyTorch model or an ONNX or OpenVINO file",
                           "a torchscript file")
+
+
+def test_an_openvino_ir_is_the_reference_and_reads_back_into_each_precision(run_cli, tmp_path, mobilize_onnx):
+    """An IR is read (OpenVINO's convert_model does not take one), re-saved with the precision pinned, and judged
+    against the IR as the user saved it."""
+    import openvino as ov
+
+    xml = tmp_path / "user.xml"
+    ov.save_model(ov.convert_model(str(mobilize_onnx)), str(xml))
+    code, out, err = run_cli("compare", xml, "--variant", "openvino", "--variant", "openvino-fp16", *FAST,
+                             "-o", tmp_path / "c")
+    assert code == 0, err
+    report, got = verdicts(tmp_path / "c")
+    assert report["plan"] == "openvino-file" and report["reference_variant"] == "openvino"
+    assert got["openvino"]["accuracy"]["sqnr_exact"], "the reference against itself"
+    assert got["openvino-fp16"]["outcome"] == "OK", got["openvino-fp16"]["notes"]
+    assert any("inference precision f16" in n for n in got["openvino-fp16"]["notes"])
 
 
 @pytest.mark.slow

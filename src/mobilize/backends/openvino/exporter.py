@@ -85,7 +85,9 @@ class OpenVinoExporter(Exporter):
     suffix = ".xml"
     packages = ("openvino",)
     Config = OpenVinoConfig
-    source_formats = ("onnx", "exported_program")
+    source_formats = ("onnx", "exported_program", "openvino")
+    """OpenVINO reads ONNX and its own IR files through its frontends; a .pt2 program is loaded first.  Not
+    .tflite: its frontend keeps the file's NHWC input, where every other source of this exporter is NCHW."""
 
     def __init__(self, config: Any = None):
         super().__init__(config)
@@ -146,7 +148,8 @@ class OpenVinoExporter(Exporter):
 
     # -- steps ----------------------------------------------------------------------------
     def _convert(self, module: Any, ctx: Context) -> Any:
-        """``openvino.convert_model`` on a PyTorch module, a .pt2 program or an .onnx file, with static input shapes."""
+        """``openvino.convert_model`` on a PyTorch module, a .pt2 program or an .onnx or IR file, with
+        static input shapes."""
         import openvino as ov
         import torch
 
@@ -156,9 +159,10 @@ class OpenVinoExporter(Exporter):
         shapes = [ov.PartialShape(list(s.shape)) for s in ctx.input_specs]
         if isinstance(module, Artifact):
             if module.format not in self.source_formats:
-                raise ConfigError(f"the openvino exporter takes a PyTorch model, a .pt2 program or an .onnx file, not "
-                                  f"a {module.format} file ({module.path.name})")
-            source: Any = (str(module.path) if module.format == "onnx" else torch.export.load(str(module.path)))
+                raise ConfigError(f"the openvino exporter takes a PyTorch model, a .pt2 program, an .onnx or an OpenVINO "
+                                  f".xml file, not a {module.format} file ({module.path.name})")
+            source: Any = (torch.export.load(str(module.path)) if module.format == "exported_program"
+                           else str(module.path))
             what = module.path.name
         elif isinstance(module, torch.nn.Module):
             if module.training:
@@ -176,6 +180,9 @@ class OpenVinoExporter(Exporter):
                 native_output(lines), torch.no_grad():
             if isinstance(source, torch.nn.Module):
                 model = ov.convert_model(source, example_input=tuple(example), input=shapes)
+            elif isinstance(module, Artifact) and module.format == "openvino":  # an IR is read, not converted
+                model = ov.Core().read_model(source)
+                model.reshape({i: s for i, s in enumerate(shapes)})
             else:
                 model = ov.convert_model(source)
                 model.reshape({i: s for i, s in enumerate(shapes)})

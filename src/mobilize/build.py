@@ -88,21 +88,23 @@ def verify_inputs(ctx: Context, count: int = 4) -> list[list]:
 
 
 def verify_artifact(built: Built, module: Any, ctx: Context, policy: Policy = DEFAULT_POLICY, *,
-                    float_model: Any = None, quantized: bool = False) -> Verdict:
+                    float_model: Any = None, quantized: bool = False, task: str | None = None) -> Verdict:
     """Run the artifact and the module it came from on the same inputs; the verify core judges (fidelity).
 
     With ``float_model`` (the model before the passes) the file is also judged against it (quality: ``quantized``
     says whether the passes quantized the module), the budget is the mean cosine, and a float model whose
-    output does not depend on its input makes the verdict VACUOUS."""
+    output does not depend on its input makes the verdict VACUOUS.  ``task`` (mobilize.accuracy.tasks): a model
+    without classes is never judged on top-1 agreement."""
+    from mobilize.accuracy.tasks import without_classes
     from mobilize.accuracy.verify import against_both, degenerate_reference, judge_budget
 
     samples = verify_inputs(ctx)
     got = _outputs(built.artifact, samples)
-    fidelity = judge(compare_outputs(got, _outputs(module, samples)), built.kind, policy)
+    fidelity = judge(without_classes(compare_outputs(got, _outputs(module, samples)), task), built.kind, policy)
     if float_model is None:
         return fidelity
     reference = _outputs(float_model, samples)
-    c = compare_outputs(got, reference)
+    c = without_classes(compare_outputs(got, reference), task)
     quality = judge_budget(judge(c, Kind.QUANTIZED if quantized else built.kind, policy), cosine=c.cosine_mean,
                            labelled=False, policy=policy)
     return against_both(fidelity, quality, degenerate_reference(reference, policy))

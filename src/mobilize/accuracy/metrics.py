@@ -29,6 +29,9 @@ class OutputError:
     """10·log10(Σref² / Σ(out−ref)²) on scale-normalised values; inf when identical."""
     cosine_mean: float
     cosine_min: float
+    discrete: bool = False
+    """Integer or bool values (class ids, counts): a changed id is not noise, so SQNR is not judged on it while
+    another output is continuous (the task's measure compares ids)."""
 
 
 @dataclasses.dataclass
@@ -53,10 +56,15 @@ class Comparison:
     """Per-sample cosine similarity of the first output (scale-normalised)."""
     correct: list[bool] | None = None
     """Per sample: the candidate's top-1 equals the label (labelled classifier data only)."""
+    task: str | None = None
+    """The model's task (mobilize.accuracy.tasks): top-1 figures exist only for ``classification``."""
+    task_measure: Any = None
+    """The task's own measure against the float model (a ``tasks.TaskMeasure``), None when top-1 says it."""
 
     @property
     def sqnr_db(self) -> float:
-        return min((o.sqnr_db for o in self.outputs), default=math.inf)
+        judged = [o for o in self.outputs if not o.discrete] or self.outputs
+        return min((o.sqnr_db for o in judged), default=math.inf)
 
     @property
     def max_abs(self) -> float:
@@ -79,7 +87,7 @@ class Comparison:
         def num(x: float | None) -> float | None:
             return None if x is None or not math.isfinite(x) else x
 
-        return {
+        data = {
             "samples": self.samples, "finite": self.finite, "shape_error": self.shape_error,
             "max_abs": num(self.max_abs) if self.finite else None,
             "sqnr_db": num(self.sqnr_db) if self.finite else None,
@@ -92,6 +100,16 @@ class Comparison:
             "outputs": [{k: num(v) if isinstance(v, float) else v for k, v in dataclasses.asdict(o).items()}
                         for o in self.outputs],
         }
+        if self.task not in (None, "classification"):  # no class, no top-1 figures
+            data = {k: v for k, v in data.items() if "top1" not in k and "flips" not in k and k != "chance_agreement"}
+        if self.task:
+            data["task"] = self.task
+        if self.task_measure is not None:
+            data["task_measure"] = self.task_measure.to_json()
+        return data
+
+
+_DISCRETE = {"torch.bool", "torch.uint8", "torch.int8", "torch.int16", "torch.int32", "torch.int64"}
 
 
 def as_float64(t: Any):
@@ -138,8 +156,9 @@ def compare_outputs(candidate: Sequence[Outputs], reference: Sequence[Outputs], 
         signal = float(rn.pow(2).sum())
         sqnr = math.inf if noise == 0 else (10 * math.log10(signal / noise) if signal > 0 else -math.inf)
         cos = _cosines(cn, rn)
+        discrete = all(str(torch.as_tensor(s[i]).dtype) in _DISCRETE for s in candidate)
         outputs.append(OutputError(names[i], float(diff.abs().max()), float(diff.abs().mean()), sqnr,
-                                   math.fsum(cos) / len(cos), min(cos)))
+                                   math.fsum(cos) / len(cos), min(cos), discrete))
     result = Comparison(n, outputs, finite)
     if finite:
         first_c = torch.cat([s[0].reshape(1, -1) for s in cand])

@@ -88,8 +88,13 @@ class Policy:
             if f.name not in ("max_drop_points", "min_cosine") and not math.isfinite(getattr(self, f.name)):
                 raise ConfigError(f"policy {f.name} must be a finite number, got {getattr(self, f.name)}")
 
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    def to_json(self, task: str | None = None) -> dict[str, Any]:
+        """The thresholds; for a model without classes (``task`` not classification) without the top-1 ones."""
+        data = dataclasses.asdict(self)
+        if task not in (None, "classification"):
+            for name in ("quantized_min_agreement_gain", "degenerate_max_top1_share"):
+                data.pop(name)
+        return data
 
 
 DEFAULT_POLICY = Policy()
@@ -134,8 +139,10 @@ def judge(c: Comparison, kind: Kind | str, policy: Policy = DEFAULT_POLICY) -> V
     if not c.finite:
         return Verdict(Outcome.MISMATCH, "finite", "the outputs contain NaN or inf (rule finite)")
     sqnr = c.sqnr_db
-    numbers = {"sqnr_db": _num(sqnr), "max_abs": c.max_abs, "top1_agreement": c.top1_agreement, "flips": c.flips,
-               "hard_flips": c.hard_flips, "near_tie_flips": c.near_tie_flips, "samples": c.samples}
+    numbers = {"sqnr_db": _num(sqnr), "max_abs": c.max_abs, "samples": c.samples}
+    if c.task in (None, "classification"):  # a model without classes has no top-1 figures
+        numbers.update(top1_agreement=c.top1_agreement, flips=c.flips, hard_flips=c.hard_flips,
+                       near_tie_flips=c.near_tie_flips)
     floor = {Kind.FLOAT: policy.float_min_sqnr_db, Kind.REDUCED: policy.reduced_min_sqnr_db,
              Kind.QUANTIZED: policy.quantized_min_sqnr_db}[kind]
     rule = f"{kind}-sqnr"
@@ -195,9 +202,11 @@ def judge_steps(what: str, elements: int, within_one_step: int, policy: Policy =
                                            f"step >= {policy.op_min_within_one_step:.0%} (rule op-steps)", numbers)
 
 
-def degenerate_reference(reference: Sequence[Sequence[Any]], policy: Policy = DEFAULT_POLICY) -> str | None:
+def degenerate_reference(reference: Sequence[Sequence[Any]], policy: Policy = DEFAULT_POLICY,
+                         task: str | None = None) -> str | None:
     """A warning when the float reference's first output does not depend on its input (all zero, constant across
-    samples, or one top-1 class for nearly every sample), else None.  Checks against such a reference are vacuous.
+    samples, or - for a classifier, ``task`` None or classification - one top-1 class for nearly every sample),
+    else None.  Checks against such a reference are vacuous.
 
         >>> import torch
         >>> degenerate_reference([[torch.zeros(1, 10)] for _ in range(4)]).split(":")[0]
@@ -220,7 +229,7 @@ def degenerate_reference(reference: Sequence[Sequence[Any]], policy: Policy = DE
     else:
         spread = float(first.std(0).pow(2).mean().sqrt()) / rms
         share = None
-        if first.shape[1] > 2 and n >= policy.degenerate_min_samples:
+        if first.shape[1] > 2 and n >= policy.degenerate_min_samples and task in (None, "classification"):
             import collections
 
             share = collections.Counter(first.argmax(1).tolist()).most_common(1)[0][1] / n

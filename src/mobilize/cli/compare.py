@@ -16,7 +16,7 @@ import argparse
 import sys
 
 from mobilize.cli.bench import _flag
-from mobilize.cli.inputs import add_input_flags, bound_args_from_args, input_specs_from_args
+from mobilize.cli.inputs import add_input_flags, add_task_flags, bound_args_from_args, input_specs_from_args, task_from_args
 
 
 def add_parser(sub) -> None:
@@ -31,7 +31,8 @@ def add_parser(sub) -> None:
     p.add_argument("--data", metavar="SRC", help="accuracy/benchmark data: digits:test, sample-photos, DIR, FILE.npz "
                                                  "(one array per model input, optional labels y)")
     p.add_argument("--max-drop", type=float, default=1.0, metavar="POINTS",
-                   help="accuracy budget on labelled data: top-1 points a variant may lose (default 1.0)")
+                   help="accuracy budget: points of the task's measure a variant may lose (top-1 on labelled data "
+                        "for classifiers; boxes, mask IoU, sequences; --metric's units) (default 1.0)")
     p.add_argument("--min-cosine", type=float, default=0.99, metavar="C",
                    help="accuracy budget without labels (or for embeddings): mean cosine to the float outputs "
                         "(default 0.99)")
@@ -41,6 +42,7 @@ def add_parser(sub) -> None:
     p.add_argument("--accuracy-samples", type=int, default=1000, help="max samples for accuracy (default 1000)")
     p.add_argument("--timeout", type=float, default=None, help="seconds per stage before TIMEOUT (default 600)")
     add_input_flags(p)
+    add_task_flags(p)
     p.add_argument("--target", default="host", choices=["host", "arm64", "x86-avx2", "x86-vnni"],
                    help="the device the files are for (decides ONNX reduce_range, the default int8 engine)")
     p.add_argument("-o", "--output", default="out/compare", metavar="DIR", help="output folder (default out/compare)")
@@ -65,13 +67,14 @@ def run(args: argparse.Namespace) -> int:
 
     check_threads(args.threads, "--threads")
     specs = input_specs_from_args(args) or ()
+    task, metric = task_from_args(args)
     config = CompareConfig(model=args.model or "", data=args.data, input_specs=tuple(specs), out_dir=args.output,
                            threads=args.threads, iterations=args.iter, rounds=args.rounds,
                            accuracy_samples=args.accuracy_samples,
                            timeout_s=600.0 if args.timeout is None else args.timeout,
                            trust_pickle=args.trust_pickle, target=args.target, verbose=args.verbose,
                            policy=Policy(max_drop_points=args.max_drop, min_cosine=args.min_cosine),
-                           bound_args=bound_args_from_args(args))
+                           bound_args=bound_args_from_args(args), task=task, metric=metric)
     progress = Progress()
     started = int(time.time())  # whole seconds: file systems keep coarse modification times
     try:

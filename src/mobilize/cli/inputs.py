@@ -24,6 +24,28 @@ def add_input_flags(p: argparse.ArgumentParser, *, memory_format: bool = False, 
                             "recorded in every manifest")
 
 
+def add_task_flags(p: argparse.ArgumentParser) -> None:
+    """``--task`` and ``--metric``: which measure the accuracy budget is judged on."""
+    from mobilize.accuracy.tasks import Task
+
+    p.add_argument("--task", choices=[str(t) for t in Task], default=None,
+                   help="the model's task, which decides the accuracy measure: classification (top-1), embedding "
+                        "(cosine, neighbour recall), detection (boxes matched at IoU 0.5), segmentation (mask IoU), "
+                        "sequence (CTC greedy decode), raw (SQNR/cosine) (default: guessed from the outputs, and said)")
+    p.add_argument("--metric", metavar="FILE.py:FUNCTION", default=None,
+                   help="your own measure: FUNCTION(outputs, reference_outputs, labels) -> float, higher is better, "
+                        "judged by --max-drop in its units")
+
+
+def task_from_args(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """(--task, --metric), the metric's file and function checked before any work."""
+    from mobilize.accuracy.tasks import load_metric
+
+    if args.metric:
+        load_metric(args.metric)
+    return args.task, args.metric
+
+
 def input_specs_from_args(args: argparse.Namespace) -> list | None:
     """The specs ``--input_dims`` / ``--input_type`` give, or None when the model's own are to be used."""
     from mobilize.errors import ConfigError

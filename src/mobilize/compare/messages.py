@@ -35,6 +35,10 @@ class Job:
     trust_pickle: bool = False
     bound_args: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Non-tensor forward arguments bound by name (``--input sr=16000``)."""
+    task: str | None = None
+    """The model's task (``--task``; for variants the reference's resolved one); None: guessed from the outputs."""
+    metric: str | None = None
+    """``--metric FILE.py:FUNCTION``: the user's own measure, judged by --max-drop."""
 
 
 @dataclasses.dataclass
@@ -64,6 +68,8 @@ class ReferenceDone:
     lint_error: str | None = None
     warning: str | None = None
     """Set when the float model's output does not depend on its input: every accuracy verdict is then VACUOUS."""
+    task: dict[str, Any] | None = None
+    """The model's task as resolved on the float outputs (mobilize.accuracy.tasks.TaskChoice's JSON)."""
 
 
 @dataclasses.dataclass

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from mobilize.accuracy.tasks import judge_task
 from mobilize.accuracy.stats import mcnemar_p, mean_ci, paired_drop_ci, ratio_ci, spread_percent
 from mobilize.accuracy.verify import DEFAULT_POLICY, Kind, Policy, Verdict, against_both, judge, judge_budget
 from mobilize.bench.rounds import schedule
@@ -63,6 +64,10 @@ class CompareConfig:
     """The model's input names (filled in from its forward signature), to match .npz arrays by name."""
     bound_args: dict = dataclasses.field(default_factory=dict)
     """Non-tensor forward arguments bound by name (``--input sr=16000``)."""
+    task: str | None = None
+    """The model's task (``--task``); None: guessed from the float model's outputs (and said so)."""
+    metric: str | None = None
+    """``FILE.py:FUNCTION``: the user's own accuracy measure, judged by ``policy.max_drop_points``."""
 
 
 class ReferenceFailed(UserError):
@@ -196,10 +201,11 @@ class PlanRun:
             "model": self.cfg.model, "plan": self.plan.name, "data": self.cfg.data, "threads": self.cfg.threads,
             "rounds": self.cfg.rounds, "iterations": self.cfg.iterations, "complete": self.complete,
             "accuracy_samples": ref.samples if ref else None, "labelled": ref.labelled if ref else None,
-            "reference_variant": self.reference_name, "policy": self.cfg.policy.to_json(),
+            "reference_variant": self.reference_name,
+            "policy": self.cfg.policy.to_json(ref.task["name"] if ref and ref.task else None),
             "recommended": self.recommended, "peak_memory_mb_total": self.peak_memory_mb or None,
             "lint": ref.lint if ref else None, "reference_warning": ref.warning if ref else None,
-            "reference_failure": self.reference_failure,
+            "reference_failure": self.reference_failure, "task": ref.task if ref else None,
             "variants": [r.to_json() for r in self.results.values()],
         }
 
@@ -227,7 +233,8 @@ class PlanRun:
                    threads=cfg.threads, accuracy_samples=cfg.accuracy_samples,
                    reference_path=str(self.workdir / "reference.pt"), log_path=log, target=cfg.target,
                    input_names=list(cfg.input_names) or None, bound_args=dict(cfg.bound_args),
-                   artifact=artifact, trust_pickle=cfg.trust_pickle)
+                   artifact=artifact, trust_pickle=cfg.trust_pickle, metric=cfg.metric,
+                   task=self.reference.task["name"] if self.reference and self.reference.task else cfg.task)
 
     # -- the run ---------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -366,8 +373,11 @@ class PlanRun:
                        top1_drop_significant=not (ci[0] <= 0.0 <= ci[1]))
         if c.cosine:
             acc["cosine_ci95"] = list(mean_ci(c.cosine))
-        verdict = judge_budget(verdict, drop_points=drop, drop_ci=ci, cosine=c.cosine_mean,
-                               labelled=drop is not None, policy=policy)
+        if c.task_measure is not None or c.task not in (None, "classification"):
+            verdict = judge_task(verdict, c, policy)  # the task's own measure (mobilize.accuracy.tasks)
+        else:
+            verdict = judge_budget(verdict, drop_points=drop, drop_ci=ci, cosine=c.cosine_mean,
+                                   labelled=drop is not None, policy=policy)
         fidelity = r.fidelity and Verdict(Outcome(r.fidelity["outcome"]), r.fidelity["rule"], r.fidelity["reason"],
                                           r.fidelity["numbers"])
         verdict = against_both(fidelity or None, verdict, ref.warning)

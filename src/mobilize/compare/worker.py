@@ -128,8 +128,15 @@ def make_reference(job: Job) -> ReferenceDone:
     torch.save({"state_dict": state, "outputs": outs, "labels": ys, "names": names}, job.reference_path)
     correct = compare_outputs(outs, outs, ys).correct if ys is not None else None
     lint, lint_error = _lint_section(source, job)
+    task = _task(job, outs, ys, names)
     return ReferenceDone(len(xs), ys is not None, correct, names, len(outs[0]), lint, lint_error,
-                         degenerate_reference(outs))
+                         degenerate_reference(outs, task=task["name"]), task)
+
+
+def _task(job: Job, outs: list, ys, names) -> dict:
+    from mobilize.accuracy.tasks import reference_task
+
+    return reference_task(job.task, job.metric, outs, ys, names).to_json()
 
 
 def _file_reference(source, job: Job, xs: list, ys) -> ReferenceDone:
@@ -144,7 +151,8 @@ def _file_reference(source, job: Job, xs: list, ys) -> ReferenceDone:
     names = [f"output{i}" for i in range(len(outs[0]))] if len(outs[0]) > 1 else ["output"]
     torch.save({"state_dict": None, "outputs": outs, "labels": ys, "names": names}, job.reference_path)
     correct = compare_outputs(outs, outs, ys).correct if ys is not None else None
-    return ReferenceDone(len(xs), ys is not None, correct, names, len(outs[0]), None, None)
+    return ReferenceDone(len(xs), ys is not None, correct, names, len(outs[0]), None, None,
+                         task=_task(job, outs, ys, names))
 
 
 def _lint_section(source, job: Job) -> tuple[dict | None, str | None]:
@@ -187,7 +195,7 @@ def build_variant(job: Job) -> Built:
     built = result.artifacts[0]
     notes = list(built.artifact.notes)
     try:  # the file vs its prepared module, as optimize checks it
-        fidelity = verify_artifact(built, result.module, ctx).to_json()
+        fidelity = verify_artifact(built, result.module, ctx, task=job.task).to_json()
     except MobilizeError as exc:  # the quality check against float still runs in the load stage
         fidelity = None
         notes.append(f"fidelity: not checked on this host: {headline(exc)}")
@@ -199,6 +207,7 @@ def serve(conn, job: Job, enter) -> None:
     import torch
 
     from mobilize.accuracy.metrics import compare_outputs
+    from mobilize.accuracy.tasks import apply_task
     from mobilize.artifact import Artifact
     from mobilize.bench.harness import peak_rss_mb, timed_loop
     from mobilize.build import prepare
@@ -239,6 +248,7 @@ def serve(conn, job: Job, enter) -> None:
     outs = [session.run(x) for x in xs]
     reference = torch.load(job.reference_path, weights_only=True)
     comparison = compare_outputs(outs, reference["outputs"], ys, names=reference["names"])
+    apply_task(comparison, job.task, outs, reference["outputs"], ys, job.metric)
     size = getattr(target, "size_bytes", None) or _param_bytes(target)
     if job.artifact and str(target.format) == "executorch":
         enter("profile")

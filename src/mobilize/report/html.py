@@ -113,19 +113,26 @@ def accuracy_chart(variants: list[dict], metric: str) -> str:
     pts, bars = [], {}
     for v in timed:
         acc = v["accuracy"]
-        value = acc.get(metric)
+        tm = acc.get("task_measure") or {}
+        value = tm.get("value") if metric == "task" else acc.get(metric)
         if value is None or not math.isfinite(value):
             continue
         if metric == "top1":
             lo, hi = wilson(value, acc.get("samples") or 0)
+        elif metric == "task":  # the float model's figure minus the drop's interval
+            ci = tm.get("drop_ci95")
+            lo, hi = (tm["reference"] - ci[1], tm["reference"] - ci[0]) if ci else (value, value)
         else:
             lo, hi = acc.get("cosine_ci95") or (value, value)
         pts.append((v["name"], v["latency_ms_p50"], value))
         bars[v["name"]] = (_latency_interval(v), (lo, hi))
     if not pts:
         return "<p>No accuracy figures to plot.</p>"
-    # what the measure tells apart: one sample of top-1, or the cosine's 5 printed digits
-    resolution = 100.0 / max(min(v["accuracy"].get("samples") or 1 for v in timed), 1) if metric == "top1" else 1e-5
+    # what the measure tells apart: one sample of a percentage, or the cosine's 5 printed digits
+    tm = next((v["accuracy"]["task_measure"] for v in timed if v["accuracy"].get("task_measure")), {})
+    percent = metric == "top1" or (metric == "task" and tm.get("percent"))
+    resolution = (100.0 / max(min(v["accuracy"].get("samples") or 1 for v in timed), 1) if percent
+                  else 1e-5 if metric == "cosine" else 0.0)
     front = pareto_front(pts, resolution)
     width, height, pad = 760, 380, 60
     xs = [math.log10(x) for p in pts for x in (bars[p[0]][0])]
@@ -133,13 +140,15 @@ def accuracy_chart(variants: list[dict], metric: str) -> str:
     x0, x1 = min(xs) - 0.1, max(xs) + 0.25
     y0, y1 = min(ys), max(ys)
     y0, y1 = (y0 - 1, y1 + 1) if y1 - y0 < 1e-9 else (y0 - 0.1 * (y1 - y0), y1 + 0.15 * (y1 - y0))
-    floor, ceiling = (0.0, 100.0) if metric == "top1" else (-1.0, 1.0)  # the axis stays within the measure's range
+    # the axis stays within the measure's range (a user's metric has none we know)
+    floor, ceiling = (0.0, 100.0) if percent else (-1.0, 1.0) if metric == "cosine" else (-math.inf, math.inf)
     y0, y1 = max(y0, floor), min(y1, ceiling)
     if y1 <= y0:
         y0 = max(floor, y1 - 1e-6)
     px = lambda x: pad + (math.log10(x) - x0) / (x1 - x0) * (width - 2 * pad)  # noqa: E731
     py = lambda y: height - pad - (y - y0) / (y1 - y0) * (height - 2 * pad)  # noqa: E731
-    label = "top-1 %" if metric == "top1" else "mean cosine to the float model"
+    label = ("top-1 %" if metric == "top1" else "mean cosine to the float model" if metric == "cosine"
+             else f"{tm.get('measure')}{' (%)' if percent else ''} vs the float model")
     parts = [f'<svg id="pareto-chart" width="{width}" height="{height}" role="img" aria-label="latency vs accuracy">',
              f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="#888"/>',
              f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="#888"/>',
@@ -203,10 +212,13 @@ def size_chart(variants: list[dict]) -> str:
 
 
 def render_html(report: dict[str, Any]) -> str:
-    from mobilize.report.terminal import drop_text, fidelity_text, speed_text, sqnr_text, summary_lines
+    from mobilize.report.terminal import (
+        drop_text, fidelity_text, measure_column, measure_text, speed_text, sqnr_text, summary_lines,
+    )
 
     variants = report["variants"]
-    metric = "top1" if report.get("labelled") else "cosine"
+    column = measure_column(report)
+    metric = chart_measure(report)
     rows = []
     for v in sorted(variants, key=lambda v: v.get("latency_ms_p50") or math.inf):
         acc = v.get("accuracy") or {}
@@ -216,7 +228,7 @@ def render_html(report: dict[str, Any]) -> str:
                  "on device only" if v.get("on_device_only") else _num(v.get("latency_ms_p50")),
                  _num(v.get("latency_ms_p90")), speed_text(v),
                  _num(v["size_bytes"] / 1e6 if v.get("size_bytes") else None), fidelity_text(v),
-                 _num(acc.get("top1")), drop_text(acc), _num(acc.get("cosine"), digits=5), sqnr_text(acc),
+                 measure_text(acc, 2), drop_text(acc), _num(acc.get("cosine"), digits=5), sqnr_text(acc),
                  _num(acc.get("max_abs"), digits=3), v.get("ran_in") or v.get("kind")]
         rows.append(f'<tr><td>{esc(v["name"])}</td><td class="l {cls}">{esc(v["outcome"])}'
                     f'{" (" + esc(v["stage"]) + ")" if v.get("stage") else ""}</td>'
@@ -241,20 +253,34 @@ def render_html(report: dict[str, Any]) -> str:
 Generated {esc(report.get('created', ''))} by mobilize {esc(report.get('mobilize_version', ''))}.</p>
 {status}{summary}
 <h2>Latency</h2>{latency_chart(variants)}
-<h2>Latency vs accuracy ({esc(metric)})</h2>{accuracy_chart(variants, metric)}
+<h2>Latency vs accuracy ({esc(CHART_TITLES.get(metric) or column.removesuffix(' %'))})</h2>{accuracy_chart(variants, metric)}
 <h2>Results</h2><table><tr><th>variant</th><th>outcome</th><th>format</th><th>runtime</th><th>p50 ms</th><th>p90 ms</th>
-<th>speedup</th><th>size MB</th><th title="the file vs the model it was exported from">fidelity</th><th>top-1 %</th><th>drop</th><th>cosine</th><th>SQNR dB</th><th>max abs</th><th>ran in</th><th>rule</th></tr>
+<th>speedup</th><th>size MB</th><th title="the file vs the model it was exported from">fidelity</th><th>{esc(column)}</th><th>drop</th><th>cosine</th><th>SQNR dB</th><th>max abs</th><th>ran in</th><th>rule</th></tr>
 {''.join(rows)}</table>
 <p class="muted">~ marks a difference inside its 95% interval of no difference: a tie. Speed-ups are against
 {esc(report.get('reference_variant'))}, from paired round medians. Fidelity: the file vs the model it was exported from
-(its exporter's promise; - : no file). Top-1, drop, cosine, SQNR, max abs and rule: quality vs the float model on the
-data (the budget).</p>
+(its exporter's promise; - : no file). {esc(column.removesuffix(' %'))}, drop, cosine, SQNR, max abs and rule: quality vs
+the float model on the data (the budget).</p>
 <h2>Verdicts</h2><ul>{verdicts or '<li>None yet.</li>'}</ul>
 {extra}
 <h2>Sizes</h2>{size_chart(variants)}
 <h2>Notes</h2>{notes or '<p>None.</p>'}
 </body></html>
 """
+
+
+CHART_TITLES = {"top1": "top-1", "cosine": "cosine"}
+
+
+def chart_measure(report: dict[str, Any]) -> str:
+    """What the accuracy chart plots: top-1 for a labelled classifier, the task's measure, else the cosine."""
+    accs = [v.get("accuracy") or {} for v in report["variants"]]
+    if any(a.get("task_measure") and a["task_measure"].get("value") is not None
+           and a["task_measure"].get("rule") != "cosine" for a in accs):
+        return "task"
+    if report.get("labelled") and (report.get("task") or {}).get("name") in (None, "classification"):
+        return "top1"
+    return "cosine"
 
 
 def lint_section(report: dict[str, Any]) -> str:
@@ -268,6 +294,8 @@ def lint_section(report: dict[str, Any]) -> str:
 
 def compression_section(report: dict[str, Any]) -> str:
     """Parameters, MACs and sparsity of every variant a prune step changed, beside its speed and accuracy."""
+    from mobilize.report.terminal import measure_column, measure_text
+
     rows = [v for v in report["variants"] if v.get("prune")]
     if not rows:
         return ""
@@ -277,9 +305,9 @@ def compression_section(report: dict[str, Any]) -> str:
         cells.append("<tr>" + "".join(f"<td>{esc(c) if c is not None else '-'}</td>" for c in (
             v["name"], p.get("method"), f"{p.get('params_before', 0):,} → {p.get('params_after', 0):,}",
             f"{p.get('macs_before', 0):,} → {p.get('macs_after', 0):,}", _num(p.get("sparsity_percent"), "%"),
-            _num(v.get("latency_ms_p50")), _num(acc.get("top1")))) + "</tr>")
+            _num(v.get("latency_ms_p50")), measure_text(acc, 2))) + "</tr>")
     return ("<h2>Compression</h2><table><tr><th>variant</th><th>method</th><th>parameters</th><th>MACs</th>"
-            "<th>sparsity</th><th>p50 ms</th><th>top-1 %</th></tr>" + "".join(cells) + "</table>"
+            f"<th>sparsity</th><th>p50 ms</th><th>{esc(measure_column(report))}</th></tr>" + "".join(cells) + "</table>"
             '<p class="muted">Unstructured sparsity leaves every tensor dense: dense runtimes multiply the zeros, so '
             "only structured pruning changes MACs and speed.</p>")
 

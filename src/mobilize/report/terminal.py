@@ -24,9 +24,36 @@ def speed_text(v: dict[str, Any]) -> str:
 
 
 def drop_text(acc: dict[str, Any]) -> str:
+    """The drop in the task's measure (top-1 points for a classifier), ``~`` when inside its 95% interval."""
+    tm = acc.get("task_measure")
+    if tm and tm.get("rule") != "cosine":
+        if tm.get("drop") is None:
+            return "-"
+        return f"{tm['drop']:+.1f}" + ("~" if tm.get("drop_significant") is False else "")
     if acc.get("top1_drop") is None:
         return "-"
     return f"{acc['top1_drop']:+.1f}" + ("" if acc.get("top1_drop_significant") else "~")
+
+
+def measure_column(report: dict[str, Any]) -> str:
+    """The table heading of the task's measure: ``top-1 %`` only where the model has classes."""
+    for v in report.get("variants") or []:
+        tm = (v.get("accuracy") or {}).get("task_measure")
+        if tm:
+            return tm["column"]
+    task = (report.get("task") or {}).get("name")
+    return "top-1 %" if task in (None, "classification") else "cosine"
+
+
+def measure_text(acc: dict[str, Any], digits: int = 1) -> str | None:
+    """One variant's figure in the task's measure (top-1 %, neighbour recall %, mask IoU %, the user's metric)."""
+    tm = acc.get("task_measure")
+    if tm:
+        value = tm.get("value")
+        return None if value is None else f"{value:.{digits if tm.get('percent') else 4}f}"
+    if acc.get("task") not in (None, "classification"):
+        return None if acc.get("cosine") is None else f"{acc['cosine']:.4f}"
+    return None if acc.get("top1") is None else f"{acc['top1']:.{digits}f}"
 
 
 def sqnr_text(acc: dict[str, Any]) -> str:
@@ -52,8 +79,9 @@ def format_table(report: dict[str, Any], note_width: int = 56) -> str:
     variants = report["variants"]
     measured = sorted((v for v in variants if v.get("latency_ms_p50")), key=lambda v: v["latency_ms_p50"])
     rest = [v for v in variants if not v.get("latency_ms_p50")]
+    column = measure_column(report)
     header = (f"{'variant':<20} {'outcome':<11} {'format':<12} {'runtime':<12} {'p50 ms':>8} {'p90 ms':>8} "
-              f"{'speedup':>8} {'size MB':>8} {'fidelity':>8} {'top-1 %':>8} {'drop':>6} {'sqnr dB':>8}  {'rule':<20} notes")
+              f"{'speedup':>8} {'size MB':>8} {'fidelity':>8} {column:>8} {'drop':>6} {'sqnr dB':>8}  {'rule':<20} notes")
     lines = [header, "-" * len(header)]
     for v in measured + rest:
         acc = v.get("accuracy") or {}
@@ -66,12 +94,12 @@ def format_table(report: dict[str, Any], note_width: int = 56) -> str:
             f"{v['name']:<20} {v['outcome']:<11} {(v.get('format') or '-'):<12} {(v.get('runtime') or '-'):<12} "
             f"{p50:>8} {_fmt(v.get('latency_ms_p90'), '8.2f'):>8} {speed_text(v):>8} {_fmt(size, '8.2f'):>8} "
             f"{fidelity_text(v):>8} "
-            f"{_fmt(acc.get('top1'), '8.1f'):>8} {drop_text(acc):>6} {sqnr_text(acc):>8}  {rule:<20} {note}")
+            f"{measure_text(acc) or '-':>8} {drop_text(acc):>6} {sqnr_text(acc):>8}  {rule:<20} {note}")
     lines.append("")
     lines.append("~ : inside the 95% interval of no difference (a tie, not a win or a loss); "
                  f"speed-up vs {report.get('reference_variant')}; rules: see report.json verdicts")
-    lines.append("fidelity: the file vs the model it was exported from (- : no file); top-1, drop, sqnr and rule: "
-                 "quality vs the float model on the data")
+    lines.append(f"fidelity: the file vs the model it was exported from (- : no file); {column.removesuffix(' %')}, "
+                 f"drop, sqnr and rule: quality vs the float model on the data")
     return "\n".join(lines)
 
 
@@ -102,11 +130,17 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     else:
         best = variants[rec["name"]]
         acc = best.get("accuracy") or {}
-        drop = f", top-1 drop {drop_text(acc)} points" if acc.get("top1_drop") is not None else ""
+        tm = acc.get("task_measure")
+        if tm and tm.get("drop") is not None and tm.get("rule") != "cosine":
+            drop = f", {tm['measure']} drop {drop_text(acc)}{' points' if tm.get('percent') else ''}"
+        else:
+            drop = f", top-1 drop {drop_text(acc)} points" if acc.get("top1_drop") is not None else ""
         speed = f", {speed_text(best)} vs {report.get('reference_variant')}" if best.get("speedup") else ""
         head = "recommended" if not rec.get("tied") else "recommended (tie)"
         lines.append(f"{head}: {rec['name']} at {best['latency_ms_p50']:.2f} ms p50{speed}{drop}")
         lines.append(f"  why: {rec['reason']}")
+    if report.get("task"):
+        lines.append(report["task"]["text"])
     spreads = [v.get("round_spread_percent") for v in report["variants"] if v.get("round_spread_percent") is not None]
     if spreads:
         lines.append(f"noise: round medians spread {min(spreads):.0f}-{max(spreads):.0f}% across variants "

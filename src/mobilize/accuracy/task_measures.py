@@ -1,0 +1,227 @@
+"""The measures each task's users read, computed against the float model's outputs on the same samples.
+
+Every function takes ``candidate`` and ``reference``: one list of output tensors per sample (batch of one),
+and returns the per-sample figures in percent (100 = the float model's answer) plus other figures.
+
+Detection output layout (documented in the README): either one tensor ``(1, N, 4 + 1 + C)`` - per box
+``x1, y1, x2, y2``, a score, then ``C >= 0`` class scores (class = their arg-max; none: one class) - or
+separate outputs ``boxes (1, N, 4)`` xyxy, ``scores (1, N)`` and optionally ``labels (1, N)`` (class ids) or
+class scores ``(1, N, C)``.  Scores outside [0, 1] are logits (a sigmoid is applied).  Boxes with a score
+below ``SCORE_THRESHOLD`` are dropped; no NMS is applied (the head's output is compared as it is).
+
+The box matching is written here rather than taken from torchmetrics' or pycocotools' mAP: mAP ranks
+detections against ground truth, whereas this asks "does the variant find the float model's boxes?" (a
+greedy one-to-one match at IoU >= 0.5 within a class, 30 lines); and torchmetrics' detection metrics need
+torchvision, which does not import beside this torch.  Edit distance is a plain Levenshtein for the same
+reason (no maintained package for it is installed here).
+
+    >>> import torch
+    >>> box = torch.tensor([[[0., 0., 10., 10., 0.9], [20., 20., 30., 30., 0.8]]])
+    >>> moved = torch.tensor([[[1., 1., 10., 10., 0.85], [50., 50., 60., 60., 0.8]]])
+    >>> per, extra = detection([[moved]], [[box]])
+    >>> per, extra["boxes_matched"], extra["boxes_reference"]
+    ([50.0], 1, 2)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from mobilize.accuracy.metrics import as_float64
+from mobilize.errors import UnsupportedModelError
+
+SCORE_THRESHOLD = 0.25
+"""Detection: boxes scored below this are not detections (YOLO's default confidence threshold)."""
+IOU_MATCH = 0.5
+"""Detection: a variant's box matches a float box of the same class at IoU >= 0.5 (PASCAL VOC's criterion)."""
+NEIGHBOURS = 5
+"""Embedding: each sample's k nearest neighbours (cosine) among the samples, in the variant vs the float model."""
+CTC_BLANK = 0
+"""Sequence (CTC): the blank symbol's index in the last dimension (the torch.nn.CTCLoss default)."""
+
+Samples = Sequence[Sequence[Any]]
+
+
+def _stack(samples: Samples, index: int = 0):
+    import torch
+
+    return torch.cat([as_float64(s[index]).reshape(1, -1) for s in samples])
+
+
+def embedding(candidate: Samples, reference: Samples, labels: Sequence[int] | None) -> tuple[list[float], dict]:
+    """Per sample: the share of its NEIGHBOURS nearest float neighbours the variant's embeddings also rank among
+    the nearest (recall@k).  With labels: leave-one-out 1-nearest-neighbour label accuracy of both."""
+    import torch
+
+    c, r = _stack(candidate), _stack(reference)
+    n = len(r)
+    k = min(NEIGHBOURS, n - 1)
+    extra: dict[str, Any] = {"neighbours_k": k}
+    if k < 1:
+        extra["note"] = f"neighbour agreement needs at least 2 samples, got {n}"
+        return [], extra
+
+    def ranks(x):
+        x = torch.nn.functional.normalize(x, dim=1)
+        sim = x @ x.T
+        sim.fill_diagonal_(-math.inf)
+        return sim.topk(k, dim=1).indices
+
+    rc, rr = ranks(c), ranks(r)
+    per = [100.0 * len(set(a.tolist()) & set(b.tolist())) / k for a, b in zip(rc, rr)]
+    if labels is not None and len(labels) == n:
+        y = torch.as_tensor(list(labels))
+        extra["knn1_label_accuracy_reference"] = 100.0 * float((y[rr[:, 0]] == y).double().mean())
+        extra["knn1_label_accuracy"] = 100.0 * float((y[rc[:, 0]] == y).double().mean())
+    return per, extra
+
+
+def _detections(sample: Sequence[Any]):
+    """(boxes (M,4), scores (M,), classes (M,)) above the threshold, from either documented layout."""
+    import torch
+
+    outs = [as_float64(t) for t in sample]
+    if len(outs) == 1:
+        t = outs[0].reshape(-1, outs[0].shape[-1])
+        if t.shape[-1] < 5:
+            raise UnsupportedModelError(f"a detection output needs (1,N,4+1+C) boxes, got {tuple(outs[0].shape)}",
+                                        hint="see the README's detection layout, or give --task raw")
+        boxes, scores = t[:, :4], t[:, 4]
+        classes = t[:, 5:].argmax(1) if t.shape[1] > 5 else torch.zeros(len(t), dtype=torch.long)
+    else:
+        box_i = next((i for i, o in enumerate(outs) if o.shape[-1] == 4 and o.dim() >= 2), None)
+        if box_i is None:
+            raise UnsupportedModelError("no boxes output (…,N,4) among the detection outputs "
+                                        f"{[tuple(o.shape) for o in outs]}", hint="see the README's detection layout")
+        boxes = outs[box_i].reshape(-1, 4)
+        n = len(boxes)
+        rest = [o for i, o in enumerate(outs) if i != box_i]
+        flat = [o for o in rest if o.numel() == n]
+        if not flat:
+            raise UnsupportedModelError(f"no scores output with {n} values beside the boxes "
+                                        f"{[tuple(o.shape) for o in outs]}", hint="see the README's detection layout")
+        scores = flat[0].reshape(-1)
+        if len(flat) > 1:
+            classes = flat[1].reshape(-1).round().long()
+        else:
+            per_class = next((o for o in rest if o.numel() > n and o.numel() % n == 0), None)
+            classes = (per_class.reshape(n, -1).argmax(1) if per_class is not None
+                       else torch.zeros(n, dtype=torch.long))
+    return boxes, scores, classes
+
+
+def _iou(a, b):
+    """IoU matrix of xyxy boxes a (M,4) and b (K,4)."""
+    import torch
+
+    lt = torch.maximum(a[:, None, :2], b[None, :, :2])
+    rb = torch.minimum(a[:, None, 2:], b[None, :, 2:])
+    inter = (rb - lt).clamp(min=0).prod(-1)
+    area = lambda x: (x[:, 2:] - x[:, :2]).clamp(min=0).prod(-1)  # noqa: E731
+    union = area(a)[:, None] + area(b)[None, :] - inter
+    return torch.where(union > 0, inter / union.clamp(min=1e-30), torch.zeros_like(inter))
+
+
+def detection(candidate: Samples, reference: Samples, labels=None) -> tuple[list[float], dict]:
+    """Per sample: F1 of the variant's boxes against the float model's (a greedy one-to-one match at IoU >= 0.5
+    within a class; both empty = 100).  Beside it: recall, precision, matched IoU and score differences."""
+    import torch
+
+    logits = any(bool(((scores < 0) | (scores > 1)).any()) for scores in (_detections(s)[1] for s in reference))
+    per, matched_total, ref_total, cand_total, ious, score_diffs = [], 0, 0, 0, [], []
+    for c_s, r_s in zip(candidate, reference):
+        (cb, cs, cc), (rb, rs, rc) = _detections(c_s), _detections(r_s)
+        if logits:
+            cs, rs = torch.sigmoid(cs), torch.sigmoid(rs)
+        ck, rk = cs >= SCORE_THRESHOLD, rs >= SCORE_THRESHOLD
+        cb, cs, cc, rb, rs, rc = cb[ck], cs[ck], cc[ck], rb[rk], rs[rk], rc[rk]
+        matched = 0
+        if len(cb) and len(rb):
+            iou = _iou(rb, cb) * (rc[:, None] == cc[None, :])
+            pairs = sorted(((float(iou[i, j]), i, j) for i, j in (iou >= IOU_MATCH).nonzero().tolist()), reverse=True)
+            used_r, used_c = set(), set()
+            for value, i, j in pairs:
+                if i not in used_r and j not in used_c:
+                    used_r.add(i)
+                    used_c.add(j)
+                    ious.append(value)
+                    score_diffs.append(abs(float(cs[j] - rs[i])))
+            matched = len(used_r)
+        total = len(cb) + len(rb)
+        per.append(100.0 if total == 0 else 100.0 * 2 * matched / total)
+        matched_total, ref_total, cand_total = matched_total + matched, ref_total + len(rb), cand_total + len(cb)
+    extra = {"boxes_reference": ref_total, "boxes_candidate": cand_total, "boxes_matched": matched_total,
+             "box_recall": 100.0 * matched_total / ref_total if ref_total else None,
+             "box_precision": 100.0 * matched_total / cand_total if cand_total else None,
+             "matched_iou_mean": math.fsum(ious) / len(ious) if ious else None,
+             "matched_score_abs_diff_mean": math.fsum(score_diffs) / len(score_diffs) if score_diffs else None,
+             "score_threshold": SCORE_THRESHOLD, "iou_threshold": IOU_MATCH, "scores_were_logits": logits}
+    if ref_total == 0:
+        extra["note"] = (f"the float model scores no box at or above {SCORE_THRESHOLD:g} on these samples: "
+                         f"the box agreement says nothing")
+    return per, extra
+
+
+def _mask(t):
+    t = as_float64(t)
+    if t.dim() < 3:
+        raise UnsupportedModelError(f"a segmentation output needs (1,C,H,W) class scores, got {tuple(t.shape)}",
+                                    hint="give --task raw, or the task that fits")
+    t = t.reshape(-1, *t.shape[-2:]) if t.dim() == 3 else t.reshape(t.shape[-3], *t.shape[-2:])
+    if t.shape[0] > 1:
+        return t.argmax(0)
+    cut = 0.0 if bool(((t < 0) | (t > 1)).any()) else 0.5  # one channel: logits at 0, probabilities at 0.5
+    return (t[0] > cut).long()
+
+
+def segmentation(candidate: Samples, reference: Samples, labels=None) -> tuple[list[float], dict]:
+    """Per sample: mean IoU over the classes in either mask, of the variant's arg-max mask against the float
+    model's; beside it the share of pixels whose class agrees."""
+    per, pixels = [], []
+    for c_s, r_s in zip(candidate, reference):
+        cm, rm = _mask(c_s[0]), _mask(r_s[0])
+        ious = []
+        for cls in set(cm.unique().tolist()) | set(rm.unique().tolist()):
+            a, b = cm == cls, rm == cls
+            ious.append(float((a & b).sum()) / float((a | b).sum()))
+        per.append(100.0 * math.fsum(ious) / len(ious))
+        pixels.append(100.0 * float((cm == rm).double().mean()))
+    return per, {"pixel_agreement": math.fsum(pixels) / len(pixels) if pixels else None}
+
+
+def greedy_decode(t) -> list[int]:
+    """CTC greedy decoding of one sample's (1,T,C) or (T,1,C) scores: arg-max per step, repeats collapsed,
+    blanks removed."""
+    t = as_float64(t)
+    t = t.reshape(-1, t.shape[-1])
+    out, previous = [], None
+    for s in t.argmax(1).tolist():
+        if s != previous and s != CTC_BLANK:
+            out.append(s)
+        previous = s
+    return out
+
+
+def edit_distance(a: Sequence[int], b: Sequence[int]) -> int:
+    """Levenshtein distance (insertions, deletions, substitutions)."""
+    row = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        diag, row[0] = row[0], i
+        for j, y in enumerate(b, 1):
+            diag, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, diag + (x != y))
+    return row[-1]
+
+
+def sequence(candidate: Samples, reference: Samples, labels=None) -> tuple[list[float], dict]:
+    """Per sample: 100 when the variant's greedy CTC decoding equals the float model's, else 0; beside it the
+    edit-distance agreement 1 - distance / length of the float sequence (at least 0)."""
+    per, edit = [], []
+    for c_s, r_s in zip(candidate, reference):
+        cs, rs = greedy_decode(c_s[0]), greedy_decode(r_s[0])
+        per.append(100.0 if cs == rs else 0.0)
+        edit.append(100.0 * max(0.0, 1.0 - edit_distance(cs, rs) / max(len(rs), 1)))
+    lengths = [len(greedy_decode(s[0])) for s in reference]
+    return per, {"edit_agreement": math.fsum(edit) / len(edit) if edit else None,
+                 "sequence_length_mean": math.fsum(lengths) / len(lengths) if lengths else None,
+                 "ctc_blank": CTC_BLANK}

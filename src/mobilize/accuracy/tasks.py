@@ -1,0 +1,303 @@
+"""Accuracy in the model's own task: which task a model does (given with ``--task`` or guessed from its
+outputs, and said which), the measure its users read, and the budget verdict on that measure.
+
+=============== ============================================================= ========================
+task            measure (vs the float model on the same samples)              budget
+=============== ============================================================= ========================
+classification  top-1 agreement and flips; top-1 vs labels                    ``--max-drop`` top-1
+                                                                              points (labelled), else
+                                                                              ``--min-cosine``
+embedding       cosine; neighbour recall@5 (1-NN label accuracy with labels)  ``--min-cosine``
+detection       boxes matched at IoU 0.5 (F1), matched IoU and score diffs    ``--max-drop`` points
+segmentation    mask IoU (mean over classes) and pixel agreement              ``--max-drop`` points
+sequence (CTC)  greedy-decode exact-sequence match, edit-distance agreement   ``--max-drop`` points
+raw             SQNR and cosine only                                          ``--min-cosine``
+--metric f      the user's ``f(outputs, reference_outputs, labels) -> float`` ``--max-drop`` in f's
+                                                                              units
+=============== ============================================================= ========================
+
+The correctness floor (SQNR per kind, one :class:`~mobilize.accuracy.verify.Policy`) is the same for every task.
+
+    >>> import torch
+    >>> torch.manual_seed(0) is not None
+    True
+    >>> outs = [[torch.nn.functional.normalize(torch.randn(1, 128), dim=1)] for _ in range(8)]
+    >>> guess_task(outs).describe()
+    'task: embedding (guessed from output shape (1,128), rows of norm 1; --task to override)'
+    >>> m = measure_task(Task.EMBEDDING, outs, outs, None)
+    >>> m.measure, m.value
+    ('neighbour recall@5', 100.0)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from mobilize.accuracy import task_measures
+from mobilize.accuracy.metrics import Comparison, as_float64
+from mobilize.errors import ConfigError, UserError
+
+
+class Task(enum.StrEnum):
+    CLASSIFICATION = "classification"
+    EMBEDDING = "embedding"
+    DETECTION = "detection"
+    SEGMENTATION = "segmentation"
+    SEQUENCE = "sequence"
+    RAW = "raw"
+
+
+MEASURES: dict[Task, tuple[str, str, str, Callable | None]] = {
+    Task.EMBEDDING: ("neighbour recall@5", "nn@5 %", "cosine", task_measures.embedding),
+    Task.DETECTION: ("boxes matched at IoU 0.5", "boxes %", "budget-box-drop", task_measures.detection),
+    Task.SEGMENTATION: ("mask IoU", "mIoU %", "budget-mask-iou-drop", task_measures.segmentation),
+    Task.SEQUENCE: ("exact sequences", "seq %", "budget-sequence-drop", task_measures.sequence),
+}
+"""Per task: the measure's name, its table column, the budget rule (``cosine``: judged by --min-cosine, the measure
+reported beside it) and the function computing it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskChoice:
+    task: Task
+    given: bool
+    why: str
+    """What the guess was made from (the output's shape, name or values)."""
+
+    def describe(self) -> str:
+        if self.given:
+            return f"task: {self.task} (given with --task)"
+        return f"task: {self.task} (guessed from {self.why}; --task to override)"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": str(self.task), "given": self.given, "why": self.why, "text": self.describe()}
+
+
+def guess_task(reference: Sequence[Sequence[Any]], labels: Sequence[int] | None = None,
+               names: Sequence[str] | None = None) -> TaskChoice:
+    """The task the float model's outputs look like (first sample's shapes, output names, values)."""
+    from mobilize.sources.inputs import shape_text
+
+    first = [as_float64(t) for t in reference[0]]
+    shapes = [tuple(t.shape) for t in first]
+    name = (list(names or [])[:1] or [""])[0].lower()
+    where = f"output shape {shape_text(shapes[0])}" if len(first) == 1 else \
+        f"output shapes {', '.join(shape_text(s) for s in shapes)}"
+    boxes = [t for t in first if t.dim() >= 2 and t.shape[-1] == 4]
+    if len(first) >= 2 and boxes and any(t.numel() * 4 == boxes[0].numel() for t in first):
+        return TaskChoice(Task.DETECTION, False, f"{where}: boxes (…,N,4) beside N scores")
+    for hint, task in (("emb", Task.EMBEDDING), ("box", Task.DETECTION), ("mask", Task.SEGMENTATION),
+                       ("seg", Task.SEGMENTATION), ("logit", Task.CLASSIFICATION), ("class", Task.CLASSIFICATION)):
+        if hint in name:
+            return TaskChoice(task, False, f"output name '{name}' of shape {shape_text(shapes[0])}")
+    t = first[0]
+    dims = [d for d in t.shape if d != 1]
+    rows = t.reshape(-1, t.shape[-1]) if t.dim() else t.reshape(1, 1)
+    if t.numel() <= 1:
+        return TaskChoice(Task.RAW, False, f"{where}: one value")
+    if len(dims) == 1:
+        width = dims[0]
+        if labels and 0 <= min(labels) and max(labels) < width <= 2 * (max(labels) + 1):  # one column per class
+            return TaskChoice(Task.CLASSIFICATION, False, f"{where} and labels {min(labels)}-{max(labels)}")
+        norms = [float(as_float64(s[0]).norm()) for s in reference]
+        if all(abs(n - 1.0) < 1e-3 for n in norms):
+            return TaskChoice(Task.EMBEDDING, False, f"{where}, rows of norm 1")
+        if _probabilities(rows):
+            return TaskChoice(Task.CLASSIFICATION, False, f"{where}, rows of probabilities")
+        if width >= 64 and width % 32 == 0:
+            return TaskChoice(Task.EMBEDDING, False, where)
+        return TaskChoice(Task.CLASSIFICATION, False, where)
+    if t.dim() == 3 and len(dims) == 2:
+        if _probabilities(rows) or _probabilities(rows.exp()):
+            return TaskChoice(Task.SEQUENCE, False, f"{where}, per-step (log-)probabilities")
+        if t.shape[-1] >= 5:
+            return TaskChoice(Task.DETECTION, False, f"{where} as (1,N,4+1+C) boxes")
+    if t.dim() == 4 and t.shape[-1] > 1 and t.shape[-2] > 1:
+        return TaskChoice(Task.SEGMENTATION, False, f"{where} as (1,C,H,W) per-pixel scores")
+    return TaskChoice(Task.RAW, False, where)
+
+
+def _probabilities(rows) -> bool:
+    return bool((rows >= 0).all()) and bool(((rows.sum(-1) - 1).abs() < 1e-3).all())
+
+
+def resolve_task(given: str | None, reference, labels=None, names=None) -> TaskChoice:
+    """``--task`` when given (checked), else the guess."""
+    if given is None:
+        return guess_task(reference, labels, names)
+    try:
+        return TaskChoice(Task(given), True, "--task")
+    except ValueError:
+        raise ConfigError(f"unknown --task '{given}'", hint=f"choose one of: {', '.join(Task)}") from None
+
+
+@dataclasses.dataclass
+class TaskMeasure:
+    """The task's measure of one candidate against the float model."""
+
+    task: str
+    measure: str
+    """Its name as the report prints it: ``neighbour recall@5``, ``mask IoU``, or the user's metric."""
+    column: str
+    """Its short table heading."""
+    rule: str
+    """The budget rule that decides (``budget-box-drop`` ...), or ``cosine`` when --min-cosine decides."""
+    value: float | None
+    """The candidate's figure (percent for the built-in measures; the user's metric in its own units)."""
+    reference: float | None
+    """The float model's figure on the same samples (100 for the built-in agreement measures)."""
+    percent: bool = True
+    per_sample: list[float] = dataclasses.field(default_factory=list)
+    details: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def drop(self) -> float | None:
+        return None if self.value is None or self.reference is None else self.reference - self.value
+
+    def drop_ci(self) -> tuple[float, float] | None:
+        if not self.per_sample or self.reference is None:
+            return None
+        from mobilize.accuracy.stats import mean_ci
+
+        return mean_ci([self.reference - v for v in self.per_sample])
+
+    def text(self) -> str:
+        if self.value is None:
+            return f"{self.measure}: not measured ({self.details.get('note', 'no value')})"
+        unit = "%" if self.percent else ""
+        return f"{self.measure} {self.value:.{1 if self.percent else 4}f}{unit}"
+
+    def to_json(self) -> dict[str, Any]:
+        ci = self.drop_ci()
+        return {"task": self.task, "measure": self.measure, "column": self.column, "rule": self.rule,
+                "value": self.value, "reference": self.reference, "percent": self.percent, "drop": self.drop,
+                "drop_ci95": list(ci) if ci else None,
+                "drop_significant": None if ci is None else not (ci[0] <= 0.0 <= ci[1]), **self.details}
+
+
+def measure_task(task: Task | str, candidate, reference, labels, metric: Callable | None = None,
+                 metric_name: str = "metric") -> TaskMeasure | None:
+    """The task's measure of ``candidate`` against ``reference`` (None for a classifier without --metric: its
+    top-1 figures are in the Comparison)."""
+    task = Task(task)
+    if metric is not None:
+        ref_value = call_metric(metric, metric_name, reference, reference, labels)
+        value = call_metric(metric, metric_name, candidate, reference, labels)
+        return TaskMeasure(str(task), metric_name, metric_name[:10], "budget-metric-drop", value, ref_value, False)
+    if task in (Task.CLASSIFICATION, Task.RAW):
+        return None
+    name, column, rule, fn = MEASURES[task]
+    per, details = fn(candidate, reference, labels)
+    value = None if details.get("note") or not per else math.fsum(per) / len(per)
+    return TaskMeasure(str(task), name, column, rule, value, 100.0, True, per, details)
+
+
+def call_metric(fn: Callable, name: str, outputs, reference_outputs, labels) -> float:
+    """The user's metric on these outputs; anything it raises or returns other than a finite number is the user's."""
+    from mobilize.errors import headline, translate_errors
+
+    with translate_errors(UserError, f"--metric {name}",  # the user's own code: what it raises is theirs to fix
+                          message=lambda exc: f"--metric {name} raised {type(exc).__name__}: {headline(exc)}"):
+        value = fn(outputs, reference_outputs, labels)
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise UserError(f"--metric {name} returned {type(value).__name__}, not a number") from None
+    if not math.isfinite(value):
+        raise UserError(f"--metric {name} returned {value}, not a finite number")
+    return value
+
+
+def load_metric(spec: str) -> Callable:
+    """``file.py:function`` -> the function (the user's own file, given explicitly: importing it runs it).
+
+    The contract: ``function(outputs, reference_outputs, labels) -> float``, higher is better.  ``outputs`` and
+    ``reference_outputs`` are lists with one entry per sample, each the list of the model's output tensors (tuple
+    and dict outputs flattened in order, batch of one); ``labels`` is a list of ints or None."""
+    import importlib.util
+
+    path, sep, attr = spec.rpartition(":")
+    if not sep or not path or not attr.isidentifier():
+        raise ConfigError(f"--metric '{spec}' is not FILE.py:FUNCTION", hint="e.g. --metric my_metrics.py:f1")
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"--metric file not found: {file}")
+    module_spec = importlib.util.spec_from_file_location(f"mobilize_metric_{abs(hash(str(file.resolve())))}", file)
+    if module_spec is None or module_spec.loader is None:
+        raise ConfigError(f"--metric file {file} is not a Python file")
+    module = importlib.util.module_from_spec(module_spec)
+    from mobilize.errors import headline, translate_errors
+
+    failed = lambda exc: f"importing --metric file {file} failed: {type(exc).__name__}: {headline(exc)}"  # noqa: E731
+    with translate_errors(UserError, f"importing --metric file {file}", message=failed):  # the user's own file
+        try:
+            module_spec.loader.exec_module(module)
+        except SystemExit as exc:
+            raise UserError(failed(exc)) from exc
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise ConfigError(f"--metric file {file} has no function '{attr}'")
+    return fn
+
+
+def reference_task(given: str | None, metric: str | None, reference, labels=None, names=None) -> TaskChoice:
+    """The float model's task, checked once on its own outputs: a layout the task cannot read, or a --metric that
+    fails, stops the run here (before any variant is built) with one line."""
+    choice = resolve_task(given, reference, labels, names)
+    measure_task(choice.task, reference, reference, labels, load_metric(metric) if metric else None,
+                 metric.rpartition(":")[2] if metric else "")
+    return choice
+
+
+def without_classes(c: Comparison, task: Task | str | None) -> Comparison:
+    """``c`` with its top-1 figures (agreement, flips) dropped unless the model is a classifier: they mean nothing
+    for embeddings, boxes or masks, and a verdict must not be decided on them (None: unknown, kept)."""
+    if task is None:
+        return c
+    c.task = str(Task(task))
+    if c.task != Task.CLASSIFICATION:
+        c.top1_agreement = c.chance_agreement = c.correct = None
+        c.flips = c.hard_flips = c.near_tie_flips = 0
+    return c
+
+
+def apply_task(c: Comparison, task: Task | str | None, candidate, reference, labels, metric: str | None = None) -> None:
+    """Make ``c`` speak the task: classifier figures (top-1, flips) only for a classifier; the task's measure."""
+    task = resolve_task(None, reference, labels).task if task is None else Task(task)
+    without_classes(c, task)
+    if c.shape_error or not c.finite:
+        return
+    fn = load_metric(metric) if metric else None
+    c.task_measure = measure_task(task, candidate, reference, labels, fn, metric.rpartition(":")[2] if metric else "")
+
+
+def judge_task(verdict, c: Comparison, policy):
+    """The budget half for a task measure: a drop beyond --max-drop is OVER_BUDGET (rule ``budget-*-drop``); for
+    embeddings and raw outputs --min-cosine decides and the measure is reported beside it."""
+    from mobilize.accuracy.verify import Verdict, judge_budget
+    from mobilize.outcome import Outcome
+
+    m = c.task_measure
+    if m is None or m.rule == "cosine" or m.drop is None:
+        out = judge_budget(verdict, cosine=c.cosine_mean, labelled=False, policy=policy)
+        if m is not None and out.outcome != Outcome.MISMATCH:
+            out = dataclasses.replace(out, reason=f"{out.reason}; {m.text()}",
+                                      numbers={**out.numbers, "task_measure": m.measure, "task_value": m.value})
+        return out
+    if verdict.outcome != Outcome.OK:
+        return verdict
+    ci = m.drop_ci()
+    ci_text = f" (95% CI {ci[0]:+.2f} to {ci[1]:+.2f})" if ci else ""
+    ref = f"{m.reference:.1f}%" if m.percent else f"{m.reference:.4g}"
+    what = f"{m.text()} vs the float model's {ref}: drop {m.drop:+.2f}{' points' if m.percent else ''}{ci_text}"
+    numbers = {**verdict.numbers, "task_measure": m.measure, "task_value": m.value, "task_reference": m.reference,
+               "task_drop": m.drop, "max_drop_points": policy.max_drop_points}
+    if m.drop > policy.max_drop_points:
+        return Verdict(Outcome.OVER_BUDGET, m.rule, f"{what} > budget {policy.max_drop_points:g} (rule {m.rule})",
+                       numbers)
+    return dataclasses.replace(verdict, numbers=numbers,
+                               reason=f"{verdict.reason}; {what} within budget {policy.max_drop_points:g}")

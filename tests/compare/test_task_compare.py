@@ -1,0 +1,93 @@
+"""`mobilize compare` speaks the model's task end to end (issue #23 item 5): the task is stated, the terminal,
+report.json and report.html (read back in Chromium) use the task's measure and never say top-1 where there is no
+class, and a wrong --metric is one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+import pytest
+
+from mobilize.report.json_report import validate
+
+MODELS = "tests/task_models.py"
+PLAN = ("name: task\nvariants:\n  - {name: eager-fp32}\n"
+        "  - {name: coarse, passes: ['tests.compare_plugins:%s']}\n")
+
+
+def _compare(run_cli, tmp_path, model: str, coarse: str, *args):
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(PLAN % coarse)
+    out = tmp_path / "out"
+    code, stdout, err = run_cli("compare", f"{MODELS}:{model}", "--plan", plan, "--input_dims", "1,1,8,8",
+                                "--data", "digits:test", "--accuracy-samples", "100", "--iter", "4", "--rounds", "2",
+                                "--threads", "1", "--timeout", "120", "-o", out, *args)
+    assert code == 0, err
+    report = json.loads((out / "report.json").read_text())
+    validate(report)
+    return report, stdout, out
+
+
+def header(stdout: str) -> str:
+    return next(line for line in stdout.splitlines() if line.startswith("variant "))
+
+
+def dom_text(page) -> tuple[str, str]:
+    """The page as Chromium renders it: its DOM, and the DOM's visible text."""
+    from tests.report.test_html_browser import browser
+
+    dom = subprocess.run([browser(), "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=120).stdout
+    return dom, re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", dom))
+
+
+def test_an_embedding_model_is_judged_on_cosine_and_neighbours_and_never_on_top1(run_cli, tmp_path):
+    report, stdout, out = _compare(run_cli, tmp_path, "DigitEmbedder", "CoarseWeights12")
+    assert "task: embedding (guessed from output shape (1,64); --task to override)" in stdout
+    assert report["task"]["name"] == "embedding" and not report["task"]["given"]
+    assert "nn@5 %" in header(stdout)
+    for text in (stdout, (out / "report.json").read_text(), (out / "report.html").read_text()):
+        assert "top-1" not in text.lower() and "top1" not in text.lower()
+    from tests.report.test_html_browser import check_charts, measure
+
+    check_charts(measure((out / "report.html").read_text(), tmp_path))  # labels inside their charts, no overlap
+    dom, text = dom_text(out / "report.html")
+    assert "task: embedding (guessed from output shape (1,64); --task to override)" in text
+    assert "nn@5 %" in text and "neighbour recall@5" in text and "top-1" not in text
+    coarse = next(v for v in report["variants"] if v["name"] == "coarse")
+    assert coarse["outcome"] == "OK" and coarse["verdict"]["rule"] == "quantized-sqnr"
+    assert "mean cosine" in coarse["verdict"]["reason"] and "neighbour recall@5" in coarse["verdict"]["reason"]
+    measure = coarse["accuracy"]["task_measure"]
+    assert measure["measure"] == "neighbour recall@5" and 50.0 < measure["value"] < 100.0
+
+
+@pytest.mark.slow  # a second compare run (~1 min on the shared VM); the measures themselves are in test_tasks.py
+def test_a_detection_head_is_judged_on_its_boxes_in_terminal_json_and_chromium(run_cli, tmp_path):
+    from tests.report.test_html_browser import check_charts, measure
+
+    report, stdout, out = _compare(run_cli, tmp_path, "SplitBoxHead", "CoarseWeights", "--task", "detection")
+    assert "task: detection (given with --task)" in stdout and "boxes %" in header(stdout)
+    coarse = next(v for v in report["variants"] if v["name"] == "coarse")
+    assert coarse["outcome"] == "OVER_BUDGET" and coarse["verdict"]["rule"] == "budget-box-drop"
+    assert "budget-box-drop" in stdout and "top-1" not in stdout
+    assert "top1" not in (out / "report.json").read_text()
+    html = (out / "report.html").read_text()
+    check_charts(measure(html, tmp_path))  # every label inside its chart, none overlapping
+    dom, text = dom_text(out / "report.html")
+    assert "task: detection (given with --task)" in text and "boxes matched at IoU 0.5 (%) vs the float model" in text
+    assert "top-1" not in text and "boxes %" in text
+    chart = re.search(r'<svg id="pareto-chart".*?</svg>', dom, re.S).group(0)
+    ticks = [float(t) for t in re.findall(r'text-anchor="end">([-0-9.e]+)</text>', chart)]
+    assert ticks and all(0.0 <= t <= 100.0 for t in ticks), ticks  # a percentage axis never leaves 0-100
+
+
+@pytest.mark.parametrize("spec, message", [("{tmp}/absent.py:f", "--metric file not found"),
+                                           ("{tmp}/m.py:missing", "has no function 'missing'")])
+def test_a_wrong_metric_is_one_line_and_exit_2(run_cli, tmp_path, spec, message):
+    (tmp_path / "m.py").write_text("def f(outputs, reference_outputs, labels):\n    return 1.0\n")
+    code, stdout, err = run_cli("compare", f"{MODELS}:DigitEmbedder", "--input_dims", "1,1,8,8", "--metric",
+                                spec.format(tmp=tmp_path), "-o", tmp_path / "out")
+    assert code == 2 and err.startswith("mobilize: error: ") and message in err, err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "out").exists()

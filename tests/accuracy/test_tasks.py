@@ -36,9 +36,10 @@ def coarse(model, levels: int):
 
 
 @pytest.mark.parametrize("model, names, want", [
-    (DigitEmbedder, None, Task.EMBEDDING), (BoxHead, None, Task.DETECTION),
-    (SplitBoxHead, ["boxes", "scores", "labels"], Task.DETECTION), (DigitSegmenter, None, Task.SEGMENTATION),
-    (ColumnCtc, None, Task.SEQUENCE)])
+    (DigitEmbedder, None, Task.EMBEDDING), (SplitBoxHead, ["boxes", "scores", "labels"], Task.DETECTION),
+    (ColumnCtc, None, Task.SEQUENCE),
+    # a (1,N,4+1+C) box tensor or (1,C,H,W) masks look like hidden states or feature maps: raw unless --task says
+    (BoxHead, None, Task.RAW), (DigitSegmenter, None, Task.RAW)])
 def test_the_task_is_guessed_from_the_outputs_and_said_so(model, names, want):
     choice = guess_task(run(model().eval()), YS, names)
     assert choice.task == want and not choice.given
@@ -55,6 +56,7 @@ def test_a_classifier_is_guessed_from_labels_or_its_width_and_a_scalar_is_raw():
     assert guess_task([[torch.randn(1, 128)] for _ in range(4)]).describe() == \
         "task: embedding (guessed from output shape (1,128); --task to override)"
     assert guess_task([[torch.randn(1, 1)] for _ in range(4)]).task == Task.RAW
+    assert guess_task([[torch.randn(1, 4, 20, 12)] for _ in range(4)], names=["mask"]).task == Task.SEGMENTATION
 
 
 def test_embedding_neighbour_agreement_falls_with_the_error_and_at_chance_when_samples_are_shuffled():

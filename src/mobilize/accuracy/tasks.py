@@ -111,13 +111,10 @@ def guess_task(reference: Sequence[Sequence[Any]], labels: Sequence[int] | None 
         if width >= 64 and width % 32 == 0:
             return TaskChoice(Task.EMBEDDING, False, where)
         return TaskChoice(Task.CLASSIFICATION, False, where)
-    if t.dim() == 3 and len(dims) == 2:
-        if _probabilities(rows) or _probabilities(rows.exp()):
-            return TaskChoice(Task.SEQUENCE, False, f"{where}, per-step (log-)probabilities")
-        if t.shape[-1] >= 5:
-            return TaskChoice(Task.DETECTION, False, f"{where} as (1,N,4+1+C) boxes")
-    if t.dim() == 4 and t.shape[-1] > 1 and t.shape[-2] > 1:
-        return TaskChoice(Task.SEGMENTATION, False, f"{where} as (1,C,H,W) per-pixel scores")
+    if t.dim() == 3 and len(dims) == 2 and (_probabilities(rows) or _probabilities(rows.exp())):
+        return TaskChoice(Task.SEQUENCE, False, f"{where}, per-step (log-)probabilities")
+    # (1,N,4+1+C) boxes, (1,C,H,W) masks, hidden states and feature maps all look alike: only --task (or an output
+    # name) tells them apart, so they are compared as raw outputs, never as classes
     return TaskChoice(Task.RAW, False, where)
 
 

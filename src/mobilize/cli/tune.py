@@ -11,7 +11,7 @@ import argparse
 import re
 from typing import Any
 
-from mobilize.cli.inputs import add_input_flags
+from mobilize.cli.inputs import add_input_flags, add_task_flags
 from mobilize.errors import ConfigError
 
 
@@ -27,7 +27,8 @@ def add_parser(sub) -> None:
     p.add_argument("--calibration", metavar="SRC",
                    help="calibration samples for int8 (default: digits:train for digits, else --data)")
     budget = p.add_mutually_exclusive_group(required=True)
-    budget.add_argument("--max-drop", type=float, metavar="POINTS", help="top-1 points a candidate may lose")
+    budget.add_argument("--max-drop", type=float, metavar="POINTS",
+                        help="points of the task's measure a candidate may lose (top-1 for a classifier)")
     budget.add_argument("--min-cosine", type=float, metavar="C", help="mean cosine to the float outputs (no labels)")
     p.add_argument("--runtimes", default="onnxruntime", help="comma-separated: onnxruntime, executorch "
                                                              "(default: onnxruntime)")
@@ -35,6 +36,7 @@ def add_parser(sub) -> None:
     p.add_argument("--samples", type=int, default=200, help="evaluation samples (default: 200)")
     p.add_argument("-o", "--output", default="out", metavar="DIR", help="output folder (default: out)")
     add_input_flags(p)
+    add_task_flags(p)
     p.add_argument("--json", metavar="FILE", help="also write the search report here")
     p.add_argument("--trust-pickle", action="store_true", help="allow unpickling a torch.save()d model file")
     p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
@@ -62,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     from mobilize.artifact import atomic_write_text
     from mobilize.checks import check_at_least, check_positive
     from mobilize.cli.check import check_data, check_model
-    from mobilize.cli.inputs import bound_args_from_args, input_specs_from_args
+    from mobilize.cli.inputs import bound_args_from_args, input_specs_from_args, task_from_args
     from mobilize.isolate import run_isolated
     from mobilize.tune import candidate_recipes, format_layers
 
@@ -76,12 +78,14 @@ def run(args: argparse.Namespace) -> int:
     if not runtimes:
         raise ConfigError("--runtimes is empty", hint="choose from: onnxruntime, executorch")
     candidate_recipes(runtimes)
+    task, metric = task_from_args(args)
     stem = model_stem(args.model)
     bound_args = bound_args_from_args(args)
     specs, names = check_model(args.model, command="tune", input_specs=input_specs_from_args(args) or (),
                                trust_pickle=args.trust_pickle, pytorch_only=True, bound_args=bound_args)
     calibration = args.calibration or calibration_for(args.data)[0]
-    check_data(args.data, "--data", specs, names, labelled_for="--max-drop" if args.max_drop is not None else None)
+    check_data(args.data, "--data", specs, names, labelled_for="--max-drop" if args.max_drop is not None
+               and args.task in (None, "classification") and not args.metric else None)
     if calibration != args.data:
         check_data(calibration, "--calibration", specs, names)
     out = Path(args.output)
@@ -92,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
                               progress=lambda _done, _total, text: print(text, flush=True),
                               trust_pickle=args.trust_pickle, bound_args=bound_args, data=args.data, calibration=calibration, policy=policy,
                               runtimes=runtimes, out_dir=out, stem=stem, time_budget_s=budget_s,
-                              eval_samples=args.samples)
+                              eval_samples=args.samples, task=task, metric=metric)
     except BaseException:
         if not cache_was_there:
             shutil.rmtree(cache, ignore_errors=True)  # half a cache of a failed run only misleads the next one
@@ -102,11 +106,17 @@ def run(args: argparse.Namespace) -> int:
     print(f"searched {len(result.candidates)} candidate(s) in {result.search_s:.1f} s{ref}"
           + (" — interrupted" if result.interrupted else ""))
     for c in result.candidates:
+        m = c.measure or {}
         acc = (f"top-1 {c.top1:5.1f}% ({c.drop_points:+.2f})" if c.top1 is not None else
-               f"cosine {c.cosine:.4f}" if c.cosine is not None else "")
+               f"{m['column'].removesuffix(' %')} {m['value']:5.1f}% ({m['drop']:+.2f})"
+               if m.get("value") is not None and m.get("percent") and m.get("rule") != "cosine" else
+               f"{m['column']} {m['value']:.4g} ({m['drop']:+.4g})" if m.get("value") is not None and
+               m.get("rule") != "cosine" else f"cosine {c.cosine:.4f}" if c.cosine is not None else "")
         speed = f"{c.latency_ms_p50:.3f} ms" if c.latency_ms_p50 is not None else "-"
         why = "WINNER" if c is result.winner else (c.lost or "")
         print(f"  {c.name:<30} {acc:<24} {speed:>10}  {why}")
+    if result.task:
+        print(result.task["text"])
     for line in result.cut_short:
         print(line)
     for name, layers in result.layers.items():

@@ -16,10 +16,11 @@ SCHEMA_VERSION = 2
 def schema() -> dict[str, Any]:
     """report.json's JSON schema: its structure from schema.json, every enum from the Python enum it names
     (``["$Outcome"]``), so the two cannot drift apart."""
+    from mobilize.accuracy.tasks import Task
     from mobilize.accuracy.verify import Kind
     from mobilize.outcome import Outcome
 
-    enums = {"$Outcome": [str(o) for o in Outcome], "$Kind": [str(k) for k in Kind]}
+    enums = {"$Outcome": [str(o) for o in Outcome], "$Kind": [str(k) for k in Kind], "$Task": [str(t) for t in Task]}
 
     def fill(node: Any) -> Any:
         if isinstance(node, dict):

@@ -42,11 +42,15 @@ def render_tune_html(report: dict[str, Any]) -> str:
     candidates = report.get("candidates") or []
     winner = report.get("winner")
     policy = report.get("policy") or {}
-    budget = _budget_text(policy, labelled=report.get("reference_top1") is not None)
+    task = report.get("task") or {}
+    measure = next((c["task_measure"] for c in candidates if c.get("task_measure")), None)
+    budget = _budget_text(policy, labelled=report.get("reference_top1") is not None, measure=measure)
+    reference = (f"Float model top-1: {_fmt(report.get('reference_top1'), '%')}. "
+                 if task.get("name") in (None, "classification") and not measure else "")
     head = (f"<p>Winner: <b>{esc(winner) if winner else 'none within budget'}</b>"
             + (f"; a tie on speed with {esc(', '.join(report['tie_with']))} (paired rounds, 95%)"
                if report.get("tie_with") else "")
-            + f". Budget: {esc(budget)}. Float model top-1: {_fmt(report.get('reference_top1'), '%')}. "
+            + f". Budget: {esc(budget)}. {esc(task.get('text', ''))}{'. ' if task else ''}{reference}"
             f"Search took {_fmt(report.get('search_s'), ' s', 1)}"
             + (". <span class=\"bad\">Interrupted: the best found so far.</span>" if report.get("interrupted") else ".")
             + "</p>")
@@ -81,12 +85,14 @@ a layer whose own noise looks harmless but whose alone-quantized output SQNR is 
 
 def candidates_table(candidates: list[dict[str, Any]], winner: str | None) -> str:
     rows = []
+    measure = next((c["task_measure"] for c in candidates if c.get("task_measure")), None)
     for c in candidates:
         verdict = c.get("verdict") or {}
         outcome = verdict.get("outcome") or ("FAILED" if c.get("error") else "-")
         cls = "ok" if verdict.get("ok") else "bad"
-        ci = c.get("top1_drop_ci")
-        drop = _fmt(c.get("top1_drop_points"))
+        tm = c.get("task_measure") or {}
+        ci = tm.get("drop_ci95") if measure else c.get("top1_drop_ci")
+        drop = _fmt(tm.get("drop") if measure else c.get("top1_drop_points"))
         if ci and drop != "-":
             drop += f" [{ci[0]:.2f}, {ci[1]:.2f}]"
         why = "winner" if c["name"] == winner else (c.get("lost") or "-")
@@ -95,13 +101,14 @@ def candidates_table(candidates: list[dict[str, Any]], winner: str | None) -> st
             f'<tr><td>{esc(c["name"])}{" ★" if c["name"] == winner else ""}</td><td class="l">{esc(c.get("runtime"))}</td>'
             f'<td class="l">{esc(c.get("kind"))}</td><td class="l {cls}">{esc(outcome)}</td>'
             f'<td class="l" title="{esc(verdict.get("reason", ""))}">{esc(verdict.get("rule", "-"))}</td>'
-            f"<td>{_fmt(c.get('top1'))}</td><td>{esc(drop)}</td><td>{_fmt(c.get('cosine'), digits=5)}</td>"
+            f"<td>{_fmt(tm.get('value') if measure else c.get('top1'))}</td><td>{esc(drop)}</td><td>{_fmt(c.get('cosine'), digits=5)}</td>"
             f"<td>{_fmt(c.get('latency_ms_p50'), digits=3)}</td><td>{kept or '-'}</td>"
             f'<td class="l">{esc(why)}</td></tr>')
     reasons = "".join(f"<li><b>{esc(c['name'])}</b>: {esc((c.get('verdict') or {}).get('reason') or c.get('error'))}</li>"
                       for c in candidates if c.get("verdict") or c.get("error"))
     return ('<table id="candidates"><tr><th>candidate</th><th>runtime</th><th>kind</th><th>verdict</th><th>rule</th>'
-            "<th>top-1 %</th><th>drop (95% CI)</th><th>cosine</th><th>p50 ms</th><th>kept float</th><th>why it lost</th>"
+            f"<th>{esc(measure['column'] if measure else 'top-1 %')}</th><th>drop (95% CI)</th><th>cosine</th><th>p50 ms</th>"
+            "<th>kept float</th><th>why it lost</th>"
             f"</tr>{''.join(rows)}</table><ul>{reasons}</ul>")
 
 
@@ -255,10 +262,15 @@ def diagnosis_html(d: dict[str, Any]) -> str:
             + "<ul>" + "".join(f"<li>{esc(t)}</li>" for t in items) + "</ul>")
 
 
-def _budget_text(policy: dict[str, Any], labelled: bool) -> str:
-    """The budget the verdicts used: top-1 drop on labelled data, else mean cosine (as ``judge_budget`` decides)."""
+def _budget_text(policy: dict[str, Any], labelled: bool, measure: dict[str, Any] | None = None) -> str:
+    """The budget the verdicts used: the task's measure, top-1 drop on labelled data, else mean cosine (as
+    ``judge_budget`` and ``tasks.judge_task`` decide)."""
     if not policy:
         return "-"
+    if measure and measure.get("rule") != "cosine":
+        return f"{measure['measure']} drop ≤ {policy.get('max_drop_points')}{' points' if measure.get('percent') else ''}"
+    if measure:
+        return f"mean cosine to the float outputs ≥ {policy.get('min_cosine')} ({measure['measure']} reported)"
     if labelled:
         return f"top-1 drop ≤ {policy.get('max_drop_points')} points"
     return f"mean cosine to the float outputs ≥ {policy.get('min_cosine')}"

@@ -66,19 +66,24 @@ class Candidate:
     lost: str | None = None
     """Why it is not the winner (None for the winner)."""
     error: str | None = None
+    measure: dict[str, Any] | None = None
+    """The task's own measure against the float model (mobilize.accuracy.tasks), where top-1 does not say it."""
 
     @property
     def within_budget(self) -> bool:
         return self.verdict is not None and self.verdict.ok
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "runtime": self.runtime, "kind": str(self.kind),
+        data = {"name": self.name, "runtime": self.runtime, "kind": str(self.kind),
                 "path": str(self.path) if self.path else None, "recipe": self.recipe.to_dict(),
                 "verdict": self.verdict.to_json() if self.verdict else None, "top1": self.top1,
                 "top1_drop_points": self.drop_points, "top1_drop_ci": list(self.drop_ci) if self.drop_ci else None,
                 "cosine": self.cosine, "excluded_nodes": list(self.excluded), "latency_ms_p50": self.latency_ms_p50,
                 "round_medians_ms": self.round_medians_ms, "build_s": round(self.build_s, 3), "lost": self.lost,
-                "error": self.error}
+                "error": self.error, **({"task_measure": self.measure} if self.measure else {})}
+        if self.measure is not None and self.top1 is None:  # no classes: no top-1 figures
+            data = {k: v for k, v in data.items() if "top1" not in k}
+        return data
 
 
 @dataclasses.dataclass
@@ -100,14 +105,18 @@ class TuneResult:
     """Time-weighted per-op profiles (candidate name -> :class:`~mobilize.profile.TimeProfile` JSON)."""
     cut_short: list[str] = dataclasses.field(default_factory=list)
     """What the time budget left out (each line says how much time was left and what was not done)."""
+    task: dict[str, Any] | None = None
+    """The model's task, given with --task or guessed (mobilize.accuracy.tasks.TaskChoice's JSON)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"winner": self.winner.name if self.winner else None, "tie_with": self.tie_with,
-                "reference_top1": self.reference_top1, "interrupted": self.interrupted,
+        return {"task": self.task, "winner": self.winner.name if self.winner else None, "tie_with": self.tie_with,
+                "interrupted": self.interrupted,
                 "search_s": round(self.search_s, 2), "candidates": [c.to_json() for c in self.candidates],
                 "layers": {k: [l.to_json() for l in v] for k, v in self.layers.items()},
                 "diagnoses": self.diagnoses, "profiles": self.profiles, "cut_short": self.cut_short,
-                "files": [str(p) for p in self.files]}
+                "files": [str(p) for p in self.files]} | (
+            {} if (self.task or {}).get("name") not in (None, "classification") and self.reference_top1 is None
+            else {"reference_top1": self.reference_top1})
 
 
 def format_layers(layers: Sequence[Any], top: int = 10) -> list[str]:
@@ -153,7 +162,8 @@ class _Search:
     """State of one search: the float model, the evaluation samples, the artifact cache."""
 
     def __init__(self, module: Any, specs: list, data: str, calibration: str | None, out_dir: Path, stem: str,
-                 policy: Policy, echo: Callable[[str], None], eval_samples: int):
+                 policy: Policy, echo: Callable[[str], None], eval_samples: int, task: str | None = None,
+                 metric: str | None = None):
         import torch
 
         from mobilize.runtimes.base import flatten_outputs
@@ -175,16 +185,20 @@ class _Search:
             self.reference = [flatten_outputs(module(*s)) for s in self.samples]
         from mobilize.accuracy.verify import degenerate_reference
 
-        self.reference_warning = degenerate_reference(self.reference, policy)
+        from mobilize.accuracy.tasks import reference_task
+
+        self.task, self.metric = reference_task(task, metric, self.reference, self.labels), metric
+        self.reference_warning = degenerate_reference(self.reference, policy, task=self.task.task)
         """Set when the float model's output does not depend on its input: every verdict is then VACUOUS."""
         self.reference_correct = None
         classes = self.reference[0][0].numel() if self.reference and self.reference[0] else 0
-        if self.labels is not None and max(self.labels) >= classes:
+        top1 = self.task.task == "classification" and not metric  # else judged on the task's own measure
+        if top1 and self.labels is not None and max(self.labels) >= classes:
             raise ConfigError(f"data source '{data}' has label {max(self.labels)}, but the model gives {classes} "
                               f"output value(s) per sample: its labels are not this model's classes",
                               hint="give data labelled with the model's own class indices, or unlabelled data "
                                    "and --min-cosine")
-        if self.labels is not None:
+        if top1 and self.labels is not None:
             self.reference_correct = [int(r[0].reshape(-1).argmax()) == y for r, y in zip(self.reference, self.labels)]
         self.cache: dict[str, tuple[Path, Kind]] = {}
         self.longest_s = 0.0
@@ -236,13 +250,22 @@ class _Search:
         from mobilize.accuracy.stats import paired_drop_ci
         from mobilize.accuracy.verify import against_both, judge, judge_budget
 
-        comparison = compare_outputs(self.outputs(c.path), self.reference, self.labels)
+        from mobilize.accuracy.tasks import apply_task, judge_task
+
+        outputs = self.outputs(c.path)
+        comparison = compare_outputs(outputs, self.reference, self.labels)
+        apply_task(comparison, self.task.task, outputs, self.reference, self.labels, self.metric)
         verdict = judge(comparison, c.kind, self.policy)
         c.cosine = comparison.cosine_mean
         if comparison.correct is not None and self.reference_correct is not None:
             c.top1 = comparison.top1
             c.drop_points = self.reference_top1 - c.top1
             c.drop_ci = paired_drop_ci(self.reference_correct, comparison.correct)
+        if comparison.task_measure is not None or comparison.task != "classification":
+            tm = comparison.task_measure
+            c.measure = tm.to_json() if tm is not None else None
+            c.verdict = against_both(None, judge_task(verdict, comparison, self.policy), self.reference_warning)
+            return
         c.verdict = against_both(None, judge_budget(verdict, drop_points=c.drop_points, drop_ci=c.drop_ci,
                                                     cosine=c.cosine, labelled=c.drop_points is not None,
                                                     policy=self.policy), self.reference_warning)
@@ -252,18 +275,21 @@ def tune(module: Any, input_specs: Sequence[Any], *, data: str, calibration: str
          policy: Policy = DEFAULT_POLICY, runtimes: Sequence[str] = ("onnxruntime",), out_dir: Any = "out",
          stem: str = "model", time_budget_s: float | None = None, eval_samples: int = EVAL_SAMPLES,
          calibration_samples: int = 100, max_exclusions: int = MAX_EXCLUSIONS, rounds: int = ROUNDS,
-         iterations: int = ITERATIONS, echo: Callable[[str], None] = lambda _text: None) -> TuneResult:
+         iterations: int = ITERATIONS, echo: Callable[[str], None] = lambda _text: None, task: str | None = None,
+         metric: str | None = None) -> TuneResult:
     """Search recipes for the fastest artifact within ``policy``'s budget; write it, its recipe and a report.
 
     ``data`` gives the (labelled, if possible) samples every candidate is judged on; ``calibration``
-    the samples int8 ranges are calibrated on (default: ``data``)."""
+    the samples int8 ranges are calibrated on (default: ``data``); ``task``/``metric`` the measure the budget is
+    judged on (:mod:`mobilize.accuracy.tasks`; None: guessed from the float model's outputs)."""
     from mobilize.recipe import dump_recipe
     from mobilize.report.tune_html import write_tune_html
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    search = _Search(module, list(input_specs), data, calibration, out, stem, policy, echo, eval_samples)
+    search = _Search(module, list(input_specs), data, calibration, out, stem, policy, echo, eval_samples, task, metric)
+    echo(search.task.describe())
     candidates: list[Candidate] = []
     layers: dict[str, list[Any]] = {}
     interrupted = False
@@ -298,7 +324,8 @@ def tune(module: Any, input_specs: Sequence[Any], *, data: str, calibration: str
         vacuous = search.reference_warning is not None  # no drift to localise against a near-constant output
         onnx_int8 = [c for c in candidates if c.name.startswith("onnx-int8") and c.path and c.verdict and not vacuous]
         if onnx_int8 and not any(c.within_budget for c in onnx_int8) and search.fp32_onnx and not out_of_time():
-            base = max(onnx_int8, key=lambda c: (c.verdict.outcome != "MISMATCH", c.top1 or 0.0, c.cosine or 0.0))
+            base = max(onnx_int8, key=lambda c: (c.verdict.outcome != "MISMATCH", c.top1 or 0.0,
+                                                 (c.measure or {}).get("value") or 0.0, c.cosine or 0.0))
             layers[base.name] = _exclude_greedily(search, base, candidates, max_exclusions, out_of_time, echo)
         # the same for ExecuTorch int8: keep the worst modules in float (the executorch step's exclude)
         et_int8 = [c for c in candidates if c.name == "executorch-int8" and c.path and c.verdict and not vacuous]
@@ -311,7 +338,7 @@ def tune(module: Any, input_specs: Sequence[Any], *, data: str, calibration: str
 
     winner, tie_with = _choose(candidates, search.samples[0], rounds, iterations, interrupted, echo)
     result = TuneResult(candidates, winner, search.reference_top1, tie_with, layers, interrupted,
-                        time.perf_counter() - start, cut_short=cut)
+                        time.perf_counter() - start, cut_short=cut, task=search.task.to_json())
     if not interrupted and not out_of_time("no diagnosis of slow int8 candidates, no time profiles"):
         result.diagnoses = _diagnose(candidates, search, echo)
     if winner is not None:
@@ -325,7 +352,7 @@ def tune(module: Any, input_specs: Sequence[Any], *, data: str, calibration: str
     report = out / "tune-report.json"
     html = out / "tune-report.html"
     result.files += [report, html]
-    report.write_text(json.dumps({**result.to_json(), "policy": policy.to_json(),
+    report.write_text(json.dumps({**result.to_json(), "policy": policy.to_json(search.task.task),
                                   "reference_warning": search.reference_warning}, indent=2, default=str) + "\n")
     write_tune_html(report)
     return result

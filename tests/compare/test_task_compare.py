@@ -91,3 +91,17 @@ def test_a_wrong_metric_is_one_line_and_exit_2(run_cli, tmp_path, spec, message)
                                 spec.format(tmp=tmp_path), "-o", tmp_path / "out")
     assert code == 2 and err.startswith("mobilize: error: ") and message in err, err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow  # a whole tune search (~1 min on the shared VM)
+def test_tune_judges_a_detection_head_on_its_boxes(run_cli, tmp_path):
+    code, stdout, err = run_cli("tune", f"{MODELS}:BoxHead", "--task", "detection", "--input_dims", "1,1,8,8",
+                                "--data", "digits:test", "--max-drop", "1", "--samples", "64", "-o", tmp_path / "t")
+    assert code in (0, 2), err  # 2: no candidate within budget, said so
+    report = json.loads((tmp_path / "t" / "tune-report.json").read_text())
+    assert report["task"]["text"] == "task: detection (given with --task)" and "task: detection" in stdout
+    for c in report["candidates"]:
+        assert c["task_measure"]["measure"] == "boxes matched at IoU 0.5" and "top1" not in json.dumps(c)
+        assert c["verdict"]["rule"] in ("float-sqnr", "quantized-sqnr", "budget-box-drop"), c["verdict"]
+    html = (tmp_path / "t" / "tune-report.html").read_text()
+    assert "boxes %" in html and "top-1" not in html and "top1" not in json.dumps(report)

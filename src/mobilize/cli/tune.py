@@ -112,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
                if m.get("value") is not None and m.get("percent") and m.get("rule") != "cosine" else
                f"{m['column']} {m['value']:.4g} ({m['drop']:+.4g})" if m.get("value") is not None and
                m.get("rule") != "cosine" else f"cosine {c.cosine:.4f}" if c.cosine is not None else "")
+        if m.get("rule") == "cosine" and m.get("value") is not None:  # judged on cosine, the measure beside it
+            acc += f", {m['column'].removesuffix(' %')} {m['value']:.1f}%"
         speed = f"{c.latency_ms_p50:.3f} ms" if c.latency_ms_p50 is not None else "-"
         why = "WINNER" if c is result.winner else (c.lost or "")
         print(f"  {c.name:<30} {acc:<24} {speed:>10}  {why}")

@@ -141,8 +141,10 @@ def optimize(
     isolate: bool = True,
     log_path: Any = None,
     bound_args: dict[str, Any] | None = None,
+    task: str | None = None,
 ) -> dict[str, Any]:
-    """Run a recipe's passes and exporters; write artifacts and manifests; verify each artifact.
+    """Run a recipe's passes and exporters; write artifacts and manifests; verify each artifact (``task``: the
+    model's task, :mod:`mobilize.accuracy.tasks`; None: guessed from the float model's outputs, and noted).
 
     The work runs in a child process (unless ``isolate=False``), so a native crash in an exporter or a
     runtime is an error naming its stage (``log_path``: where that process's stderr goes, for the error's
@@ -170,7 +172,7 @@ def optimize(
     out = check_output_dir(out_dir)
     staging = paths.staging_dir(out)
     job = (reference, recipe.to_dict(), str(staging), data, target, list(input_specs or []), trust_pickle, verify,
-           dict(bound_args or {}))
+           dict(bound_args or {}), task)
     try:
         if isolate:
             report = run_isolated(build_and_verify, *job, what="optimize", progress=progress, log_path=log_path,
@@ -185,7 +187,7 @@ def optimize(
 
 def build_and_verify(reference: str, recipe: dict[str, Any], out_dir: str, data: str | None, target: str | None,
                      input_specs: list[InputSpec], trust_pickle: bool, verify: bool, bound_args: dict[str, Any] | None = None,
-                     progress: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
+                     task: str | None = None, progress: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
     """optimize's work (in its child process): resolve the model, run the recipe, verify every artifact."""
 
     from mobilize.build import build, verify_artifact
@@ -224,7 +226,7 @@ def build_and_verify(reference: str, recipe: dict[str, Any], out_dir: str, data:
         if verify:
             step(f"verify {art.path.name}")
             verdict = verify_artifact(built, result.module, ctx, float_model=model,
-                                      quantized=ctx.quant.quantized)
+                                      quantized=ctx.quant.quantized, task=task)
             entry["verify"] = verdict.to_json()
             if verdict.fidelity and verdict.fidelity["outcome"] != "OK":
                 mismatches.append(f"{art.path.name}: {verdict.fidelity['reason']}")

@@ -100,14 +100,21 @@ def verify_artifact(built: Built, module: Any, ctx: Context, policy: Policy = DE
 
     samples = verify_inputs(ctx)
     got = _outputs(built.artifact, samples)
+    reference = None if float_model is None else _outputs(float_model, samples)
+    if reference is not None:  # the float model's task decides whether top-1 figures mean anything (and is said)
+        from mobilize.accuracy.tasks import resolve_task
+
+        choice = resolve_task(task, reference)
+        task = str(choice.task)
+        if f"accuracy: {choice.describe()}" not in ctx.notes:
+            ctx.notes.append(f"accuracy: {choice.describe()}")
     fidelity = judge(without_classes(compare_outputs(got, _outputs(module, samples)), task), built.kind, policy)
     if float_model is None:
         return fidelity
-    reference = _outputs(float_model, samples)
     c = without_classes(compare_outputs(got, reference), task)
     quality = judge_budget(judge(c, Kind.QUANTIZED if quantized else built.kind, policy), cosine=c.cosine_mean,
                            labelled=False, policy=policy)
-    return against_both(fidelity, quality, degenerate_reference(reference, policy))
+    return against_both(fidelity, quality, degenerate_reference(reference, policy, task=task))
 
 
 def _outputs(model: Any, samples: list[list]) -> list[list]:

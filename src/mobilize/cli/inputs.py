@@ -24,7 +24,7 @@ def add_input_flags(p: argparse.ArgumentParser, *, memory_format: bool = False, 
                             "recorded in every manifest")
 
 
-def add_task_flags(p: argparse.ArgumentParser) -> None:
+def add_task_flags(p: argparse.ArgumentParser, *, metric: bool = True) -> None:
     """``--task`` and ``--metric``: which measure the accuracy budget is judged on."""
     from mobilize.accuracy.tasks import Task
 
@@ -32,6 +32,8 @@ def add_task_flags(p: argparse.ArgumentParser) -> None:
                    help="the model's task, which decides the accuracy measure: classification (top-1), embedding "
                         "(cosine, neighbour recall), detection (boxes matched at IoU 0.5), segmentation (mask IoU), "
                         "sequence (CTC greedy decode), raw (SQNR/cosine) (default: guessed from the outputs, and said)")
+    if not metric:
+        return
     p.add_argument("--metric", metavar="FILE.py:FUNCTION", default=None,
                    help="your own measure: FUNCTION(outputs, reference_outputs, labels) -> float, higher is better, "
                         "judged by --max-drop in its units")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from mobilize.cli.inputs import add_input_flags, bound_args_from_args, input_specs_from_args
+from mobilize.cli.inputs import add_input_flags, add_task_flags, bound_args_from_args, input_specs_from_args
 
 
 def add_parser(sub) -> None:
@@ -27,6 +27,7 @@ def add_parser(sub) -> None:
                         "the int8 engine (default: this machine, recorded in every manifest)")
     p.add_argument("-o", "--output", default="out", metavar="DIR", help="output folder (default: out)")
     add_input_flags(p, memory_format=True)
+    add_task_flags(p, metric=False)  # optimize's quality check is SQNR/cosine; the task says whether top-1 applies
     p.add_argument("-v", "--verbose", action="store_true",
                    help="show the exporters' own stderr output (otherwise kept in DIR/logs/optimize.log)")
     p.add_argument("--emit-app", metavar="DIR",
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
             result = optimize(args.model, args.recipe, out_dir=args.output, data=args.data, engine=args.engine,
                               target=args.target, input_specs=specs, trust_pickle=args.trust_pickle,
                               verify=not args.no_verify, progress=progress, log_path=log.path,
-                              bound_args=bound_args_from_args(args))
+                              bound_args=bound_args_from_args(args), task=args.task)
     finally:
         progress.close()
     for note in result["notes"]:

@@ -107,10 +107,14 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         head = "recommended" if not rec.get("tied") else "recommended (tie)"
         lines.append(f"{head}: {rec['name']} at {best['latency_ms_p50']:.2f} ms p50{speed}{drop}")
         lines.append(f"  why: {rec['reason']}")
+    if report.get("racing"):
+        from mobilize.bench.racing import RaceRecord
+
+        lines.append(RaceRecord.summary_of(report["racing"]))
     spreads = [v.get("round_spread_percent") for v in report["variants"] if v.get("round_spread_percent") is not None]
     if spreads:
         lines.append(f"noise: round medians spread {min(spreads):.0f}-{max(spreads):.0f}% across variants "
-                     f"({report.get('rounds')} interleaved rounds)")
+                     f"({report.get('rounds')} interleaved rounds for every variant, more for those raced)")
     cpu = report.get("host_cpu") or {}
     mem = report.get("peak_memory_mb_total")
     lines.append(f"machine: {cpu.get('model', '?')}, {report.get('threads')} thread(s)"

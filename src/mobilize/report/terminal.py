@@ -107,6 +107,7 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         head = "recommended" if not rec.get("tied") else "recommended (tie)"
         lines.append(f"{head}: {rec['name']} at {best['latency_ms_p50']:.2f} ms p50{speed}{drop}")
         lines.append(f"  why: {rec['reason']}")
+    lines += chosen_lines(report)
     if report.get("racing"):
         from mobilize.bench.racing import RaceRecord
 
@@ -120,6 +121,19 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     lines.append(f"machine: {cpu.get('model', '?')}, {report.get('threads')} thread(s)"
                  + (f"; timed-round workers peak {mem:.0f} MB in total" if mem else ""))
     return lines
+
+
+def chosen_lines(report: dict[str, Any]) -> list[str]:
+    """Where mobilize departed from a stock default because of the CPU (notes marked ``mobilize chose:``), once
+    each, with the variants they apply to."""
+    from mobilize.target import CHOSE
+
+    seen: dict[str, list[str]] = {}
+    for v in report["variants"]:
+        for n in v.get("notes") or []:
+            if CHOSE in n:
+                seen.setdefault(CHOSE + n.split(CHOSE, 1)[1], []).append(v["name"])
+    return [f"{text} [{', '.join(names)}]" for text, names in seen.items()]
 
 
 def summary_line(report: dict[str, Any]) -> str:

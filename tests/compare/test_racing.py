@@ -121,3 +121,14 @@ def test_compare_report_keeps_the_race(run_cli, tmp_path):
     assert [(d["name"], d["rule"]) for d in race["dropped"]] == [("slowed", "race-separated")]
     assert report["recommended"]["name"] == "eager-fp32" and "race-separated" in report["recommended"]["reason"]
     assert "racing: " in stdout and "separated from every other OK variant" in stdout
+
+
+def test_the_summary_repeats_what_mobilize_chose_once():
+    from mobilize.report.terminal import summary_lines
+
+    note = ("onnx: mobilize chose: reduce_range on (7-bit weights) where ONNX Runtime's quantize_static defaults to "
+            "off, decided by the CPU feature: --target x86-avx2 (an x86-64 CPU without VNNI: none of avx512_vnni)")
+    variants = [{"name": n, "outcome": "OK", "notes": [note], "latency_ms_p50": 1.0} for n in ("a-int8", "b-int8")]
+    lines = summary_lines({"variants": variants, "recommended": None})
+    chose = [ln for ln in lines if "mobilize chose" in ln]
+    assert chose == [note.split("onnx: ")[1] + " [a-int8, b-int8]"]

@@ -164,6 +164,25 @@ def test_cli_time_budget_and_budget_flags(capsys):
     assert_one_line_error(code, capsys.readouterr().err, "--time-budget")
     with pytest.raises(SystemExit):
         main(["tune", "zoo:toy_classifier", "--data", "digits", "--max-drop", "1", "--min-cosine", "0.9"])
+    capsys.readouterr()  # argparse's usage text
+    code = main(["tune", "zoo:toy_classifier", "--data", "digits", "--max-drop", "1", "--prune", "0.3,1.5"])
+    assert_one_line_error(code, capsys.readouterr().err, "--prune levels must be between 0 and 1")
+
+
+@pytest.mark.slow
+def test_tune_prune_on_the_trained_default_model(tmp_path, capsys):
+    """The full run: zoo:digits_mobilenet_v2 with --prune at a 1-point budget (one epoch of distilled fine-tune per
+    level); the pruned candidates report MACs, parameters and top-1 with its interval."""
+    from mobilize.cli.main import main
+
+    code = main(["tune", "zoo:digits_mobilenet_v2", "--data", "digits:test", "--max-drop", "1", "--prune",
+                 "-o", str(tmp_path), "--json", str(tmp_path / "r.json")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    report = json.loads((tmp_path / "r.json").read_text())
+    pruned = [c for c in report["candidates"] if c["pruned"]]
+    assert {c["name"] for c in pruned} >= {"prune30-onnx-fp32", "prune50-onnx-fp32"}
+    assert "MACs" in out and "best thread count" in out
 
 
 def test_why_not_faster_names_ops_and_cpu(plain_pair):

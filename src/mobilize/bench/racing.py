@@ -88,8 +88,10 @@ class RaceRecord:
 
     def summary(self) -> str:
         """One line for the terminal."""
-        if self.stopped in ("no-candidates", "running"):
-            return f"racing: {self.stopped} after {self.rounds} round(s)"
+        if self.stopped == "no-candidates":
+            return f"racing: none (no OK variant was timed; {self.rounds} round(s) for the table)"
+        if self.stopped == "running":
+            return f"racing: stopped early after {self.rounds} round(s)"
         separated = sum(d.rule == "race-separated" for d in self.dropped)
         head = (f"racing: {self.rounds} rounds in {self.elapsed_s:.0f} s (budget {self.time_budget_s:g} s); "
                 f"{separated} dropped as slower beyond noise")

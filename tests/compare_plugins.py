@@ -87,3 +87,22 @@ class RaisesKeyError(Pass):
 class CoarseWeights12(CoarseWeights):
     name = "coarse_weights12"
     levels = 12
+
+
+class _Slowed(torch.nn.Module):
+    def __init__(self, inner: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        time.sleep(0.02)
+        return self.inner(x)
+
+
+class SlowDown(Pass):
+    """Same answers, 20 ms slower per run: a variant that racing must drop as slower beyond noise."""
+
+    name = "slow_down"
+
+    def run(self, module, ctx):
+        return _Slowed(module)

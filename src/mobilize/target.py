@@ -9,6 +9,8 @@ says so; ``arm64``, ``x86-avx2`` and ``x86-vnni`` give the same file on any buil
     (True, 'x86')
     >>> Target.parse("arm64").reduce_range
     False
+    >>> t.int8_feature()
+    '--target x86-avx2 (an x86-64 CPU without VNNI: none of avx512_vnni, avx_vnni, amx_int8)'
 """
 
 from __future__ import annotations
@@ -22,6 +24,11 @@ from typing import Any
 from mobilize.errors import ConfigError
 
 TARGETS = ("host", "arm64", "x86-avx2", "x86-vnni")
+CHOSE = "mobilize chose: "
+"""Prefix of a note where mobilize departs from a stock tool's default because of the target CPU; compare and tune
+repeat these notes in their summaries (what mobilize did better, and why)."""
+VNNI_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
+"""CPU flags of x86 int8 dot-product instructions (u8 x s8 products summed in 32 bits, no 16-bit saturation)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,7 +43,7 @@ class CpuInfo:
 
     @property
     def has_vnni(self) -> bool:
-        return any(f in self.flags for f in ("avx512_vnni", "avx_vnni", "amx_int8"))
+        return any(f in self.flags for f in VNNI_FLAGS)
 
     def describe(self) -> str:
         return f"{self.model} ({self.arch}, {self.cores} cores; {' '.join(self.flags) or 'no int8 extensions found'})"
@@ -99,6 +106,19 @@ class Target:
     def int8_engine(self) -> str:
         """The eager int8 kernel library for this target: qnnpack on ARM, x86 (fbgemm + onednn) on x86."""
         return "qnnpack" if self.arch == "arm64" else "x86"
+
+    def int8_feature(self) -> str:
+        """The CPU feature that decides the int8 choices (ONNX ``reduce_range``), named as the notes name it."""
+        if self.name != "host":
+            what = ("arm64, int8 dot products" if self.arch == "arm64" else
+                    f"an x86-64 CPU {'with VNNI' if self.vnni else 'without VNNI: none of ' + ', '.join(VNNI_FLAGS)}")
+            return f"--target {self.name} ({what})"
+        cpu = host_cpu()
+        if self.arch == "arm64":
+            return f"this CPU is arm64 ({cpu.model}): int8 dot products"
+        found = [f for f in VNNI_FLAGS if f in cpu.flags]
+        return (f"this CPU ({cpu.model}) has {', '.join(found)}" if found else
+                f"this CPU ({cpu.model}) has none of {', '.join(VNNI_FLAGS)} (no VNNI)")
 
     def describe(self) -> str:
         what = f"{self.arch}{', int8 dot-product' if self.vnni else ', no int8 dot-product'}"

@@ -376,3 +376,21 @@ def test_input_dims_that_do_not_fit_the_onnx_model(run_cli, tmp_path):
     code, _, err = run_cli("optimize", path, "--recipe", "onnx-int8", "--data", "digits", "--input_dims", "1,3,8,8",
                            "-o", tmp_path)
     assert_one_line_error(code, err, "input 'x' is (1,3,16,16) in the model, but the input spec is (1,3,8,8)")
+
+
+@pytest.mark.parametrize("target,chose", [("x86-avx2", True), ("x86-vnni", False), ("arm64", False)])
+def test_reduce_range_note_names_the_cpu_feature_that_decided_it(tmp_path, target, chose):
+    """The choice follows --target, never the x86 the test runs on; the note says what mobilize chose and why."""
+    from mobilize.target import CHOSE, Target
+    from mobilize.zoo import ZOO
+
+    spec = InputSpec((1, 3, 16, 16))
+    ctx = Context(input_specs=[spec], data=open_data("sample-photos"), target=Target.parse(target))
+    exporter = OnnxExporter(OnnxExporter.Config(quantize="static", calibration_samples=4))
+    art = exporter.export(ZOO.get("conv_bn_relu").build(), ctx, tmp_path / target)
+    note = next(n for n in art.notes if "reduce_range" in n)
+    assert (CHOSE in note) == chose and f"--target {target}" in note, note
+    if chose:
+        assert "ONNX Runtime's quantize_static defaults to off" in note and "avx512_vnni" in note
+    else:
+        assert "reduce_range off (8-bit weights, ONNX Runtime's default)" in note

@@ -129,8 +129,18 @@ def test_tune_trained_model_winner_is_ok_and_its_recipe_rebuilds_it(trained, tmp
     from mobilize.tune import tune
 
     result = tune(trained, [SPEC], data="digits:test", calibration="digits:train",
-                  policy=Policy(max_drop_points=0.5), out_dir=tmp_path, stem="digits", rounds=3, iterations=10)
+                  policy=Policy(max_drop_points=0.5), out_dir=tmp_path, stem="digits", rounds=3, iterations=10,
+                  target="x86-avx2")
     assert result.winner is not None and result.winner.verdict.ok
+    # the target (not the x86 this runs on) made mobilize turn reduce_range on; the stock default is measured beside
+    (choice,) = result.choices
+    assert choice["decided_by"].startswith("--target x86-avx2") and "avx512_vnni" in choice["decided_by"]
+    assert choice["stock_candidate"]["name"] == f"{choice['candidate']}-stock-default"
+    assert choice["top1"] is not None and choice["stock_top1"] is not None and "mobilize chose: " in choice["line"]
+    assert choice["stock_candidate"]["recipe"]["exports"][0]["onnx"]["reduce_range"] is False
+    threads = result.threads  # the winner at 1..cores threads, the best count stated with its rule
+    assert 1 <= threads["best"] <= len(threads["threads"]) and "best thread count" in threads["line"]
+    assert all(t["round_medians_ms"] for t in threads["threads"].values())
     assert result.winner.drop_points <= 0.5
     artifact, recipe, report, html = result.files
     assert artifact.exists() and recipe.suffix == ".yaml" and html.suffix == ".html"
@@ -154,6 +164,25 @@ def test_cli_time_budget_and_budget_flags(capsys):
     assert_one_line_error(code, capsys.readouterr().err, "--time-budget")
     with pytest.raises(SystemExit):
         main(["tune", "zoo:toy_classifier", "--data", "digits", "--max-drop", "1", "--min-cosine", "0.9"])
+    capsys.readouterr()  # argparse's usage text
+    code = main(["tune", "zoo:toy_classifier", "--data", "digits", "--max-drop", "1", "--prune", "0.3,1.5"])
+    assert_one_line_error(code, capsys.readouterr().err, "--prune levels must be between 0 and 1")
+
+
+@pytest.mark.slow
+def test_tune_prune_on_the_trained_default_model(tmp_path, capsys):
+    """The full run: zoo:digits_mobilenet_v2 with --prune at a 1-point budget (one epoch of distilled fine-tune per
+    level); the pruned candidates report MACs, parameters and top-1 with its interval."""
+    from mobilize.cli.main import main
+
+    code = main(["tune", "zoo:digits_mobilenet_v2", "--data", "digits:test", "--max-drop", "1", "--prune",
+                 "-o", str(tmp_path), "--json", str(tmp_path / "r.json")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    report = json.loads((tmp_path / "r.json").read_text())
+    pruned = [c for c in report["candidates"] if c["pruned"]]
+    assert {c["name"] for c in pruned} >= {"prune30-onnx-fp32", "prune50-onnx-fp32"}
+    assert "MACs" in out and "best thread count" in out
 
 
 def test_why_not_faster_names_ops_and_cpu(plain_pair):
@@ -215,3 +244,26 @@ def test_the_time_budget_holds_within_one_candidate_and_says_what_it_cut(trained
     assert result.cut_short[0] in lines and result.profiles == {}
     report = json.loads((tmp_path / "tune-report.json").read_text())
     assert report["cut_short"] == result.cut_short
+
+
+def test_prune_level_is_a_candidate_with_macs_params_and_accuracy_interval(trained, tmp_path):
+    """tune --prune, small: one level, a few distilled fine-tune steps; the pruned file's facts are reported."""
+    from mobilize.tune import tune
+
+    result = tune(trained, [SPEC], data="digits:test", calibration="digits:train", policy=Policy(max_drop_points=5),
+                  out_dir=tmp_path, stem="pruned", rounds=2, iterations=3, eval_samples=64, calibration_samples=16,
+                  prune=(0.3,), prune_finetune_steps=3, target="arm64", thread_search=False)
+    pruned = {c.name: c for c in result.candidates if c.name.startswith("prune30")}
+    assert set(pruned) == {"prune30-onnx-fp32", "prune30-onnx-int8-minmax"}
+    for c in pruned.values():
+        assert c.verdict is not None and c.path.exists(), c.error
+        p = c.pruned
+        assert p["macs_after"] < p["macs_before"] and p["params_after"] < p["params_before"]
+        assert p["finetune"]["steps"] == 3 and p["finetune"]["distill"] is True
+        assert c.top1_ci[0] <= c.top1 <= c.top1_ci[1]
+        assert c.recipe.passes[0].name == "prune"  # the recipe rebuilds the pruned file
+    assert pruned["prune30-onnx-int8-minmax"].kind == "quantized"
+    data = json.loads((tmp_path / "tune-report.json").read_text())
+    row = next(c for c in data["candidates"] if c["name"] == "prune30-onnx-fp32")
+    assert row["pruned"]["macs_reduction_percent"] > 0 and row["top1_ci"]
+    assert result.choices == [] and result.threads is None  # arm64 needs no reduce_range; thread search off

@@ -10,10 +10,13 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from mobilize.bench.harness import timed_loop
 from mobilize.bench.stats import BenchStats
+
+if TYPE_CHECKING:
+    from mobilize.bench.racing import Race
 
 SETTLE_S = 0.05
 """Pause after each round: idle runtimes' thread pools (ONNX Runtime, XNNPACK, OpenMP) keep spinning for
@@ -36,15 +39,18 @@ RunRound = Callable[[str, int], "tuple[list[int], int] | None"]
 
 def schedule(names: Iterable[str], run_round: RunRound, rounds: int, iterations: int | Callable[[str], int],
              warmup: int = 3, settle_s: float = SETTLE_S,
-             after_round: Callable[[int], None] | None = None) -> dict[str, RoundTimes]:
-    """Warm every variant, then ``rounds`` rounds visiting each in turn (the order rotates each round)."""
+             after_round: Callable[[int], None] | None = None, race: Race | None = None) -> dict[str, RoundTimes]:
+    """Warm every variant, then ``rounds`` rounds visiting each in turn (the order rotates each round).
+
+    With a ``race`` (:class:`mobilize.bench.racing.Race`) the race decides after each round who runs the next
+    one and when to stop; ``rounds`` is then its business (its ``min_rounds``)."""
     names = list(names)
     per = iterations if callable(iterations) else (lambda _name: iterations)
     alive = [n for n in names if warmup <= 0 or run_round(n, warmup) is not None]
     out = {n: RoundTimes() for n in names}
-    for r in range(rounds):
-        if not alive:
-            break
+    r = -1
+    while alive and (race is not None or r + 1 < rounds):
+        r += 1
         order = alive[r % len(alive):] + alive[: r % len(alive)]
         for name in order:
             if settle_s:
@@ -59,6 +65,9 @@ def schedule(names: Iterable[str], run_round: RunRound, rounds: int, iterations:
             out[name].round_medians_ms.append(statistics.median(times) / 1e6)
         if after_round:
             after_round(r)
+        if race is not None:
+            keep = set(race.after_round(r, {n: out[n].round_medians_ms for n in alive}))
+            alive = [n for n in alive if n in keep]
     return out
 
 

@@ -38,7 +38,11 @@ def add_parser(sub) -> None:
                         "(default 0.99)")
     p.add_argument("--threads", type=int, metavar="N", help="threads for every runtime (default: all cores)")
     _flag(p, "iter", type=int, default=50, help="timed iterations per variant (default 50)")
-    p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved rounds every variant runs (default 5); then the "
+                                                         "OK variants within noise of the fastest race on")
+    p.add_argument("--time-budget", type=float, default=None, metavar="S",
+                   help="seconds for the timed rounds, racing included (default 30); when it runs out, the variants "
+                        "still within noise of the fastest are a tie")
     p.add_argument("--accuracy-samples", type=int, default=1000, help="max samples for accuracy (default 1000)")
     p.add_argument("--timeout", type=float, default=None, help="seconds per stage before TIMEOUT (default 600)")
     add_input_flags(p)
@@ -70,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     task, metric = task_from_args(args)
     config = CompareConfig(model=args.model or "", data=args.data, input_specs=tuple(specs), out_dir=args.output,
                            threads=args.threads, iterations=args.iter, rounds=args.rounds,
+                           **({} if args.time_budget is None else {"time_budget_s": args.time_budget}),
                            accuracy_samples=args.accuracy_samples,
                            timeout_s=600.0 if args.timeout is None else args.timeout,
                            trust_pickle=args.trust_pickle, target=args.target, verbose=args.verbose,

@@ -34,6 +34,11 @@ def add_parser(sub) -> None:
                                                              "(default: onnxruntime)")
     p.add_argument("--time-budget", metavar="T", help="stop searching after T (e.g. 90s, 10m); the best so far wins")
     p.add_argument("--samples", type=int, default=200, help="evaluation samples (default: 200)")
+    p.add_argument("--prune", nargs="?", const="", metavar="LEVELS",
+                   help="also search structured pruning (fractions of the MACs removed, default 0.3,0.5), each with a "
+                        "fine-tune distilled from the float model on the labelled --calibration data")
+    p.add_argument("--target", default="host", choices=["host", "arm64", "x86-avx2", "x86-vnni"],
+                   help="the device the files are for (decides ONNX reduce_range)")
     p.add_argument("-o", "--output", default="out", metavar="DIR", help="output folder (default: out)")
     add_input_flags(p)
     add_task_flags(p)
@@ -79,6 +84,11 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--runtimes is empty", hint="choose from: onnxruntime, executorch")
     candidate_recipes(runtimes)
     task, metric = task_from_args(args)
+    from mobilize.target import Target
+    from mobilize.tune.prune import parse_levels
+
+    prune = parse_levels(args.prune) if args.prune is not None else ()
+    Target.parse(args.target)
     stem = model_stem(args.model)
     bound_args = bound_args_from_args(args)
     specs, names = check_model(args.model, command="tune", input_specs=input_specs_from_args(args) or (),
@@ -96,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
                               progress=lambda _done, _total, text: print(text, flush=True),
                               trust_pickle=args.trust_pickle, bound_args=bound_args, data=args.data, calibration=calibration, policy=policy,
                               runtimes=runtimes, out_dir=out, stem=stem, time_budget_s=budget_s,
-                              eval_samples=args.samples, task=task, metric=metric)
+                              eval_samples=args.samples, task=task, metric=metric, prune=prune,
+                              target=args.target)
     except BaseException:
         if not cache_was_there:
             shutil.rmtree(cache, ignore_errors=True)  # half a cache of a failed run only misleads the next one
@@ -121,6 +132,15 @@ def run(args: argparse.Namespace) -> int:
         print(result.task["text"])
     for line in result.cut_short:
         print(line)
+    from mobilize.tune.prune import line as pruned_line
+
+    for c in result.candidates:
+        if c.pruned:
+            print(pruned_line(c.name, c.pruned, c.top1, c.top1_ci))
+    for choice in result.choices:
+        print(choice["line"])
+    if result.threads:
+        print(result.threads["line"])
     for name, layers in result.layers.items():
         print(f"per-layer drift of {name}:")
         for line in format_layers(layers):

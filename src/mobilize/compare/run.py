@@ -37,6 +37,7 @@ def compare(model: str | None = None, plan: Any = "default", config: Any = None,
     check_at_least(cfg.rounds, 1, "--rounds")
     check_at_least(cfg.accuracy_samples, 1, "--accuracy-samples")
     check_positive(cfg.timeout_s, "--timeout", " seconds")
+    check_positive(cfg.time_budget_s, "--time-budget", " seconds")
     check_threads(cfg.threads)
     target = Target.parse(cfg.target)
     out = check_output_dir(cfg.out_dir)

@@ -17,6 +17,7 @@ from typing import Any, Callable
 from mobilize.accuracy.tasks import judge_task
 from mobilize.accuracy.stats import mcnemar_p, mean_ci, paired_drop_ci, ratio_ci, spread_percent
 from mobilize.accuracy.verify import DEFAULT_POLICY, Kind, Policy, Verdict, against_both, judge, judge_budget
+from mobilize.bench.racing import DEFAULT_TIME_BUDGET_S, ESTIMATOR, Race, RaceRecord, geometric_mean
 from mobilize.bench.rounds import schedule
 from mobilize.compare.messages import (
     Bench, Built, Failed, Job, Ready, ReferenceDone, Stage, Stop, Times,
@@ -52,6 +53,10 @@ class CompareConfig:
     iterations: int = 50
     """Timed iterations per variant, spread over the rounds."""
     rounds: int = 5
+    """Rounds every timed variant runs; then the OK ones race (:mod:`mobilize.bench.racing`)."""
+    time_budget_s: float = DEFAULT_TIME_BUDGET_S
+    """Seconds for the timed rounds (warm-up and the first ``rounds`` included): racing stops when the next round
+    would overrun it, and the variants still within noise of the leader are a tie."""
     accuracy_samples: int = 1000
     timeout_s: float = 600.0
     """Per stage (build, load+accuracy, each timed round)."""
@@ -180,6 +185,7 @@ class PlanRun:
         self.reference_failure: dict[str, Any] | None = None
         self.peak_memory_mb = 0.0
         self.recommended: dict[str, Any] | None = None
+        self.race: Race | None = None
         self.complete = False
         out = Path(cfg.out_dir)
         self.log_dir = None if cfg.verbose else out / "logs"
@@ -206,6 +212,7 @@ class PlanRun:
             "recommended": self.recommended, "peak_memory_mb_total": self.peak_memory_mb or None,
             "lint": ref.lint if ref else None, "reference_warning": ref.warning if ref else None,
             "reference_failure": self.reference_failure, "task": ref.task if ref else None,
+            "racing": self.race.record.to_json() if self.race else None,
             "variants": [r.to_json() for r in self.results.values()],
         }
 
@@ -409,13 +416,19 @@ class PlanRun:
             nonlocal ticked
             total = sum(w.rss_mb() for w in self.workers.values())
             self.peak_memory_mb = max(self.peak_memory_mb, total)
-            ticked += 1
-            self.tick(f"timed round {i + 1}/{cfg.rounds}")
+            if ticked < cfg.rounds:
+                ticked += 1
+                self.tick(f"timed round {i + 1}/{cfg.rounds}")
+            else:
+                self.status(f"racing: round {i + 1}, {len(self.race.alive)} variant(s) within noise of the leader")
             self.save()
 
         if self.workers:
             self.status("warm-up")
-        timed = schedule(list(self.workers), run_round, cfg.rounds, per_round, warmup=3, after_round=after_round)
+        ok = [n for n in self.workers if self.results[n].outcome == Outcome.OK]
+        self.race = Race(list(self.workers), ok, cfg.rounds, cfg.time_budget_s)
+        timed = schedule(list(self.workers), run_round, cfg.rounds, per_round, warmup=3, after_round=after_round,
+                         race=self.race)
         for name, rt in timed.items():
             r = self.results[name]
             if rt.times_ns:
@@ -432,37 +445,39 @@ class PlanRun:
             if ref is not None and ref.latency_ms_round_medians and r.latency_ms_round_medians:
                 ci = ratio_ci(ref.latency_ms_round_medians, r.latency_ms_round_medians)
                 r.speedup = {**ci.to_json(), "reference": self.reference_name}
-        self.recommended = recommend(list(self.results.values()), self.reference_name)
+        self.recommended = recommend(list(self.results.values()), self.race.record if self.race else None)
 
 
-def recommend(results: list[VariantResult], reference_name: str) -> dict[str, Any] | None:
-    """The fastest variant within budget; a runner-up within noise of it makes a tie (both named)."""
-    ok = sorted((r for r in results if r.outcome == Outcome.OK and r.latency_ms_p50),
-                key=lambda r: r.latency_ms_p50)
+def recommend(results: list[VariantResult], race: RaceRecord | None) -> dict[str, Any] | None:
+    """The race's leader (:mod:`mobilize.bench.racing`), or the OK variant with the lowest geometric mean of its
+    round medians when there was no race; the candidates still within noise when the time budget ran out make
+    a tie (all named).  Every ratio and interval here is the race's one estimator."""
+    ok = {r.name: r for r in results if r.outcome == Outcome.OK and r.latency_ms_round_medians}
     if not ok:
         return None
-    best = ok[0]
-    tied = []
-    for other in ok[1:]:
-        ci = ratio_ci(other.latency_ms_round_medians, best.latency_ms_round_medians)
-        if ci.significant:
-            break
-        tied.append((other.name, ci))
+    leader = race.leader if race is not None and race.leader in ok else None
+    best = ok[leader] if leader else min(ok.values(), key=lambda r: geometric_mean(r.latency_ms_round_medians))
+    tied = [n for n in (race.tied if race is not None else []) if n in ok]
+    others = {n: ratio_ci(r.latency_ms_round_medians, best.latency_ms_round_medians)
+              for n, r in ok.items() if n != best.name}
     budget = (best.verdict or {}).get("reason", "")
+    rounds = len(best.latency_ms_round_medians)
+    at = f"{best.latency_ms_p50:.2f} ms p50" if best.latency_ms_p50 else "no p50"
+    raced = f"after {rounds} paired rounds" + (f" ({race.elapsed_s:.0f} s of the {race.time_budget_s:g} s time budget)"
+                                               if race is not None else "")
     if tied:
-        first = tied[0][1]
-        reason = (f"fastest OK variant at {best.latency_ms_p50:.2f} ms p50, but within noise of "
-                  f"{', '.join(n for n, _ in tied)} (ratio {first.ratio:.2f}, 95% CI {first.low:.2f}-{first.high:.2f} "
-                  f"includes 1): a tie")
+        first = others[tied[0]]
+        reason = (f"fastest OK variant at {at}, but {raced} still within noise of {', '.join(tied)} "
+                  f"({best.name} is {first.ratio:.2f}x as fast as {tied[0]}, 95% CI {first.low:.2f}-{first.high:.2f} "
+                  f"includes 1): a tie [rule race-tie]")
+    elif others:
+        name, ci = min(others.items(), key=lambda kv: kv[1].ratio)
+        reason = (f"fastest OK variant at {at}; {ci.ratio:.2f}x as fast as the next, {name} (95% CI "
+                  f"{ci.low:.2f}-{ci.high:.2f}, {ci.rounds} paired rounds) [rule race-separated]")
     else:
-        nxt = ok[1] if len(ok) > 1 else None
-        if nxt is not None:
-            ci = ratio_ci(nxt.latency_ms_round_medians, best.latency_ms_round_medians)
-            reason = (f"fastest OK variant at {best.latency_ms_p50:.2f} ms p50; {ci.ratio:.2f}x faster than the next, "
-                      f"{nxt.name} (95% CI {ci.low:.2f}-{ci.high:.2f})")
-        else:
-            reason = f"the only OK variant ({best.latency_ms_p50:.2f} ms p50)"
-    return {"name": best.name, "reason": reason, "tied": [n for n, _ in tied], "verdict": budget}
+        reason = f"the only OK variant timed ({at})"
+    return {"name": best.name, "reason": reason, "tied": tied, "verdict": budget,
+            "estimator": race.estimator if race is not None else ESTIMATOR}
 
 
 def run_plan(cfg: CompareConfig, plan, progress: Progress | None = None,

@@ -141,15 +141,33 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         lines.append(f"  why: {rec['reason']}")
     if report.get("task"):
         lines.append(report["task"]["text"])
+    lines += chosen_lines(report)
+    if report.get("racing"):
+        from mobilize.bench.racing import RaceRecord
+
+        lines.append(RaceRecord.summary_of(report["racing"]))
     spreads = [v.get("round_spread_percent") for v in report["variants"] if v.get("round_spread_percent") is not None]
     if spreads:
         lines.append(f"noise: round medians spread {min(spreads):.0f}-{max(spreads):.0f}% across variants "
-                     f"({report.get('rounds')} interleaved rounds)")
+                     f"({report.get('rounds')} interleaved rounds for every variant, more for those raced)")
     cpu = report.get("host_cpu") or {}
     mem = report.get("peak_memory_mb_total")
     lines.append(f"machine: {cpu.get('model', '?')}, {report.get('threads')} thread(s)"
                  + (f"; timed-round workers peak {mem:.0f} MB in total" if mem else ""))
     return lines
+
+
+def chosen_lines(report: dict[str, Any]) -> list[str]:
+    """Where mobilize departed from a stock default because of the CPU (notes marked ``mobilize chose:``), once
+    each, with the variants they apply to."""
+    from mobilize.target import CHOSE
+
+    seen: dict[str, list[str]] = {}
+    for v in report["variants"]:
+        for n in v.get("notes") or []:
+            if CHOSE in n:
+                seen.setdefault(CHOSE + n.split(CHOSE, 1)[1], []).append(v["name"])
+    return [f"{text} [{', '.join(names)}]" for text, names in seen.items()]
 
 
 def summary_line(report: dict[str, Any]) -> str:

@@ -9,8 +9,12 @@ the budget it localises the layers that cost accuracy (:mod:`mobilize.backends.o
 the worst of them in float, one more at a time, until the budget holds; the same for ExecuTorch
 int8 (:mod:`mobilize.backends.executorch.drift`, the modules named in the executorch step's ``exclude``).  Every candidate within
 budget is then timed in interleaved rounds (:func:`mobilize.bench.rounds.schedule`); the winner is
-the fastest, and its lead over the runner-up is tested on the paired round medians
-(:func:`mobilize.accuracy.stats.ratio_ci`): when the interval contains 1.0 the report names the tie.
+the lowest geometric mean of its round medians, and its lead over the runner-up is tested on the paired round
+medians (:func:`mobilize.accuracy.stats.ratio_ci`, the same estimator): when the interval contains 1.0 the report
+names the tie (:mod:`mobilize.tune.timing`, which also finds the best thread count for the winner).  With
+``prune`` levels, structured pruning with a distilled fine-tune joins the search (:mod:`mobilize.tune.prune`);
+where mobilize departs from ONNX Runtime's default for the target CPU it measures the default beside it
+(:mod:`mobilize.tune.stock`).
 
 Built artifacts are cached by the hash of their recipe, so a recipe reached twice is built once.
 Ctrl-C (or the time budget) stops the search and keeps the best found so far.
@@ -21,9 +25,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import shutil
-import statistics
 import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -68,6 +70,10 @@ class Candidate:
     error: str | None = None
     measure: dict[str, Any] | None = None
     """The task's own measure against the float model (mobilize.accuracy.tasks), where top-1 does not say it."""
+    top1_ci: tuple[float, float] | None = None
+    """95% bootstrap interval of ``top1`` over the samples."""
+    pruned: dict[str, Any] | None = None
+    """For a pruned candidate: MACs and parameters before/after, the fine-tune (:func:`mobilize.tune.prune.facts`)."""
 
     @property
     def within_budget(self) -> bool:
@@ -77,10 +83,10 @@ class Candidate:
         data = {"name": self.name, "runtime": self.runtime, "kind": str(self.kind),
                 "path": str(self.path) if self.path else None, "recipe": self.recipe.to_dict(),
                 "verdict": self.verdict.to_json() if self.verdict else None, "top1": self.top1,
-                "top1_drop_points": self.drop_points, "top1_drop_ci": list(self.drop_ci) if self.drop_ci else None,
+                "top1_ci": list(self.top1_ci) if self.top1_ci else None, "top1_drop_points": self.drop_points, "top1_drop_ci": list(self.drop_ci) if self.drop_ci else None,
                 "cosine": self.cosine, "excluded_nodes": list(self.excluded), "latency_ms_p50": self.latency_ms_p50,
                 "round_medians_ms": self.round_medians_ms, "build_s": round(self.build_s, 3), "lost": self.lost,
-                "error": self.error, **({"task_measure": self.measure} if self.measure else {})}
+                "error": self.error, "pruned": self.pruned, **({"task_measure": self.measure} if self.measure else {})}
         if self.measure is not None and self.top1 is None:  # no classes: no top-1 figures
             data = {k: v for k, v in data.items() if "top1" not in k}
         return data
@@ -107,6 +113,10 @@ class TuneResult:
     """What the time budget left out (each line says how much time was left and what was not done)."""
     task: dict[str, Any] | None = None
     """The model's task, given with --task or guessed (mobilize.accuracy.tasks.TaskChoice's JSON)."""
+    threads: dict[str, Any] | None = None
+    """The winner at 1..cores threads and the best count (:func:`mobilize.tune.timing.best_threads`)."""
+    choices: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    """Where mobilize departed from a stock default for the target CPU, with the default measured beside it."""
 
     def to_json(self) -> dict[str, Any]:
         return {"task": self.task, "winner": self.winner.name if self.winner else None, "tie_with": self.tie_with,
@@ -114,6 +124,7 @@ class TuneResult:
                 "search_s": round(self.search_s, 2), "candidates": [c.to_json() for c in self.candidates],
                 "layers": {k: [l.to_json() for l in v] for k, v in self.layers.items()},
                 "diagnoses": self.diagnoses, "profiles": self.profiles, "cut_short": self.cut_short,
+                "threads": self.threads, "choices": self.choices,
                 "files": [str(p) for p in self.files]} | (
             {} if (self.task or {}).get("name") not in (None, "classification") and self.reference_top1 is None
             else {"reference_top1": self.reference_top1})
@@ -163,8 +174,12 @@ class _Search:
 
     def __init__(self, module: Any, specs: list, data: str, calibration: str | None, out_dir: Path, stem: str,
                  policy: Policy, echo: Callable[[str], None], eval_samples: int, task: str | None = None,
-                 metric: str | None = None):
+                 metric: str | None = None, target: str = "host"):
         import torch
+
+        from mobilize.target import Target
+
+        self.target = Target.parse(target)
 
         from mobilize.runtimes.base import flatten_outputs
         from mobilize.sources.data import open_data
@@ -203,7 +218,13 @@ class _Search:
         self.cache: dict[str, tuple[Path, Kind]] = {}
         self.longest_s = 0.0
         """The longest a candidate (build + judge) has taken: the time budget stops before a step this long."""
-        self.fp32_onnx: Path | None = None
+        self.fp32_onnx_after: dict[str, Path] = {}
+        """The fp32 ONNX file per sequence of passes ("" for none): int8 candidates quantize it, built once."""
+        self.pruned: dict[str, dict[str, Any] | None] = {}
+
+    @property
+    def fp32_onnx(self) -> Path | None:
+        return self.fp32_onnx_after.get("")
 
     @property
     def reference_top1(self) -> float | None:
@@ -214,40 +235,51 @@ class _Search:
         from mobilize.sources.data import open_data
 
         return Context(input_specs=list(self.specs), data=open_data(self.calibration), input_names=list(self.names),
-                       bound_args=dict(getattr(self.module, "bound_args", None) or {}))
+                       bound_args=dict(getattr(self.module, "bound_args", None) or {}), target=self.target)
 
     def build(self, c: Candidate) -> None:
         """Build (or take from the cache) and judge one candidate."""
         from mobilize.build import build
 
         key = recipe_hash(c.recipe)
+        passes = json.dumps([p.to_dict() for p in c.recipe.passes], sort_keys=True, default=str) \
+            if c.recipe.passes else ""
+        fp32 = c.name.endswith("onnx-fp32")
         t0 = time.perf_counter()
         if key not in self.cache:
-            # ONNX int8 variants quantize the fp32 ONNX file built once (same graph the torch export gives)
-            source = self.module
-            if c.runtime == "onnxruntime" and self.fp32_onnx is not None and c.name != "onnx-fp32":
+            # ONNX int8 variants quantize the fp32 ONNX file built once after the same passes (same graph)
+            source, recipe = self.module, c.recipe
+            if c.runtime == "onnxruntime" and passes in self.fp32_onnx_after and not fp32:
                 from mobilize.artifact import Artifact
 
-                source = Artifact(path=self.fp32_onnx, format="onnx", input_specs=list(self.specs))
-            result = build(source, c.recipe, self.context(), self.work / f"{self.stem}-{key}")
+                source = Artifact(path=self.fp32_onnx_after[passes], format="onnx", input_specs=list(self.specs))
+                recipe = dataclasses.replace(c.recipe, passes=())
+            result = build(source, recipe, self.context(), self.work / f"{self.stem}-{key}")
             built = result.artifacts[0]
             kind = Kind.QUANTIZED if result.quantized else built.kind
             self.cache[key] = (built.artifact.path, kind)
+            if "prune" in result.context.details:
+                from mobilize.tune.prune import facts
+
+                self.pruned[passes] = facts(result.context.details["prune"])
         c.path, c.kind = self.cache[key]
-        if c.name == "onnx-fp32":
-            self.fp32_onnx = c.path
+        c.pruned = self.pruned.get(passes) if passes else None
+        if fp32 and c.runtime == "onnxruntime":
+            self.fp32_onnx_after[passes] = c.path
         c.build_s = time.perf_counter() - t0
         self.judge(c)
 
     def outputs(self, path: Path, samples: Sequence[Sequence[Any]] | None = None) -> list[list[Any]]:
         from mobilize.runtimes.base import open_session
 
-        with open_session(_artifact(path, self.specs), threads=1) as session:
+        from mobilize.tune.timing import artifact
+
+        with open_session(artifact(path, self.specs), threads=1) as session:
             return [session.run(s) for s in (samples if samples is not None else self.samples)]
 
     def judge(self, c: Candidate) -> None:
         from mobilize.accuracy.metrics import compare_outputs
-        from mobilize.accuracy.stats import paired_drop_ci
+        from mobilize.accuracy.stats import mean_ci, paired_drop_ci
         from mobilize.accuracy.verify import against_both, judge, judge_budget
 
         from mobilize.accuracy.tasks import apply_task, judge_task
@@ -259,6 +291,7 @@ class _Search:
         c.cosine = comparison.cosine_mean
         if comparison.correct is not None and self.reference_correct is not None:
             c.top1 = comparison.top1
+            c.top1_ci = mean_ci([100.0 * bool(x) for x in comparison.correct])
             c.drop_points = self.reference_top1 - c.top1
             c.drop_ci = paired_drop_ci(self.reference_correct, comparison.correct)
         if comparison.task_measure is not None or comparison.task != "classification":
@@ -275,20 +308,26 @@ def tune(module: Any, input_specs: Sequence[Any], *, data: str, calibration: str
          policy: Policy = DEFAULT_POLICY, runtimes: Sequence[str] = ("onnxruntime",), out_dir: Any = "out",
          stem: str = "model", time_budget_s: float | None = None, eval_samples: int = EVAL_SAMPLES,
          calibration_samples: int = 100, max_exclusions: int = MAX_EXCLUSIONS, rounds: int = ROUNDS,
-         iterations: int = ITERATIONS, echo: Callable[[str], None] = lambda _text: None, task: str | None = None,
+         iterations: int = ITERATIONS, echo: Callable[[str], None] = lambda _text: None, target: str = "host",
+         prune: Sequence[float] = (), prune_finetune_steps: int = 0, thread_search: bool = True, task: str | None = None,
          metric: str | None = None) -> TuneResult:
     """Search recipes for the fastest artifact within ``policy``'s budget; write it, its recipe and a report.
 
     ``data`` gives the (labelled, if possible) samples every candidate is judged on; ``calibration``
-    the samples int8 ranges are calibrated on (default: ``data``); ``task``/``metric`` the measure the budget is
-    judged on (:mod:`mobilize.accuracy.tasks`; None: guessed from the float model's outputs)."""
+    the samples int8 ranges are calibrated on (default: ``data``), and the labelled samples a pruned
+    candidate's distilled fine-tune trains on.  ``prune``: fractions of the MACs structured pruning removes, one
+    level each (:mod:`mobilize.tune.prune`; ``prune_finetune_steps`` caps the fine-tune, 0: one epoch).
+    ``target`` decides CPU-dependent choices (``--target``).  ``thread_search``: time the winner at 1..cores
+    threads and state the best count.  ``task``/``metric``: the measure the budget is judged on
+    (:mod:`mobilize.accuracy.tasks`; None: guessed from the float model's outputs)."""
     from mobilize.recipe import dump_recipe
     from mobilize.report.tune_html import write_tune_html
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    search = _Search(module, list(input_specs), data, calibration, out, stem, policy, echo, eval_samples, task, metric)
+    search = _Search(module, list(input_specs), data, calibration, out, stem, policy, echo, eval_samples, task, metric,
+                     target)
     echo(search.task.describe())
     candidates: list[Candidate] = []
     layers: dict[str, list[Any]] = {}
@@ -297,6 +336,7 @@ def tune(module: Any, input_specs: Sequence[Any], *, data: str, calibration: str
         echo(search.reference_warning)
 
     cut: list[str] = []
+    choices: list[dict[str, Any]] = []
 
     def out_of_time(what: str = "the exclusion search stopped") -> bool:
         """Whether the next step would overrun: less time is left than the longest candidate took so far (a budget
@@ -314,7 +354,11 @@ def tune(module: Any, input_specs: Sequence[Any], *, data: str, calibration: str
         return True
 
     try:
-        for name, recipe, runtime in candidate_recipes(runtimes, calibration_samples):
+        from mobilize.tune.prune import prune_recipes
+
+        recipes = candidate_recipes(runtimes, calibration_samples)
+        recipes += prune_recipes(prune, prune_finetune_steps, calibration_samples) if prune else []
+        for name, recipe, runtime in recipes:
             if out_of_time(f"{name} and later candidates not tried"):
                 break
             c = Candidate(name, recipe, runtime)
@@ -332,13 +376,25 @@ def tune(module: Any, input_specs: Sequence[Any], *, data: str, calibration: str
         if et_int8 and not et_int8[0].within_budget and not out_of_time():
             layers[et_int8[0].name] = _exclude_modules_greedily(search, et_int8[0], candidates, max_exclusions,
                                                                 out_of_time, echo)
+        if not out_of_time("ONNX Runtime's stock default not measured beside mobilize's choice"):
+            from mobilize.tune.stock import stock_reduce_range
+
+            choices = stock_reduce_range(search, candidates, Candidate, _try, echo)
     except KeyboardInterrupt:
         interrupted = True
         echo("interrupted: keeping the best candidate found so far")
 
-    winner, tie_with = _choose(candidates, search.samples[0], rounds, iterations, interrupted, echo)
+    from mobilize.tune.timing import best_threads, choose
+
+    winner, tie_with = choose(candidates, search.samples[0], rounds, iterations, interrupted, echo)
     result = TuneResult(candidates, winner, search.reference_top1, tie_with, layers, interrupted,
-                        time.perf_counter() - start, cut_short=cut, task=search.task.to_json())
+                        time.perf_counter() - start, cut_short=cut, choices=choices,
+                        task=search.task.to_json())
+    if winner is not None and thread_search and not interrupted and not out_of_time("no thread-count search"):
+        from mobilize.target import host_cpu
+
+        result.threads = best_threads(winner.path, search.samples[0], host_cpu().cores, rounds, iterations)
+        echo(result.threads["line"])
     if not interrupted and not out_of_time("no diagnosis of slow int8 candidates, no time profiles"):
         result.diagnoses = _diagnose(candidates, search, echo)
     if winner is not None:
@@ -453,67 +509,6 @@ def _exclude_modules_greedily(search: _Search, base: Candidate, candidates: list
         if c.within_budget:
             break
     return ranked
-
-
-def _choose(candidates: list[Candidate], sample: list, rounds: int, iterations: int, interrupted: bool,
-            echo: Callable[[str], None]) -> tuple[Candidate | None, list[str]]:
-    """Time every candidate within budget in interleaved rounds; the fastest wins; name a tie."""
-    from mobilize.accuracy.stats import ratio_ci
-
-    ok = [c for c in candidates if c.within_budget]
-    for c in candidates:
-        if c.lost is None and not c.within_budget and c.verdict is not None:
-            c.lost = f"{c.verdict.outcome}: {c.verdict.reason}"
-    if not ok:
-        return None, []
-    if len(ok) > 1:
-        try:
-            _time(ok, sample, 2 if interrupted else rounds, iterations, echo)
-        except KeyboardInterrupt:
-            echo("interrupted while timing: choosing on the rounds measured so far")
-    timed = [c for c in ok if c.latency_ms_p50 is not None] or ok
-    winner = min(timed, key=lambda c: c.latency_ms_p50 if c.latency_ms_p50 is not None else math.inf)
-    tie_with = []
-    for c in timed:
-        if c is winner:
-            continue
-        ci = ratio_ci(c.round_medians_ms, winner.round_medians_ms)
-        if c.latency_ms_p50 is None or not ci.significant:
-            tie_with.append(c.name)
-            c.lost = (f"tie: {winner.name} is {ci.ratio:.2f}x as fast (95% CI {ci.low:.2f}-{ci.high:.2f}, includes 1); "
-                      f"{winner.name} kept as the faster median")
-        else:
-            c.lost = f"slower: {winner.name} is {ci.ratio:.2f}x as fast (95% CI {ci.low:.2f}-{ci.high:.2f})"
-    return winner, tie_with
-
-
-def _time(cands: list[Candidate], sample: list, rounds: int, iterations: int, echo: Callable[[str], None]) -> None:
-    from mobilize.bench.harness import timed_loop
-    from mobilize.bench.rounds import schedule
-    from mobilize.runtimes.base import open_session
-
-    sessions, prepared = {}, {}
-    try:
-        for c in cands:
-            s = open_session(_artifact(c.path, None), threads=1)
-            sessions[c.name] = s
-            prepared[c.name] = s.prepare(sample)
-        echo(f"timing {len(cands)} candidate(s) within budget: {rounds} interleaved rounds of {iterations}")
-        got = schedule([c.name for c in cands], lambda n, k: timed_loop(sessions[n].run_prepared, prepared[n], k),
-                       rounds, iterations)
-    finally:
-        for s in sessions.values():
-            s.close()
-    for c in cands:
-        r = got[c.name]
-        c.round_medians_ms = [round(x, 4) for x in r.round_medians_ms]
-        c.latency_ms_p50 = statistics.median(r.round_medians_ms) if r.round_medians_ms else None
-
-
-def _artifact(path: Path, specs: Sequence[Any] | None) -> Any:
-    from mobilize.artifact import Artifact, format_for_path
-
-    return Artifact(path=Path(path), format=format_for_path(path), input_specs=list(specs or []))
 
 
 def _diagnose(candidates: list[Candidate], search: _Search, echo: Callable[[str], None]) -> list[dict[str, Any]]:

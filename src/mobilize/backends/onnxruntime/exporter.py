@@ -23,6 +23,7 @@ from mobilize.lowering.onnx_export import check_onnx_model
 from mobilize.accuracy.verify import Kind
 from mobilize.exporters.base import Expectation, Exporter
 from mobilize.context import Context
+from mobilize.target import CHOSE
 
 MIN_OPSET = 7
 
@@ -192,10 +193,16 @@ class OnnxExporter(Exporter):
         if not target.reduce_range:
             if self.config.reduce_range:
                 self.note(f"reduce_range on (7-bit weights) as configured; target {target.describe()} does not need it")
+            elif self.config.reduce_range is None:
+                self.note(f"reduce_range off (8-bit weights, ONNX Runtime's default), decided by the CPU feature: "
+                          f"{target.int8_feature()}")
             return bool(self.config.reduce_range)
         if self.config.reduce_range is None:
-            self.note(f"reduce_range on (7-bit weights): target {target.describe()} has no VNNI, and its U8S8 kernels "
-                      "saturate int16 sums of full 8-bit products; use --target x86-vnni or arm64 for such devices")
+            self.note(f"{CHOSE}reduce_range on (7-bit weights) where ONNX Runtime's quantize_static defaults to off, "
+                      f"decided by the CPU feature: {target.int8_feature()}; without VNNI ONNX Runtime's U8S8 kernels "
+                      "sum pairs of 8-bit products in int16 (vpmaddubsw), which saturates and costs accuracy with "
+                      "full 8-bit weights (mobilize tune measures the stock default beside it); use --target "
+                      "x86-vnni or arm64 for devices with int8 dot products")
             return True
         if not self.config.reduce_range:
             self.note(f"warning: reduce_range is off for target {target.describe()}, an x64 CPU without VNNI: U8S8 "

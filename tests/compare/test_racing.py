@@ -1,0 +1,134 @@
+"""Racing of compare's timed rounds (:mod:`mobilize.bench.racing`): on synthetic round times, deterministic
+(a fake clock and fixed per-round times), then one small real compare run's report.json."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import jsonschema
+
+from mobilize.bench.racing import Race
+from mobilize.bench.rounds import schedule
+
+
+class FakeMachine:
+    """Per-round medians from fixed sequences; each round advances a fake clock by ``round_s``."""
+
+    def __init__(self, medians_ms: dict[str, list[float]], round_s: float = 1.0, fail: dict[str, int] | None = None):
+        self.medians, self.round_s, self.fail = medians_ms, round_s, fail or {}
+        self.now, self.calls = 0.0, {n: 0 for n in medians_ms}
+
+    def clock(self) -> float:
+        return self.now
+
+    def run_round(self, name: str, n: int):
+        i = self.calls[name]
+        self.calls[name] += 1
+        if self.fail.get(name) == i:
+            return None
+        self.now += self.round_s / len(self.medians)
+        ms = self.medians[name][i % len(self.medians[name])]
+        return [int(ms * 1e6)] * n, int(ms * 1e6) * n
+
+    def race(self, candidates=None, min_rounds=3, budget_s=20.0):
+        names = list(self.medians)
+        race = Race(names, candidates or names, min_rounds, budget_s, clock=self.clock)
+        got = schedule(names, self.run_round, min_rounds, 5, warmup=0, settle_s=0.0, race=race)
+        return race.record, got
+
+
+NOISY = [1.0, 1.3, 0.9, 1.1, 1.25, 0.95]
+"""Round medians that move ~40% between rounds, as on the shared VM."""
+
+
+def test_a_clear_winner_separates_and_the_others_drop():
+    m = FakeMachine({"fast": NOISY, "slow": [2 * x for x in NOISY], "slower": [3.1 * x for x in NOISY[::-1]]})
+    rec, got = m.race()
+    assert rec.stopped == "separated" and rec.leader == "fast" and rec.contenders == ["fast"]
+    assert {d.name: (d.rule, d.after_round) for d in rec.dropped} == {"slow": ("race-separated", 3),
+                                                                       "slower": ("race-separated", 3)}
+    slow = next(d for d in rec.dropped if d.name == "slow")
+    assert slow.low > 1 and slow.low <= slow.ratio <= slow.high and "fast is" in slow.reason
+    assert rec.rounds == 3 and all(len(got[n].round_medians_ms) == 3 for n in got)
+    assert "separated" in rec.summary()
+
+
+def test_overlapping_variants_keep_racing_and_end_as_a_tie_when_the_budget_runs_out():
+    # a/b: the per-round ratio alternates 1.1, 1/1.1 -> the interval always contains 1; c is 3x slower
+    a = [1.0] * 6
+    b = [1.1, 1 / 1.1] * 3
+    m = FakeMachine({"a": a, "b": b, "c": [3.0 * x for x in NOISY]}, round_s=1.0)
+    rec, got = m.race(budget_s=12.0)
+    assert rec.stopped == "time-budget"
+    assert sorted(rec.contenders) == ["a", "b"] and rec.tied == [n for n in rec.contenders if n != rec.leader]
+    assert [(d.name, d.rule, d.after_round) for d in rec.dropped] == [("c", "race-separated", 3)]
+    # the budget stops it before a round would overrun: 12 rounds fit, c's share of the first 3 included
+    assert rec.elapsed_s <= 12.0 and rec.rounds >= 10
+    assert len(got["a"].round_medians_ms) == rec.rounds and len(got["c"].round_medians_ms) == 3
+    assert "a tie" in rec.summary()
+
+
+def test_the_budget_stops_the_fixed_rounds_too_and_a_non_candidate_is_not_raced():
+    m = FakeMachine({"a": [1.0] * 4, "b": [1.1, 1 / 1.1] * 2, "over": [0.1] * 4}, round_s=10.0)
+    rec, _ = m.race(candidates=["a", "b"], min_rounds=2, budget_s=5.0)
+    # the minimum rounds always run; after them the next round would overrun the budget
+    assert rec.rounds == 2 and rec.stopped == "time-budget" and rec.leader in ("a", "b")
+    assert [(d.name, d.rule) for d in rec.dropped] == [("over", "race-not-a-candidate")]  # fastest, but not OK
+
+
+def test_a_variant_that_stops_answering_leaves_the_race():
+    m = FakeMachine({"a": NOISY, "b": [1.05 * x for x in NOISY[1:] + NOISY[:1]]}, fail={"b": 1})
+    rec, _ = m.race()
+    assert rec.stopped == "alone" and rec.leader == "a"
+    assert [(d.name, d.rule, d.after_round) for d in rec.dropped] == [("b", "race-failed", 2)]
+
+
+def test_recommend_takes_the_race_leader_and_prints_the_estimator_inside_its_interval():
+    from mobilize.compare.results import VariantResult
+    from mobilize.compare.runner import recommend
+    from mobilize.outcome import Outcome
+
+    m = FakeMachine({"fast": NOISY, "slow": [2 * x for x in NOISY]})
+    rec, got = m.race()
+    results = []
+    for name, rt in got.items():
+        r = VariantResult(name, outcome=Outcome.OK)
+        r.latency, r.latency_ms_round_medians = rt.stats().to_json(), rt.round_medians_ms
+        results.append(r)
+    out = recommend(results, rec)
+    assert out["name"] == "fast" and out["tied"] == [] and "race-separated" in out["reason"]
+    ratio = float(out["reason"].split("; ")[1].split("x as fast")[0])
+    low, high = (float(x) for x in out["reason"].split("95% CI ")[1].split(",")[0].split("-"))
+    assert low <= ratio <= high and math.isclose(ratio, 2.0, rel_tol=0.01)
+
+
+def test_compare_report_keeps_the_race(run_cli, tmp_path):
+    from mobilize.report.json_report import schema
+
+    (tmp_path / "plan.yaml").write_text("name: race\nvariants:\n  - {name: eager-fp32}\n"
+                                        "  - {name: slowed, passes: ['tests.compare_plugins:SlowDown']}\n")
+    out = tmp_path / "out"
+    code, stdout, err = run_cli("compare", "zoo:conv_bn_relu", "--plan", tmp_path / "plan.yaml",
+                                "--input_dims", "1,3,16,16", "--data", "sample-photos:8", "--accuracy-samples", "8", "--iter", "6", "--rounds", "3",
+                                "--time-budget", "5", "--threads", "1", "--timeout", "120", "-o", out)
+    assert code == 0, err
+    report = json.loads((out / "report.json").read_text())
+    jsonschema.validate(report, schema())
+    race = report["racing"]
+    assert race["min_rounds"] == 3 and race["time_budget_s"] == 5 and "geometric mean" in race["estimator"]
+    assert race["stopped"] == "separated" and race["leader"] == "eager-fp32", race
+    assert [(d["name"], d["rule"]) for d in race["dropped"]] == [("slowed", "race-separated")]
+    assert report["recommended"]["name"] == "eager-fp32" and "race-separated" in report["recommended"]["reason"]
+    assert "racing: " in stdout and "separated from every other OK variant" in stdout
+
+
+def test_the_summary_repeats_what_mobilize_chose_once():
+    from mobilize.report.terminal import summary_lines
+
+    note = ("onnx: mobilize chose: reduce_range on (7-bit weights) where ONNX Runtime's quantize_static defaults to "
+            "off, decided by the CPU feature: --target x86-avx2 (an x86-64 CPU without VNNI: none of avx512_vnni)")
+    variants = [{"name": n, "outcome": "OK", "notes": [note], "latency_ms_p50": 1.0} for n in ("a-int8", "b-int8")]
+    lines = summary_lines({"variants": variants, "recommended": None})
+    chose = [ln for ln in lines if "mobilize chose" in ln]
+    assert chose == [note.split("onnx: ")[1] + " [a-int8, b-int8]"]

@@ -81,7 +81,10 @@ class FrameConverter:
             # Nearest: one affine per channel from the raw samples straight to output units,
             # clipped to the 0..255 gamut expressed in output units.
             scale = plan.matrix * plan.gain[:, None]
-            bias = plan.offset - scale @ plan.source_offset
+            # Written out, not `scale @ source_offset`: the C++ twin (native/cpp/camera_convert.h)
+            # sums in this order, so the two agree to the bit.
+            so = plan.source_offset
+            bias = plan.offset - (scale[:, 0] * so[0] + scale[:, 1] * so[1] + scale[:, 2] * so[2])
             bounds = np.stack([plan.offset, 255.0 * plan.gain + plan.offset], axis=1)
             self._terms = [[(k, f32(s)) for k, s in enumerate(row) if s != 0.0] for row in scale]
             self._bias = [f32(b) for b in bias]

@@ -51,6 +51,13 @@ def add_parser(sub) -> None:
                    help="after the benchmark, time every op of a .pte/.bpte (ETDump) or .onnx (ONNX Runtime profiler) "
                         "file: the share of time inside vs outside the delegate, and a WARNING when a few ops "
                         "outside it dominate")
+    p.add_argument("--frames", metavar="LAYOUT:WxH[:ROT]",
+                   help="time camera frame -> model input -> inference -> top-k, each stage: nv21, nv12, i420, rgb "
+                        "or bgr frames of WxH, rotated ROT degrees clockwise, e.g. nv21:1920x1080:90")
+    p.add_argument("--frames-from", metavar="PATH",
+                   help="with --frames: a raw frame file or a folder of them (default: a synthetic moving pattern)")
+    p.add_argument("--frame-resize", choices=["nearest", "bilinear"], default="nearest",
+                   help="with --frames: how the centre crop is scaled to the model's input (default nearest)")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON")
     p.add_argument("--from-log", metavar="FILE",
                    help="do not run: read one speed_benchmark_torch output (a phone's, e.g. from nnapi_benchmark.sh) "
@@ -89,7 +96,22 @@ def run(args: argparse.Namespace) -> int:
         from mobilize.cli._bench_profile import check as check_profile
 
         check_profile(reference)
-    if args.native:
+    if args.frames_from and not args.frames:
+        raise ConfigError("--frames-from needs --frames LAYOUT:WxH", hint="e.g. --frames nv21:1920x1080")
+    if args.frames:
+        from mobilize.camera.frames import parse_frame_spec
+
+        frame_spec = parse_frame_spec(args.frames)
+        if args.profile:
+            raise ConfigError("--profile times the model alone; leave out --frames or --profile")
+        from functools import partial
+
+        if args.native:
+            from mobilize.native.frames import bench_native_frames as frames_bench
+        else:
+            from mobilize.camera.bench import bench_frames as frames_bench
+        bench = partial(frames_bench, spec=frame_spec, source=args.frames_from, resize=args.frame_resize)
+    elif args.native:
         from mobilize.native.runner import bench_native as bench
     report = bench(reference, BenchConfig(
         warmup=args.warmup, iterations=args.iter, report_pep=args.report_pep, runtime=args.runtime, threads=threads,
@@ -101,6 +123,10 @@ def run(args: argparse.Namespace) -> int:
         for i, out in enumerate(outputs):
             print(f"Output {i}: {out}")
     print(format_stats(report))
+    if "frames" in report:
+        from mobilize.camera.bench import format_stages
+
+        print(format_stages(report))
     if args.profile:
         from mobilize.cli._bench_profile import add_profile
 

@@ -194,7 +194,10 @@ def format_stages(report: dict[str, Any]) -> str:
              "  stage      p50 ms   mean ms   share"]
     for name, s in f["stages"].items():
         lines.append(f"  {name:<8} {s['latency_ms_p50']:8.3f}  {s['latency_ms_mean']:8.3f}  {s['share_pct']:5.1f}%")
-    lines.append(f"  feed {'shares the converter buffer (no copy, no transpose)' if f['feed_shares_buffer'] else 'copies'}")
+    if "feed" not in f["stages"]:
+        lines.append("  the converter writes the program's input tensor in place (native: no feed stage)")
+    else:
+        lines.append(f"  feed {'reads the converter buffer (no copy, no transpose)' if f['feed_shares_buffer'] else 'copies'}")
     top = ", ".join(f"{c} ({v:.3f})" for c, v in f["first_frame_top_k"])
     lines.append(f"  top-{len(f['first_frame_top_k'])} of the first frame: {top}")
     return "\n".join(lines)

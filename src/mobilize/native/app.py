@@ -22,7 +22,10 @@ from mobilize.errors import BackendUnavailableError
 from mobilize.sources.inputs import InputSpec, make_random_inputs
 
 APP_SOURCES = {"torch": "app_torch.cpp", "executorch": "app_executorch.cpp"}
-APP_HEADERS = {"torch": ("tensor_file.h",), "executorch": ("tensor_file.h", "bpte.h")}
+APP_HEADERS = {"torch": ("tensor_file.h",),
+               "executorch": ("tensor_file.h", "bpte.h", "camera_convert.h", "frame_loop.h")}
+FRAME_SPEC = "nv21:640x480"
+"""The camera frame an ExecuTorch app is emitted with (``frame.nv21``, run by ``app --frame``)."""
 PROJECT = "app"
 
 
@@ -98,7 +101,8 @@ def emit_app(path: Path, fmt: Format, folder: Path, spec: InputSpec, *, data: st
                   APP_HEADERS[family])
     sample, input_source = _sample(spec, data, seed)
     (folder / "input.raw").write_bytes(sample.float().contiguous().numpy().tobytes())
-    (folder / "model_info.h").write_text(_model_info(model, fmt, folder / "input.raw", spec))
+    frame_config = _write_frame(folder, spec, sample) if family == "executorch" else None
+    (folder / "model_info.h").write_text(_model_info(model, fmt, folder / "input.raw", spec, frame_config))
     app = EmittedApp(folder, model, str(fmt), input_source)
     (folder / "README.md").write_text(_readme(app, path.resolve(), spec))
     return app
@@ -113,11 +117,47 @@ def _sample(spec: InputSpec, data: str | None, seed: int):
     return make_random_inputs([spec], seed)[0], f"random-with-seed:{seed}"
 
 
+def _write_frame(folder: Path, spec: InputSpec, sample) -> str | None:
+    """``frame.nv21`` (640x480): the input sample, upscaled by a whole factor into the centre of the frame
+    (the converter's centre crop gets it back), else a synthetic scene; returns the converter's config line.
+    None for an input that is not one (1,3,H,W) image."""
+    import numpy as np
+    from PIL import Image
+
+    from mobilize.camera import IMAGENET_MEAN, IMAGENET_STD
+    from mobilize.camera.encode import encode_frame, moving_pattern
+    from mobilize.camera.frames import frame_config_for, native_config, parse_frame_spec
+
+    frame_spec = parse_frame_spec(FRAME_SPEC)
+    shape = spec.shape
+    if len(shape) != 4 or shape[:2] != (1, 3) or shape[2] > frame_spec.height or shape[3] > frame_spec.height:
+        return None
+    cfg = frame_config_for(frame_spec, spec)
+    if spec.dtype == "float":
+        x = sample[0].float().permute(1, 2, 0).numpy() * np.array(IMAGENET_STD) + np.array(IMAGENET_MEAN)
+        image = np.clip(np.round(x * 255), 0, 255).astype(np.uint8)
+        k = min(frame_spec.height // shape[2], frame_spec.width // shape[3])
+        big = np.asarray(Image.fromarray(image).resize((shape[3] * k, shape[2] * k), Image.NEAREST))
+        rgb = np.zeros((frame_spec.height, frame_spec.width, 3), np.uint8)
+        top, left = (frame_spec.height - big.shape[0]) // 2, (frame_spec.width - big.shape[1]) // 2
+        rgb[top:top + big.shape[0], left:left + big.shape[1]] = big
+    else:
+        rgb = moving_pattern(frame_spec.height, frame_spec.width, 0)
+    (folder / "frame.nv21").write_bytes(encode_frame(rgb, cfg.layout))
+    return native_config(cfg)
+
+
 def _c_string(text: str) -> str:
     return '"' + re.sub(r'(["\\])', r"\\\1", text) + '"'
 
 
-def _model_info(model: Path, fmt: Format, raw: Path, spec: InputSpec) -> str:
+def _model_info(model: Path, fmt: Format, raw: Path, spec: InputSpec, frame_config: str | None = None) -> str:
+    frame = [
+        f"#define MOBILIZE_FRAME_PATH {_c_string(str(raw.with_name('frame.nv21')) if frame_config else '')}",
+        "// The camera stream: frame geometry, resize and normalization (key=value, camera_convert.h); the output",
+        "// size, layout and dtype come from the program's declared input.",
+        f"#define MOBILIZE_FRAME_CONFIG {_c_string(frame_config or '')}",
+    ]
     return "\n".join([
         "// Written by mobilize optimize --emit-app: what this app loads when run with no arguments.",
         "#pragma once",
@@ -125,6 +165,7 @@ def _model_info(model: Path, fmt: Format, raw: Path, spec: InputSpec) -> str:
         f"#define MOBILIZE_INPUT_PATH {_c_string(str(raw))}",
         f"#define MOBILIZE_INPUT_DIMS {{{', '.join(str(d) for d in spec.shape)}}}",
         f"#define MOBILIZE_LITE {1 if fmt == 'lite' else 0}",
+        *frame,
         "",
     ])
 

@@ -35,7 +35,7 @@ from typing import Callable, Iterator
 from mobilize.errors import BackendUnavailableError, ConfigError
 
 CPP_DIR = Path(__file__).parent / "cpp"
-SHARED_HEADERS = ("tensor_file.h", "bench_common.h", "bpte.h")
+SHARED_HEADERS = ("tensor_file.h", "bench_common.h", "bpte.h", "camera_convert.h", "frame_loop.h")
 """Headers every native program may include; copied next to its source."""
 LIB_SUFFIX = ".dylib" if sys.platform == "darwin" else ".so"
 

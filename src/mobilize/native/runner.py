@@ -51,6 +51,8 @@ class NativeRun:
     outputs: list
     lines: list[str]
     """The human lines (speed_benchmark_torch's), in order."""
+    machine: list[str] = dataclasses.field(default_factory=list)
+    """Every ``#mobilize`` line, prefix stripped (what a mode of its own, like ``--frame_config``, adds)."""
 
 
 def native_target(reference: str, runtime: str | None = None, trust_pickle: bool = False):
@@ -248,4 +250,4 @@ def _parse(machine: list[str], lines: list[str], outputs: list) -> NativeRun:
         raise InternalError("the native benchmark printed no timings")
     return NativeRun(times, int(summary["loop_ns"]), int(summary["load_ns"]), int(summary["first_run_ns"]),
                      int(summary["peak_rss_kb"]), int(summary["loop_minor_faults"]), int(summary["threads"]), inputs,
-                     backends, outputs, lines)
+                     backends, outputs, lines, machine)

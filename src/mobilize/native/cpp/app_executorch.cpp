@@ -3,8 +3,10 @@
 // outputs and the latency.  Start your own app from here.
 //
 //   ./build/app [MODEL.pte|MODEL.bpte] [INPUT.raw]
-//   (defaults: the artifact and input this project was emitted for, see model_info.h)
+//   ./build/app --frame [FRAME.nv21] [--iter N] [MODEL.pte]   camera frame -> top-5, each stage timed
+//   (defaults: the artifact, input and frame this project was emitted for, see model_info.h)
 #include "bpte.h"
+#include "frame_loop.h"
 #include "model_info.h"
 #include "tensor_file.h"
 
@@ -26,9 +28,54 @@
 using executorch::extension::module::Module;
 namespace et = executorch::runtime;
 
+// A camera frame, converted into the program's input buffer (allocated once, in its dim order), run,
+// answered: top-5, each stage's median and share, and speed_benchmark_torch's summary line.
+int run_frames(Module& module, const std::string& model_path, const std::string& frame_path, int64_t iterations) {
+  namespace fr = mobilize::frames;
+  if (std::string(MOBILIZE_FRAME_CONFIG).empty())
+    throw std::invalid_argument("this app was emitted for an input that is not one (1,3,H,W) image: no frame mode");
+  fr::FrameInput input = fr::make_frame_input(module, "forward", mobilize::camera::parse_frame_config(MOBILIZE_FRAME_CONFIG));
+  mobilize::camera::FrameConverter conv(input.config);
+  std::vector<std::vector<uint8_t>> frames = fr::read_frames(frame_path, conv.frame_nbytes());
+  fr::StageTimes st = fr::run_frames(module, "forward", conv, input, frames, 5, iterations);
+  const auto& c = input.config;
+  std::printf("model: %s\nframe: %s (%dx%d, rotation %d -> %dx%d %s %s, %s)\n", model_path.c_str(), frame_path.c_str(),
+              c.width, c.height, c.rotation, c.out_h, c.out_w, c.nhwc ? "nhwc" : "nchw",
+              c.uint8_output ? "uint8" : "float32", c.bilinear ? "bilinear" : "nearest");
+  for (size_t i = 0; i < st.first_top.size(); ++i)
+    std::printf("  #%zu  class %lld  score %.4f\n", i + 1, (long long)st.first_top[i].first, st.first_top[i].second);
+  std::printf("top-1: %lld\n", (long long)st.first_top[0].first);
+  std::vector<int64_t> stages(st.total.size());
+  for (size_t i = 0; i < stages.size(); ++i) stages[i] = st.convert[i] + st.infer[i] + st.answer[i];
+  std::printf("stage      p50 ms   share\n");
+  const std::pair<const char*, const std::vector<int64_t>*> rows[] = {
+      {"convert", &st.convert}, {"infer", &st.infer}, {"answer", &st.answer}};
+  for (const auto& row : rows)
+    std::printf("%-8s %8.3f  %5.1f%%\n", row.first, fr::median_ms(*row.second), fr::share_pct(*row.second, stages));
+  std::printf("frame to answer: p50 %.3f ms over %zu frames\n", fr::median_ms(st.total), st.total.size());
+  double us = static_cast<double>(st.loop_ns) / 1e3 / static_cast<double>(st.total.size());
+  std::printf("Main run finished. Microseconds per iter: %.3f. Iters per second: %.3f\n", us, 1e6 / us);
+  return 0;
+}
+
 int main(int argc, char** argv) {
-  const std::string model_path = argc > 1 ? argv[1] : MOBILIZE_MODEL_PATH;
-  const std::string raw_path = argc > 2 ? argv[2] : "";
+  std::vector<std::string> positional;
+  std::string frame_path;
+  bool frame_mode = false;
+  int64_t iterations = 50;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--frame") {
+      frame_mode = true;
+      if (i + 1 < argc && argv[i + 1][0] != '-') frame_path = argv[++i];
+    } else if (arg == "--iter" && i + 1 < argc) {
+      iterations = std::max<int64_t>(1, std::atoll(argv[++i]));
+    } else {
+      positional.push_back(arg);
+    }
+  }
+  const std::string model_path = positional.size() > 0 ? positional[0] : MOBILIZE_MODEL_PATH;
+  const std::string raw_path = positional.size() > 1 ? positional[1] : "";
   try {
     et::runtime_init();
     std::vector<uint8_t> file = mobilize::read_file_bytes(model_path);
@@ -46,6 +93,7 @@ int main(int argc, char** argv) {
       module = std::make_unique<Module>(model_path);
     }
     if (module->load_method("forward") != et::Error::Ok) throw std::runtime_error("cannot load " + model_path);
+    if (frame_mode) return run_frames(*module, model_path, frame_path.empty() ? MOBILIZE_FRAME_PATH : frame_path, iterations);
 
     // One input: the bundled one (a .bpte), else a raw row-major float32 file.
     mobilize::RawTensor input;

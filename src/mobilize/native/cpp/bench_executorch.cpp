@@ -11,6 +11,9 @@
 //   #mobilize times_ns 811234 809876 ...
 //
 // --describe_inputs prints what the program declares ("#mobilize declared ...") and exits.
+// --frame_config "key=value ..." --frame_file F: camera frames (F holds one or more back to back) are
+// converted into the input buffer (camera_convert.h), run and answered (top-5) per iteration, and each
+// stage is timed ("#mobilize stage_ns convert|infer|answer ...").
 #include <executorch/extension/data_loader/buffer_data_loader.h>
 #include <executorch/extension/module/module.h>
 #include <executorch/extension/tensor/tensor.h>
@@ -25,6 +28,7 @@
 
 #include "bench_common.h"
 #include "bpte.h"
+#include "frame_loop.h"
 
 // The wheel ships libexecutorch_threadpool.so but not its header: its two entry points used here.
 namespace executorch::extension::threadpool {
@@ -144,6 +148,46 @@ void describe(const et::MethodMeta& meta) {
   }
 }
 
+void print_stage(const char* name, const std::vector<int64_t>& ns) {
+  std::printf("#mobilize stage_ns %s", name);
+  for (int64_t t : ns) std::printf(" %lld", static_cast<long long>(t));
+  std::printf("\n");
+}
+
+int bench_frames(Module& module, const std::string& method, mobilize::Flags& flags, int64_t load_ns, int threads) {
+  namespace fr = mobilize::frames;
+  fr::FrameInput input;
+  try {
+    input = fr::make_frame_input(module, method, mobilize::camera::parse_frame_config(flags.str("frame_config")));
+  } catch (const std::invalid_argument& e) {
+    throw mobilize::UsageError(e.what());
+  }
+  mobilize::camera::FrameConverter conv(input.config);
+  std::vector<std::vector<uint8_t>> frames = fr::read_frames(flags.str("frame_file"), conv.frame_nbytes());
+  int64_t iterations = flags.integer("iter");
+  if (iterations < 1) throw mobilize::UsageError("--iter must be at least 1");
+  std::printf("Starting benchmark.\nRunning warmup runs.\nMain runs.\n");
+  std::fflush(stdout);
+  fr::StageTimes st = fr::run_frames(module, method, conv, input, frames, flags.integer("warmup"), iterations);
+  mobilize::LoopTimes times;
+  times.ns = st.total;
+  times.loop_ns = st.loop_ns;
+  mobilize::report(times, flags.boolean("report_pep"), load_ns, st.first_run_ns, threads);
+  print_stage("convert", st.convert);
+  print_stage("infer", st.infer);
+  print_stage("answer", st.answer);
+  std::printf("#mobilize frame_input layout=%s dtype=%s\n", input.config.nhwc ? "nhwc" : "nchw",
+              input.config.uint8_output ? "uint8" : "float32");
+  std::printf("#mobilize first_top_k");
+  for (const auto& p : st.first_top) std::printf(" %lld:%.9g", static_cast<long long>(p.first), p.second);
+  std::printf("\n");
+  if (!flags.str("output_file").empty()) {  // the outputs of the last frame
+    std::vector<et::EValue> args{et::EValue(*input.tensor)};
+    mobilize::write_tensor_file(flags.str("output_file"), to_raw(check(module.execute(method, args), "running")));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -151,6 +195,8 @@ int main(int argc, char** argv) {
     auto defaults = mobilize::common_flag_defaults();
     defaults["describe_inputs"] = "false";
     defaults["method"] = "forward";
+    defaults["frame_config"] = "";
+    defaults["frame_file"] = "";
     auto booleans = mobilize::common_booleans();
     booleans.push_back("describe_inputs");
     mobilize::Flags flags(argc, argv, defaults, booleans);
@@ -200,6 +246,9 @@ int main(int argc, char** argv) {
       describe(meta);
       return 0;
     }
+
+    if (!flags.str("frame_config").empty()) return bench_frames(*module, method, flags, load_ns,
+                                                                static_cast<int>(pool->get_thread_count()));
 
     std::vector<RawTensor> raws;
     if (flags.boolean("no_inputs")) {

@@ -135,62 +135,91 @@ class FrameConverter {
         planes[1] = chroma; planes[2] = chroma + 1;
       }
     }
-    if (taps_ == 1) nearest(planes, out); else bilinear(planes, out);
+    run(planes, out);
   }
 
  private:
-  struct Term { int k; float s; bool unit; };
   FrameConfig cfg_;
   int n_ = 0, taps_ = 1, stride_ = 0, chroma_stride_ = 0;
   size_t frame_nbytes_ = 0, last_row_padding_ = 0;
-  std::vector<int32_t> off_luma_[4], off_chroma_[4];  // per tap: offsets into plane 0, planes 1 and 2
-  std::vector<float> blend_[4][3];                     // bilinear: per tap and channel, weight x gain
-  std::vector<Term> terms_[3];
+  // Where a pixel reads is separable whatever the rotation: offset = part(output row) + part(output
+  // column), for plane 0 (luma) and planes 1, 2 (chroma), per axis tap; so are the bilinear weights.
+  // Small per-axis tables stay in L1 where per-pixel ones (4 taps x 3 channels) streamed from memory.
+  std::vector<int32_t> row_luma_[2], row_chroma_[2], col_luma_[2], col_chroma_[2];
+  std::vector<double> row_w_[2], col_w_[2];
+  double gain_[3] = {1.0, 1.0, 1.0};
+  float coef_[3][3];   // per output channel, the three source planes' coefficients in summation order
+  int order_[3][3];    // bilinear: which plane each coefficient multiplies
   float bias_[3], lo_[3], hi_[3], offset_[3], source_offset_[3];
   bool clip_ = false;
 
-  void write(void* out, int c, int p, float v) const {
-    size_t i = cfg_.nhwc ? static_cast<size_t>(p) * 3 + c : static_cast<size_t>(c) * n_ + p;
-    if (cfg_.uint8_output) static_cast<uint8_t*>(out)[i] = static_cast<uint8_t>(v);  // v >= 0.5: truncation rounds
+  // The per-frame loops, instantiated per output kind so the inner loop has no branches on it.
+  template <bool NHWC, bool U8>
+  void store(void* out, int c, int p, float v) const {
+    size_t i = NHWC ? static_cast<size_t>(p) * 3 + c : static_cast<size_t>(c) * n_ + p;
+    if (U8) static_cast<uint8_t*>(out)[i] = static_cast<uint8_t>(v);  // v >= 0.5: truncation rounds
     else static_cast<float*>(out)[i] = v;
   }
 
-  void nearest(const uint8_t* const* planes, void* out) const {
-    const int32_t* a = off_luma_[0].data();
-    const int32_t* b = off_chroma_[0].data();
-    for (int p = 0; p < n_; ++p) {
-      float x[3] = {static_cast<float>(planes[0][a[p]]), static_cast<float>(planes[1][b[p]]),
-                    static_cast<float>(planes[2][b[p]])};
-      for (int c = 0; c < 3; ++c) {
-        const std::vector<Term>& t = terms_[c];
-        float d = x[t[0].k] * t[0].s;
-        for (size_t i = 1; i < t.size(); ++i) d = d + x[t[i].k] * t[i].s;
-        d = d + bias_[c];
-        if (clip_) d = std::min(std::max(d, lo_[c]), hi_[c]);
-        write(out, c, p, d);
+  template <bool NHWC, bool U8, bool CLIP>
+  void nearest_loop(const uint8_t* const* planes, void* out) const {
+    const int32_t* cl = col_luma_[0].data();
+    const int32_t* cc = col_chroma_[0].data();
+    for (int i = 0, p = 0; i < cfg_.out_h; ++i) {
+      const uint8_t* p0 = planes[0] + row_luma_[0][i];
+      const uint8_t* p1 = planes[1] + row_chroma_[0][i];
+      const uint8_t* p2 = planes[2] + row_chroma_[0][i];
+      for (int j = 0; j < cfg_.out_w; ++j, ++p) {
+        const float x[3] = {static_cast<float>(p0[cl[j]]), static_cast<float>(p1[cc[j]]),
+                            static_cast<float>(p2[cc[j]])};
+        for (int c = 0; c < 3; ++c) {
+          // converter.py's float32 operations in its order; a zero coefficient adds +0, which changes nothing
+          float d = x[0] * coef_[c][0] + x[1] * coef_[c][1] + x[2] * coef_[c][2];
+          d = d + bias_[c];
+          if (CLIP) d = std::min(std::max(d, lo_[c]), hi_[c]);
+          store<NHWC, U8>(out, c, p, d);
+        }
       }
     }
   }
 
-  void bilinear(const uint8_t* const* planes, void* out) const {
-    for (int p = 0; p < n_; ++p) {
-      float acc[3] = {0.f, 0.f, 0.f};
-      for (int t = 0; t < taps_; ++t) {
-        int32_t a = off_luma_[t][p], b = off_chroma_[t][p];
-        float x[3] = {static_cast<float>(planes[0][a]) - source_offset_[0],
-                      static_cast<float>(planes[1][b]) - source_offset_[1],
-                      static_cast<float>(planes[2][b]) - source_offset_[2]};
-        for (int c = 0; c < 3; ++c) {
-          const std::vector<Term>& terms = terms_[c];
-          float d = terms[0].unit ? x[terms[0].k] : x[terms[0].k] * terms[0].s;
-          for (size_t i = 1; i < terms.size(); ++i) d = d + (terms[i].unit ? x[terms[i].k] : x[terms[i].k] * terms[i].s);
-          if (clip_) d = std::min(std::max(d, 0.f), 255.f);
-          d = d * blend_[t][c][p];
-          acc[c] = t == 0 ? d : acc[c] + d;
+  template <bool NHWC, bool U8, bool CLIP>
+  void bilinear_loop(const uint8_t* const* planes, void* out) const {
+    for (int i = 0, p = 0; i < cfg_.out_h; ++i) {
+      for (int j = 0; j < cfg_.out_w; ++j, ++p) {
+        float acc[3] = {0.f, 0.f, 0.f};
+        for (int ti = 0, t = 0; ti < 2; ++ti) {
+          for (int tj = 0; tj < 2; ++tj, ++t) {  // taps in Python's order: row tap outer, column tap inner
+            const int32_t a = row_luma_[ti][i] + col_luma_[tj][j], b = row_chroma_[ti][i] + col_chroma_[tj][j];
+            const float x[3] = {static_cast<float>(planes[0][a]) - source_offset_[0],
+                                static_cast<float>(planes[1][b]) - source_offset_[1],
+                                static_cast<float>(planes[2][b]) - source_offset_[2]};
+            // Python's blend table: float32(float32(w_row * w_col) * gain), rounded the same way here.
+            const double w = static_cast<double>(static_cast<float>(row_w_[ti][i] * col_w_[tj][j]));
+            for (int c = 0; c < 3; ++c) {
+              // converter.py's order: scaled terms, then unit ones (x * 1 is x), then zero ones (adding +-0)
+              const int* o = order_[c];
+              float d = x[o[0]] * coef_[c][0] + x[o[1]] * coef_[c][1] + x[o[2]] * coef_[c][2];
+              if (CLIP) d = std::min(std::max(d, 0.f), 255.f);
+              d = d * static_cast<float>(w * gain_[c]);
+              acc[c] = t == 0 ? d : acc[c] + d;
+            }
+          }
         }
+        for (int c = 0; c < 3; ++c) store<NHWC, U8>(out, c, p, acc[c] + offset_[c]);
       }
-      for (int c = 0; c < 3; ++c) write(out, c, p, acc[c] + offset_[c]);
     }
+  }
+
+  template <bool NHWC, bool U8>
+  void dispatch(const uint8_t* const* planes, void* out) const {
+    if (taps_ == 1) clip_ ? nearest_loop<NHWC, U8, true>(planes, out) : nearest_loop<NHWC, U8, false>(planes, out);
+    else clip_ ? bilinear_loop<NHWC, U8, true>(planes, out) : bilinear_loop<NHWC, U8, false>(planes, out);
+  }
+
+  void run(const uint8_t* const* planes, void* out) const {
+    if (cfg_.nhwc) cfg_.uint8_output ? dispatch<true, true>(planes, out) : dispatch<true, false>(planes, out);
+    else cfg_.uint8_output ? dispatch<false, true>(planes, out) : dispatch<false, false>(planes, out);
   }
 
   struct Axis { std::vector<int> pos[2]; std::vector<double> w[2]; int taps; };
@@ -249,30 +278,30 @@ class FrameConverter {
     const int top = (rot_h - crop_h) / 2, left = (rot_w - crop_w) / 2;
     n_ = c.out_h * c.out_w;
     Axis rows = axis(c.out_h, top, crop_h), cols = axis(c.out_w, left, crop_w);
-    const int step = c.layout == Layout::I420 ? 1 : 2;
-    taps_ = 0;
-    for (int ti = 0; ti < rows.taps; ++ti) {
-      for (int tj = 0; tj < cols.taps; ++tj, ++taps_) {
-        std::vector<int32_t>& luma = off_luma_[taps_];
-        std::vector<int32_t>& chroma = off_chroma_[taps_];
-        std::vector<float> weights;
-        for (int i = 0; i < c.out_h; ++i) {
-          for (int j = 0; j < c.out_w; ++j) {
-            int ri = rows.pos[ti][i], rj = cols.pos[tj][j], r = ri, q = rj;  // rotated -> source (row, col)
-            if (c.rotation == 90) { r = c.height - 1 - rj; q = ri; }
-            else if (c.rotation == 180) { r = c.height - 1 - ri; q = c.width - 1 - rj; }
-            else if (c.rotation == 270) { r = rj; q = c.width - 1 - ri; }
-            if (yuv) {
-              luma.push_back(r * stride_ + q);
-              chroma.push_back((r / 2) * chroma_stride_ + (q / 2) * step);
-            } else {
-              luma.push_back(r * stride_ + q * 3);
-              chroma.push_back(r * stride_ + q * 3);
-            }
-            if (c.bilinear) weights.push_back(static_cast<float>(rows.w[ti][i] * cols.w[tj][j]));
-          }
-        }
-        if (c.bilinear) blend_[taps_][0].swap(weights);  // scaled by the gains below
+    const int step = c.layout == Layout::I420 ? 1 : 2, px = yuv ? 1 : 3;
+    // Each rotated axis lands on one source axis: 'r' (source row) or 'q' (source column), maybe flipped.
+    const bool i_is_row = c.rotation == 0 || c.rotation == 180, i_flip = c.rotation == 180 || c.rotation == 270;
+    const bool j_flip = c.rotation == 90 || c.rotation == 180;
+    auto part = [&](bool source_row, int v, bool chroma) -> int32_t {
+      if (!yuv) return source_row ? v * stride_ : v * 3;
+      if (!chroma) return source_row ? v * stride_ : v * px;
+      return source_row ? (v / 2) * chroma_stride_ : (v / 2) * step;
+    };
+    taps_ = rows.taps * cols.taps;
+    for (int t = 0; t < rows.taps; ++t) {
+      for (int i = 0; i < c.out_h; ++i) {
+        int v = rows.pos[t][i];
+        if (i_flip) v = (i_is_row ? c.height : c.width) - 1 - v;  // 180: h-1-ri (row); 270: w-1-ri (column)
+        row_luma_[t].push_back(part(i_is_row, v, false));
+        row_chroma_[t].push_back(part(i_is_row, v, true));
+        if (c.bilinear) row_w_[t].push_back(rows.w[t][i]);
+      }
+      for (int j = 0; j < c.out_w; ++j) {
+        int v = cols.pos[t][j];
+        if (j_flip) v = (i_is_row ? c.width : c.height) - 1 - v;  // 90: h-1-rj (row); 180: w-1-rj (column)
+        col_luma_[t].push_back(part(!i_is_row, v, false));
+        col_chroma_[t].push_back(part(!i_is_row, v, true));
+        if (c.bilinear) col_w_[t].push_back(cols.w[t][j]);
       }
     }
     colour(yuv);
@@ -308,31 +337,23 @@ class FrameConverter {
     for (int r = 0; r < 3; ++r) {
       offset_[r] = static_cast<float>(offset[r]);
       source_offset_[r] = static_cast<float>(so[r]);
-      terms_[r].clear();
       if (taps_ == 1) {  // nearest: samples straight to output units, clipped to the gamut in output units
         double s[3] = {m[r][0] * gain[r], m[r][1] * gain[r], m[r][2] * gain[r]};
-        for (int k = 0; k < 3; ++k)
-          if (s[k] != 0.0) terms_[r].push_back({k, static_cast<float>(s[k]), false});
+        for (int k = 0; k < 3; ++k) coef_[r][k] = static_cast<float>(s[k]);
         bias_[r] = static_cast<float>(offset[r] - (s[0] * so[0] + s[1] * so[1] + s[2] * so[2]));
         lo_[r] = static_cast<float>(offset[r]);
         hi_[r] = static_cast<float>(255.0 * gain[r] + offset[r]);
-      } else {  // bilinear: colour in pixel units; scaled terms first, unit terms become plain adds
-        for (int unit = 0; unit < 2; ++unit)
+      } else {  // bilinear: colour in pixel units; scaled terms first, then unit terms (plain adds in Python)
+        int n = 0;
+        for (int kind = 0; kind < 3; ++kind)  // 0: scaled, 1: unit, 2: zero
           for (int k = 0; k < 3; ++k)
-            if (m[r][k] != 0.0 && (m[r][k] == 1.0) == (unit == 1))
-              terms_[r].push_back({k, static_cast<float>(m[r][k]), unit == 1});
+            if ((m[r][k] == 0.0 ? 2 : m[r][k] == 1.0 ? 1 : 0) == kind) {
+              order_[r][n] = k;
+              coef_[r][n++] = static_cast<float>(m[r][k]);
+            }
       }
     }
-    if (taps_ > 1) {
-      for (int t = 0; t < taps_; ++t) {
-        std::vector<float> w = blend_[t][0];
-        for (int r = 0; r < 3; ++r) {
-          blend_[t][r].resize(w.size());
-          for (size_t p = 0; p < w.size(); ++p)
-            blend_[t][r][p] = static_cast<float>(static_cast<double>(w[p]) * gain[r]);
-        }
-      }
-    }
+    for (int r = 0; r < 3; ++r) gain_[r] = gain[r];
   }
 };
 

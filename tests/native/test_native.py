@@ -199,13 +199,16 @@ def test_emit_app_writes_a_cmake_project_per_native_format(conv_pte, artifacts, 
     assert len(apps) == 1 and len(notes) == 1 and "no native app for tiny.onnx" in notes[0]
     app = apps[0]
     assert sorted(p.name for p in app.folder.iterdir()) == [
-        "CMakeLists.txt", "README.md", "bpte.h", "input.raw", "main.cpp", "model_info.h", "tensor_file.h"]
+        "CMakeLists.txt", "README.md", "bpte.h", "camera_convert.h", "frame.nv21", "frame_loop.h", "input.raw",
+        "main.cpp", "model_info.h", "tensor_file.h"]
     cmake = (app.folder / "CMakeLists.txt").read_text()
     assert "find_package(executorch" in cmake and "android.toolchain.cmake" in cmake and "iOS" in cmake
     assert str(native_build.find_package("executorch").root) in cmake and "@" not in cmake.replace("@loader", "")
     info = (app.folder / "model_info.h").read_text()
     assert "#define MOBILIZE_INPUT_DIMS {1, 3, 32, 32}" in info and conv_pte in info
     assert (app.folder / "input.raw").stat().st_size == 3 * 32 * 32 * 4 and app.input_source == "data:digits"
+    assert (app.folder / "frame.nv21").stat().st_size == 640 * 480 * 3 // 2  # app --frame: the sample in a frame
+    assert 'MOBILIZE_FRAME_CONFIG "width=640 height=480 layout=nv21 ' in info
 
 
 def test_native_refuses_formats_it_cannot_run(run_cli, artifacts):

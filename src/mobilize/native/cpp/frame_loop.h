@@ -56,9 +56,10 @@ inline FrameInput make_frame_input(executorch::extension::module::Module& module
   if (!cfg.nhwc) order = {0, 1, 2, 3};
   FrameInput in{cfg, {}, nullptr};
   in.storage.resize(static_cast<size_t>(3 * sizes[2] * sizes[3]) * (cfg.uint8_output ? 1 : 4));
-  std::vector<executorch::aten::StridesType> strides =
-      cfg.nhwc ? std::vector<executorch::aten::StridesType>{3 * sizes[2] * sizes[3], 1, 3 * sizes[3], 3}
-               : std::vector<executorch::aten::StridesType>{3 * sizes[2] * sizes[3], sizes[2] * sizes[3], sizes[3], 1};
+  using Stride = executorch::aten::StridesType;
+  const Stride h = static_cast<Stride>(sizes[2]), w = static_cast<Stride>(sizes[3]);
+  std::vector<Stride> strides = cfg.nhwc ? std::vector<Stride>{3 * h * w, 1, 3 * w, 3}
+                                         : std::vector<Stride>{3 * h * w, h * w, w, 1};
   in.tensor = executorch::extension::make_tensor_ptr(
       std::vector<executorch::aten::SizesType>(sizes.begin(), sizes.end()), in.storage.data(),
       std::vector<executorch::aten::DimOrderType>(order.begin(), order.end()), strides, dtype);

@@ -69,3 +69,23 @@ def test_emitted_app_on_a_raw_nv21_frame_gives_the_python_top1(app):
 def session_scores(pte: str, x: torch.Tensor) -> torch.Tensor:
     with open_session(resolve_model(pte), threads=1) as session:
         return session.run([x])[0].reshape(-1)
+
+
+@pytest.mark.slow
+def test_channels_last_program_gets_nhwc_from_the_converter(run_cli, tmp_path):
+    """A .pte whose input is channels-last: the C++ converter writes NHWC straight into the program's
+    input, the Python converter hands NHWC memory to the runtime without a copy, and both answer alike
+    (a wrong layout would scramble the 4-D output)."""
+    from mobilize.camera.bench import bench_frames
+
+    code, _, err = run_cli("optimize", "zoo:conv_bn_relu", "--input_dims", "1,3,32,32", "--input_memory_format",
+                           "channels_last", "--recipe", "executorch-fp32", "-o", tmp_path)
+    assert code == 0, err
+    pte = str(next(tmp_path.glob("*.pte")))
+    config, spec = BenchConfig(warmup=1, iterations=3, threads=1), parse_frame_spec("nv21:320x240:270")
+    native = bench_native_frames(pte, config, spec=spec, echo=lambda line: None)["frames"]
+    python = bench_frames(pte, config, spec=spec, echo=lambda line: None)["frames"]
+    assert native["output_layout"] == python["output_layout"] == "nhwc" and python["feed_shares_buffer"]
+    assert [c for c, _ in native["first_frame_top_k"]] == [c for c, _ in python["first_frame_top_k"]]
+    np.testing.assert_allclose([v for _, v in native["first_frame_top_k"]],
+                               [v for _, v in python["first_frame_top_k"]], rtol=1e-5)

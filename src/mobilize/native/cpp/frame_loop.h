@@ -87,7 +87,19 @@ inline std::vector<std::pair<int64_t, float>> top_k(const executorch::aten::Tens
   if (out.scalar_type() != executorch::aten::ScalarType::Float) throw std::runtime_error("expected a float32 output");
   const float* data = out.const_data_ptr<float>();
   size_t n = static_cast<size_t>(out.numel());
-  scores.assign(data, data + n);  // a classifier's output is a (1, classes) row: contiguous either way
+  scores.resize(n);
+  // Logical (row-major) order, whatever dim order the program wrote: class i is element i as Python sees it.
+  const auto sizes = out.sizes();
+  const auto strides = out.strides();
+  const size_t dims = sizes.size();
+  for (size_t i = 0; i < n; ++i) {
+    size_t rest = i, at = 0;
+    for (size_t d = dims; d-- > 0;) {
+      at += (rest % static_cast<size_t>(sizes[d])) * static_cast<size_t>(strides[d]);
+      rest /= static_cast<size_t>(sizes[d]);
+    }
+    scores[i] = data[at];
+  }
   rank.resize(n);
   std::iota(rank.begin(), rank.end(), 0);
   k = std::min(k, n);

@@ -75,6 +75,8 @@ def test_cli_prints_stage_table_and_reads_a_frame_folder(run_cli, tmp_path):
     (("--frames-from", "x"), "--frames-from needs --frames"),
     (("--frames", "nv21:32x32"), "larger than the crop"),
     (("--frames", "nv21:640x480", "--use_bundled_input", "0"), "--frames makes the model's input"),
+    (("--frames", "nv21:640x480", "--profile"), "--profile times the model alone"),
+    (("--frames", "nv21:640x480", "--native"), "--native runs TorchScript (.pt), lite (.ptl) and ExecuTorch"),
 ])
 def test_bad_frame_specs_are_one_line_errors(run_cli, argv, message):
     code, out, err = run_cli("bench", MODEL, *DIMS, *argv, "--iter", "1")
@@ -86,3 +88,18 @@ def test_frame_file_of_the_wrong_size(run_cli, tmp_path):
     (tmp_path / "f.nv21").write_bytes(np.zeros(1000, np.uint8).tobytes())
     code, _, err = run_cli("bench", MODEL, *DIMS, "--frames", "nv21:640x480", "--frames-from", tmp_path / "f.nv21")
     assert code == 2 and "not a whole number of 640x480 nv21 frames (460800 bytes each)" in err
+
+
+def test_normalization_comes_from_the_manifest_when_it_says(tmp_path):
+    from types import SimpleNamespace
+
+    from mobilize.camera import IMAGENET_MEAN, IMAGENET_STD
+    from mobilize.camera.bench import normalization
+
+    model = tmp_path / "m.pte"
+    model.write_bytes(b"x")
+    assert normalization(SimpleNamespace(path=model))[:2] == (IMAGENET_MEAN, IMAGENET_STD)
+    (tmp_path / "m.pte.manifest.json").write_text(json.dumps(
+        {"input_normalization": {"mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25]}}))
+    mean, std, where = normalization(SimpleNamespace(path=model))
+    assert mean == (0.5, 0.5, 0.5) and std == (0.25, 0.25, 0.25) and "m.pte.manifest.json" in where

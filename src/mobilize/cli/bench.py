@@ -92,6 +92,8 @@ def run(args: argparse.Namespace) -> int:
     specs = input_specs_from_args(args)
     bound = bound_args_from_args(args)
     _refuse_unmeasured(reference, args.runtime)
+    if args.frames and args.profile:
+        raise ConfigError("--profile times the model alone; leave out --frames or --profile")
     if args.profile:
         from mobilize.cli._bench_profile import check as check_profile
 
@@ -102,8 +104,6 @@ def run(args: argparse.Namespace) -> int:
         from mobilize.camera.frames import parse_frame_spec
 
         frame_spec = parse_frame_spec(args.frames)
-        if args.profile:
-            raise ConfigError("--profile times the model alone; leave out --frames or --profile")
         from functools import partial
 
         if args.native:

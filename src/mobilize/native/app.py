@@ -183,4 +183,9 @@ see the top of `CMakeLists.txt` for an Android NDK or iOS build of the same runt
     {app.binary} {artifact} input.raw        # any model file, any raw input
 
 `input.raw` is one input ({', '.join(map(str, spec.shape))}, float32, row-major) from {app.input_source}.
-"""
+""" + ("" if app.format != "executorch" else f"""
+Camera frames (`camera_convert.h`, `frame_loop.h`): `{app.binary} --frame [FRAME.nv21] [--iter N]` converts a
+raw {FRAME_SPEC} frame (`frame.nv21`: the same sample in the middle of the frame; the stream's settings are
+`MOBILIZE_FRAME_CONFIG` in `model_info.h`) straight into the program's input buffer, runs it, and prints the
+top-5, each stage's median and share, and the summary line.
+""")

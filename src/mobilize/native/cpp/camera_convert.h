@@ -148,6 +148,9 @@ class FrameConverter {
   std::vector<int32_t> row_luma_[2], row_chroma_[2], col_luma_[2], col_chroma_[2];
   std::vector<double> row_w_[2], col_w_[2];
   double gain_[3] = {1.0, 1.0, 1.0};
+  // Scratch for one output row, allocated once: samples (3 planes), channel sums, bilinear weights.
+  // Like the Python converter, one converter per thread.
+  mutable std::vector<float> samples_, acc_, blend_row_;
   float coef_[3][3];   // per output channel, the three source planes' coefficients in summation order
   int order_[3][3];    // bilinear: which plane each coefficient multiplies
   float bias_[3], lo_[3], hi_[3], offset_[3], source_offset_[3];
@@ -161,53 +164,92 @@ class FrameConverter {
     else static_cast<float*>(out)[i] = v;
   }
 
+  // Row by row: gather one output row's samples (the only scattered reads), then the arithmetic runs over
+  // contiguous arrays, which the compiler vectorises.
+  template <bool NHWC, bool U8>
+  void store_row(void* out, int i) const {
+    const int w = cfg_.out_w;
+    for (int c = 0; c < 3; ++c) {
+      const float* a = acc_.data() + static_cast<size_t>(c) * w;
+      for (int j = 0; j < w; ++j) store<NHWC, U8>(out, c, i * w + j, a[j]);
+    }
+  }
+
+  void gather_row(const uint8_t* const* planes, int i, int ti, int tj, float* x) const {
+    const int w = cfg_.out_w;
+    const uint8_t* p0 = planes[0] + row_luma_[ti][i];
+    const uint8_t* p1 = planes[1] + row_chroma_[ti][i];
+    const uint8_t* p2 = planes[2] + row_chroma_[ti][i];
+    const int32_t* cl = col_luma_[tj].data();
+    const int32_t* cc = col_chroma_[tj].data();
+    for (int j = 0; j < w; ++j) {
+      x[j] = static_cast<float>(p0[cl[j]]);
+      x[w + j] = static_cast<float>(p1[cc[j]]);
+      x[2 * w + j] = static_cast<float>(p2[cc[j]]);
+    }
+  }
+
   template <bool NHWC, bool U8, bool CLIP>
   void nearest_loop(const uint8_t* const* planes, void* out) const {
-    const int32_t* cl = col_luma_[0].data();
-    const int32_t* cc = col_chroma_[0].data();
-    for (int i = 0, p = 0; i < cfg_.out_h; ++i) {
-      const uint8_t* p0 = planes[0] + row_luma_[0][i];
-      const uint8_t* p1 = planes[1] + row_chroma_[0][i];
-      const uint8_t* p2 = planes[2] + row_chroma_[0][i];
-      for (int j = 0; j < cfg_.out_w; ++j, ++p) {
-        const float x[3] = {static_cast<float>(p0[cl[j]]), static_cast<float>(p1[cc[j]]),
-                            static_cast<float>(p2[cc[j]])};
-        for (int c = 0; c < 3; ++c) {
-          // converter.py's float32 operations in its order; a zero coefficient adds +0, which changes nothing
-          float d = x[0] * coef_[c][0] + x[1] * coef_[c][1] + x[2] * coef_[c][2];
-          d = d + bias_[c];
-          if (CLIP) d = std::min(std::max(d, lo_[c]), hi_[c]);
-          store<NHWC, U8>(out, c, p, d);
+    const int w = cfg_.out_w;
+    float* x = samples_.data();
+    for (int i = 0; i < cfg_.out_h; ++i) {
+      gather_row(planes, i, 0, 0, x);
+      for (int c = 0; c < 3; ++c) {
+        // converter.py's float32 operations in its order; a zero coefficient adds +0, which changes nothing
+        const float c0 = coef_[c][0], c1 = coef_[c][1], c2 = coef_[c][2], bias = bias_[c], lo = lo_[c], hi = hi_[c];
+        float* a = acc_.data() + static_cast<size_t>(c) * w;
+        for (int j = 0; j < w; ++j) {
+          float d = x[j] * c0 + x[w + j] * c1 + x[2 * w + j] * c2;
+          d = d + bias;
+          if (CLIP) d = std::min(std::max(d, lo), hi);
+          a[j] = d;
         }
       }
+      store_row<NHWC, U8>(out, i);
     }
   }
 
   template <bool NHWC, bool U8, bool CLIP>
   void bilinear_loop(const uint8_t* const* planes, void* out) const {
-    for (int i = 0, p = 0; i < cfg_.out_h; ++i) {
-      for (int j = 0; j < cfg_.out_w; ++j, ++p) {
-        float acc[3] = {0.f, 0.f, 0.f};
-        for (int ti = 0, t = 0; ti < 2; ++ti) {
-          for (int tj = 0; tj < 2; ++tj, ++t) {  // taps in Python's order: row tap outer, column tap inner
-            const int32_t a = row_luma_[ti][i] + col_luma_[tj][j], b = row_chroma_[ti][i] + col_chroma_[tj][j];
-            const float x[3] = {static_cast<float>(planes[0][a]) - source_offset_[0],
-                                static_cast<float>(planes[1][b]) - source_offset_[1],
-                                static_cast<float>(planes[2][b]) - source_offset_[2]};
-            // Python's blend table: float32(float32(w_row * w_col) * gain), rounded the same way here.
-            const double w = static_cast<double>(static_cast<float>(row_w_[ti][i] * col_w_[tj][j]));
-            for (int c = 0; c < 3; ++c) {
-              // converter.py's order: scaled terms, then unit ones (x * 1 is x), then zero ones (adding +-0)
-              const int* o = order_[c];
-              float d = x[o[0]] * coef_[c][0] + x[o[1]] * coef_[c][1] + x[o[2]] * coef_[c][2];
+    const int w = cfg_.out_w;
+    float* x = samples_.data();
+    float* blend = blend_row_.data();
+    for (int i = 0; i < cfg_.out_h; ++i) {
+      for (int ti = 0, t = 0; ti < 2; ++ti) {
+        for (int tj = 0; tj < 2; ++tj, ++t) {  // taps in Python's order: row tap outer, column tap inner
+          gather_row(planes, i, ti, tj, x);
+          for (int k = 0; k < 3; ++k) {
+            const float so = source_offset_[k];
+            for (int j = 0; j < w; ++j) x[k * w + j] = x[k * w + j] - so;
+          }
+          // Python's blend table: float32(float32(w_row * w_col) * gain), rounded the same way here.
+          const double wr = row_w_[ti][i];
+          const double* wc = col_w_[tj].data();
+          for (int j = 0; j < w; ++j) blend[j] = static_cast<float>(wr * wc[j]);
+          for (int c = 0; c < 3; ++c) {
+            // converter.py's order: scaled terms, then unit ones (x * 1 is x), then zero ones (adding +-0)
+            const float* x0 = x + order_[c][0] * w;
+            const float* x1 = x + order_[c][1] * w;
+            const float* x2 = x + order_[c][2] * w;
+            const float c0 = coef_[c][0], c1 = coef_[c][1], c2 = coef_[c][2];
+            const double gain = gain_[c];
+            float* a = acc_.data() + static_cast<size_t>(c) * w;
+            for (int j = 0; j < w; ++j) {
+              float d = x0[j] * c0 + x1[j] * c1 + x2[j] * c2;
               if (CLIP) d = std::min(std::max(d, 0.f), 255.f);
-              d = d * static_cast<float>(w * gain_[c]);
-              acc[c] = t == 0 ? d : acc[c] + d;
+              d = d * static_cast<float>(static_cast<double>(blend[j]) * gain);
+              a[j] = t == 0 ? d : a[j] + d;
             }
           }
         }
-        for (int c = 0; c < 3; ++c) store<NHWC, U8>(out, c, p, acc[c] + offset_[c]);
       }
+      for (int c = 0; c < 3; ++c) {
+        float* a = acc_.data() + static_cast<size_t>(c) * w;
+        const float offset = offset_[c];
+        for (int j = 0; j < w; ++j) a[j] = a[j] + offset;
+      }
+      store_row<NHWC, U8>(out, i);
     }
   }
 
@@ -277,6 +319,9 @@ class FrameConverter {
       throw std::invalid_argument("the output is larger than the crop, or the crop than the frame");
     const int top = (rot_h - crop_h) / 2, left = (rot_w - crop_w) / 2;
     n_ = c.out_h * c.out_w;
+    samples_.assign(3 * static_cast<size_t>(c.out_w), 0.f);
+    acc_.assign(3 * static_cast<size_t>(c.out_w), 0.f);
+    blend_row_.assign(static_cast<size_t>(c.out_w), 0.f);
     Axis rows = axis(c.out_h, top, crop_h), cols = axis(c.out_w, left, crop_w);
     const int step = c.layout == Layout::I420 ? 1 : 2, px = yuv ? 1 : 3;
     // Each rotated axis lands on one source axis: 'r' (source row) or 'q' (source column), maybe flipped.

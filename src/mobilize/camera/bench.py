@@ -62,12 +62,14 @@ def _pointers(native: Any) -> list[int]:
 
 
 def top_k(outputs: list, k: int = TOP_K) -> list[tuple[int, float]]:
-    """(class, score) of the k largest entries of the first output."""
+    """(class, score) of the k largest entries of the first output; ties go to the lower class, as in
+    the native loop (an int8 model's scores tie often)."""
     import torch
 
     scores = outputs[0].reshape(-1).float()
-    values, indices = torch.topk(scores, min(k, scores.numel()))
-    return [(int(i), float(v)) for i, v in zip(indices, values)]
+    values, indices = torch.sort(scores, descending=True, stable=True)
+    k = min(k, scores.numel())
+    return [(int(i), float(v)) for i, v in zip(indices[:k], values[:k])]
 
 
 def bench_frames(reference: str, config: BenchConfig = BenchConfig(), *, spec: FrameSpec, source: str | None = None,

@@ -104,7 +104,7 @@ inline std::vector<std::pair<int64_t, float>> top_k(const executorch::aten::Tens
   std::iota(rank.begin(), rank.end(), 0);
   k = std::min(k, n);
   std::partial_sort(rank.begin(), rank.begin() + static_cast<std::ptrdiff_t>(k), rank.end(),
-                    [&](int64_t a, int64_t b) { return scores[a] > scores[b]; });
+                    [&](int64_t a, int64_t b) { return scores[a] > scores[b] || (scores[a] == scores[b] && a < b); });
   std::vector<std::pair<int64_t, float>> top;
   for (size_t i = 0; i < k; ++i) top.emplace_back(rank[i], scores[static_cast<size_t>(rank[i])]);
   return top;

@@ -103,3 +103,16 @@ def test_normalization_comes_from_the_manifest_when_it_says(tmp_path):
         {"input_normalization": {"mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25]}}))
     mean, std, where = normalization(SimpleNamespace(path=model))
     assert mean == (0.5, 0.5, 0.5) and std == (0.25, 0.25, 0.25) and "m.pte.manifest.json" in where
+
+
+@pytest.mark.slow
+def test_litert_file_gets_nhwc_straight_from_the_converter(run_cli, tmp_path):
+    """A LiteRT file takes NHWC: the converter writes NHWC and the interpreter reads that very buffer
+    (no transpose after the converter), and the answer is the one an NCHW-fed eager model gives."""
+    code, _, err = run_cli("optimize", MODEL, *DIMS, "--recipe", "litert-fp32", "-o", tmp_path)
+    assert code == 0, err
+    report = bench_frames(str(next(tmp_path.glob("*.tflite"))), QUICK, spec=parse_frame_spec("nv21:160x120:90"),
+                          echo=quiet)
+    frames = report["frames"]
+    assert frames["output_layout"] == "nhwc" and frames["feed_shares_buffer"] is True
+    assert [c for c, _ in frames["first_frame_top_k"]] == expected_top5("nv21:160x120:90", InputSpec((1, 3, 64, 64)))

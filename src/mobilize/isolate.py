@@ -12,17 +12,13 @@ second interrupt kills it).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import multiprocessing
 import os
-import signal
-import threading
 import traceback
-from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from mobilize.errors import InternalError, MobilizeError, UserError
+from mobilize.process import Child, Lost
 
 
 @dataclasses.dataclass
@@ -54,128 +50,41 @@ def run_isolated(func: Callable[..., Any], *args: Any, what: str,
 
     ``func`` must be importable (a module-level function) and its arguments picklable.  A child that
     dies without answering (a signal, ``os._exit``) raises a UserError naming the stage, the log file
-    (``log_path``, where the child's stderr goes) and ``crash_hint``; one silent for ``timeout_s`` is killed."""
-    ctx = multiprocessing.get_context("spawn")
-    conn, child_end = ctx.Pipe()
-    process = ctx.Process(target=_child_main, args=(child_end, func, args, kwargs, os.getpid(), graceful_interrupt),
-                          daemon=True)
+    (``log_path``, where the caller sent stderr) and ``crash_hint``; one silent for ``timeout_s`` is killed."""
+    child = Child(_child_main, (func, args, kwargs), log_path=log_path, graceful_interrupt=graceful_interrupt)
     stage = "start"
     interrupted = False
     try:
-        start_ignoring_sigint(process)
-        child_end.close()
         while True:
             try:
-                if not conn.poll(timeout_s):
-                    _kill(process)
-                    raise UserError(f"the {what} process gave no answer within {timeout_s:g} s", stage=stage)
                 try:
-                    msg = conn.recv()
-                except (EOFError, OSError):
-                    process.join(10)
+                    msg = child.recv(timeout_s)
+                except Lost as lost:
+                    if lost.timed_out:
+                        raise UserError(f"the {what} process gave no answer within {timeout_s:g} s",
+                                        stage=stage) from None
                     if interrupted:  # it died of the interrupt passed on to it
                         raise KeyboardInterrupt from None
-                    raise UserError(f"the {what} process {_death(process.exitcode)}{_tail(log_path)}", stage=stage,
+                    raise UserError(f"the {what} process {lost}{child.where_output_went()}", stage=stage,
                                     hint=crash_hint) from None
                 if isinstance(msg, Step):
                     stage = msg.text
                     if progress:
                         progress(msg.done, msg.total, msg.text)
                 elif isinstance(msg, Returned):
-                    process.join(5)  # let it exit by itself; it has nothing left to write
+                    child.finish(5)  # let it exit by itself; it has nothing left to write
                     return msg.value
                 elif isinstance(msg, Raised):
                     if msg.error_type == "KeyboardInterrupt":
                         raise KeyboardInterrupt
                     raise _rebuild(msg)
             except KeyboardInterrupt:
-                if not graceful_interrupt or interrupted or not process.is_alive():
+                if not graceful_interrupt or interrupted or not child.alive():
                     raise
                 interrupted = True  # the child stops and answers with what it has; a second interrupt kills it
-                os.kill(process.pid, signal.SIGTERM)
+                child.interrupt()
     finally:  # an error, Ctrl-C or SIGTERM here: the child goes at once
-        _kill(process)
-        conn.close()
-
-
-def start_ignoring_sigint(process, on_start: Callable[[], None] | None = None) -> None:
-    """Start a child that never sees Ctrl-C: the parent decides what an interrupt stops, and no child
-    prints a KeyboardInterrupt traceback from the middle of its start-up.
-
-    SIGINT is blocked on this thread while the child starts: the mask survives fork and exec and Python
-    never unblocks it, so the child keeps it blocked for life.  An interrupt (Ctrl-C or SIGTERM) that
-    arrives meanwhile waits (:func:`interrupts_deferred`) until the child is started and ``on_start`` (the
-    caller's registration of it) has run, so whoever handles the interrupt knows the child to stop: raised
-    half-way through ``start``, it left a running child nobody knew of (which then wrote into a temp folder
-    already removed), or one that died reading what it was never sent.  A process-directed signal goes to
-    any thread that does not block it, so the mask alone never kept it out of ``start``."""
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        with interrupts_deferred():
-            process.start()
-            if on_start is not None:
-                on_start()
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
-_deferring = 0
-_pending: int | None = None
-
-
-def on_interrupt(signum: int, frame: Any) -> None:
-    """The CLI's handler of SIGINT and SIGTERM: a KeyboardInterrupt, at once or, inside
-    :func:`interrupts_deferred`, as soon as that section ends."""
-    global _pending
-    if _deferring:
-        _pending = signum
-        return
-    raise KeyboardInterrupt
-
-
-@contextlib.contextmanager
-def interrupts_deferred() -> Iterator[None]:
-    """A section of the main thread that an interrupt must not cut in two (in other threads: no effect,
-    Python runs signal handlers on the main thread only).  Needs :func:`on_interrupt` installed."""
-    global _deferring, _pending
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    _deferring += 1
-    try:
-        yield
-    finally:
-        _deferring -= 1
-        if not _deferring and _pending is not None:
-            _pending = None
-            raise KeyboardInterrupt
-
-
-def _kill(process) -> None:
-    if process.pid is None:  # never started
-        return
-    if process.is_alive():
-        process.kill()
-    process.join(10)
-
-
-def _death(code: int | None) -> str:
-    if code is not None and code < 0:
-        name = signal.Signals(-code).name
-        why = {"SIGABRT": "an abort in native code", "SIGSEGV": "a crash in native code",
-               "SIGKILL": "killed from outside, e.g. out of memory", "SIGBUS": "a crash in native code"}
-        return f"was killed by {name} ({why.get(name, 'a signal')})"
-    return f"exited with code {code} without an answer"
-
-
-def _tail(log_path: str | os.PathLike | None) -> str:
-    """The child's last lines that say why (third-party noise dropped), and where all its output went."""
-    if not log_path or not Path(log_path).is_file() or Path(log_path).stat().st_size == 0:
-        return ""
-    from mobilize import noise
-
-    last = noise.tail(Path(log_path).read_text(errors="replace").splitlines(), 2)
-    return (f" (last: {' | '.join(last)[:300]})" if last else "") + f"; its output is in {log_path}"
+        child.close()
 
 
 def _rebuild(msg: Raised) -> MobilizeError:
@@ -193,11 +102,7 @@ def _rebuild(msg: Raised) -> MobilizeError:
     return err
 
 
-def _child_main(conn, func: Callable[..., Any], args: tuple, kwargs: dict, parent_pid: int,
-                graceful_interrupt: bool = False) -> None:
-    _die_with_parent(parent_pid)
-    if graceful_interrupt:  # the parent passes an interrupt on as SIGTERM (SIGINT stays blocked here)
-        signal.signal(signal.SIGTERM, _raise_interrupt)
+def _child_main(conn, func: Callable[..., Any], args: tuple, kwargs: dict) -> None:
     stage = "start"
 
     def progress(done: int, total: int, text: str) -> None:
@@ -213,12 +118,6 @@ def _child_main(conn, func: Callable[..., Any], args: tuple, kwargs: dict, paren
             conn.send(_describe(exc, stage))
         except (BrokenPipeError, OSError):
             pass
-    finally:
-        conn.close()
-
-
-def _raise_interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
 
 
 def _describe(exc: BaseException, stage: str) -> Raised:
@@ -234,16 +133,3 @@ def _describe(exc: BaseException, stage: str) -> Raised:
         return Raised("UserError", f"[{stage}] the model's code called sys.exit({exc.code!r})", False, trace)
     # Anything else escaping mobilize's own code is treated as the in-process CLI treats it: a bug.
     return Raised("InternalError", f"{type(exc).__name__}: {errors.headline(exc)}", True, trace)
-
-
-def _die_with_parent(parent_pid: int) -> None:
-    """Linux: the child gets SIGKILL when the parent dies (even by SIGKILL), so no orphan keeps working."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
-        os._exit(1)

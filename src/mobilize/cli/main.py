@@ -109,12 +109,12 @@ def _child_traceback(exc: BaseException) -> None:
 def _terminate_like_interrupt() -> None:
     """SIGTERM (what `timeout` and CI cancellation send) is handled like Ctrl-C: the work in flight is
     recorded as interrupted, temporary files are removed, and the command says where its results are.
-    One handler for both (:func:`mobilize.isolate.on_interrupt`), installed before anything else, so an
+    One handler for both (:func:`mobilize.process.on_interrupt`), installed before anything else, so an
     interrupt is never lost in a window and never cuts the start of a child process in two."""
     import signal
     import threading
 
-    from mobilize.isolate import on_interrupt
+    from mobilize.process import on_interrupt
 
     if threading.current_thread() is not threading.main_thread():
         return

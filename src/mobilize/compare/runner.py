@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import multiprocessing
 import shutil
-import signal
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -23,11 +21,10 @@ from mobilize.compare.messages import (
     Bench, Built, Failed, Job, Ready, ReferenceDone, Stage, Stop, Times,
 )
 from mobilize.compare.results import VariantResult
-from mobilize import noise
 from mobilize.errors import InternalError, UserError
-from mobilize.isolate import start_ignoring_sigint
 from mobilize.outcome import Outcome
 from mobilize.paths import make_temp_dir, remove_stale
+from mobilize.process import Child, Lost
 
 ROUND_WARMUP = 3
 """Untimed runs at the start of every timed round: the previous round ran another process, whose data
@@ -91,81 +88,54 @@ class StageFailure(Exception):
 
 
 class Worker:
-    """One spawned process and its pipe; ``expect`` waits for a message type with a timeout."""
+    """A compare worker: a :class:`~mobilize.process.Child` running ``compare.worker.main`` (or the lean timing
+    worker), its stderr in the job's log; ``expect`` waits for a message type within a deadline."""
 
-    def __init__(self, job: Job, on_start: Callable[["Worker"], None] = lambda worker: None):
-        ctx = multiprocessing.get_context("spawn")
-        self.conn, child = ctx.Pipe()
+    def __init__(self, job: Job, on_start: Callable[["Worker"], None] = lambda worker: None, target: Any = None):
         from mobilize.compare import worker
 
         self.job = job
-        self.process = ctx.Process(target=worker.main, args=(child, job), daemon=True)
-        # an interrupt is the parent's to handle: it stops every worker, this one included from its start
-        start_ignoring_sigint(self.process, on_start=lambda: on_start(self))
-        child.close()
         self.stage = "start"
+        # an interrupt is the parent's to handle: it stops every worker, this one included from its start
+        self.child = Child(target or worker.main, (job,), log_path=job.log_path, capture_stderr=True,
+                           on_start=lambda child: on_start(self))
 
     def expect(self, kind: type, timeout_s: float) -> Any:
         """The next message of type ``kind``; raises StageFailure on error, crash or timeout."""
         deadline = time.monotonic() + timeout_s
         while True:
-            left = deadline - time.monotonic()
-            if left <= 0 or not self.conn.poll(left):
-                self.kill()
-                raise StageFailure(Outcome.TIMEOUT, self.stage,
-                                   f"no answer within {timeout_s:g} s in stage '{self.stage}'")
             try:
-                msg = self.conn.recv()
-            except (EOFError, OSError):
-                self.process.join(5)
-                code = self.process.exitcode
-                how = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0
-                       else f"exited with code {code}")
-                raise StageFailure(Outcome.for_stage(self.stage), self.stage,
-                                   f"process crashed ({how}) in stage '{self.stage}'{self.log_tail()}") from None
+                msg = self.child.recv(deadline - time.monotonic())
+            except Lost as lost:
+                if lost.timed_out:
+                    raise StageFailure(Outcome.TIMEOUT, self.stage,
+                                       f"no answer within {timeout_s:g} s in stage '{self.stage}'") from None
+                raise StageFailure(Outcome.for_stage(self.stage), self.stage, f"the process {lost} in stage "
+                                   f"'{self.stage}'{self.child.log_tail()}") from None
             if isinstance(msg, Stage):
                 self.stage = msg.name
             elif isinstance(msg, Failed):
-                raise StageFailure(Outcome.for_stage(msg.stage), msg.stage, msg.message + self.log_tail(), msg.trace,
-                                   msg.internal)
+                raise StageFailure(Outcome.for_stage(msg.stage), msg.stage, msg.message + self.child.log_tail(),
+                                   msg.trace, msg.internal)
             elif isinstance(msg, kind):
                 return msg
 
-    def log_tail(self, lines: int = 3) -> str:
-        """The last lines the process wrote to stderr (captured in its log), for a failure's note."""
-        path = self.job.log_path
-        if not path or not Path(path).is_file():
-            return ""
-        text = noise.tail(Path(path).read_text(errors="replace").splitlines(), lines)
-        return f" [stderr: {' | '.join(text)[:400]}]" if text else ""
-
     def send(self, msg: Any) -> None:
-        try:
-            self.conn.send(msg)
-        except (BrokenPipeError, OSError):
-            pass
+        self.child.send(msg)
 
     def rss_mb(self) -> float:
-        try:
-            with open(f"/proc/{self.process.pid}/statm") as fh:
-                return int(fh.read().split()[1]) * 4096 / 2**20
-        except (OSError, ValueError, IndexError):
-            return 0.0
+        return self.child.rss_mb()
 
     def kill(self) -> None:
-        if self.process.is_alive():
-            self.process.kill()
-        self.process.join(5)
+        self.child.kill()
 
     def finish(self, timeout_s: float = 30.0) -> None:
         """Let a worker that has sent its result exit by itself (so it cleans up), then make sure."""
-        self.process.join(timeout_s)
-        self.kill()
+        self.child.finish(timeout_s)
 
     def stop(self) -> None:
         self.send(Stop())
-        self.process.join(10)
-        self.kill()
+        self.child.finish(10)
 
 
 class PlanRun:

@@ -4,14 +4,13 @@ Runs in a spawned process so a crash or hang in a runtime cannot take the sweep 
 the parent which stage it is in before entering it, so a crash is attributed to the right
 stage.  The float model is materialised once, by the reference job, whose weights every other
 job loads: a model initialised at random gives every variant the same weights.  Third-party
-stderr noise goes to the worker's log file; its tail joins the note of a failed stage.
+stderr noise goes to the worker's log file (:class:`mobilize.process.Child` sends it there); its
+tail joins the note of a failed stage.
 """
 
 from __future__ import annotations
 
 import gc
-import os
-import sys
 import time
 import traceback
 from typing import Any
@@ -29,7 +28,6 @@ def main(conn, job: Job) -> None:
         stage = name
         conn.send(Stage(name))
 
-    _capture_stderr(job.log_path)
     try:
         import warnings
 
@@ -56,17 +54,6 @@ def main(conn, job: Job) -> None:
             pass
     finally:
         conn.close()
-
-
-def _capture_stderr(log_path: str | None) -> None:
-    """Send this process's stderr (C++ runtimes' log lines, Python warnings) to its log file."""
-    if not log_path:
-        return
-    sys.stderr.flush()
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(fd, 2)
-    os.close(fd)
-    sys.stderr = open(2, "w", buffering=1, closefd=False)
 
 
 def _specs(job: Job):

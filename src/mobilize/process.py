@@ -1,0 +1,240 @@
+"""The one process engine: a spawned child, its pipe, its stderr, its time limit and its end.
+
+:func:`mobilize.isolate.run_isolated` (one call, one answer) and compare's workers (a long-lived
+request/response process) are two uses of :class:`Child`.  A child never sees Ctrl-C (the parent decides
+what an interrupt stops), dies with its parent (Linux ``PR_SET_PDEATHSIG``), may send its stderr to a log
+file, and is killed when it is silent past a deadline; a child that dies without answering is described
+by how it died (the signal and what it usually means).
+
+    >>> child = Child(echo_twice, ("hi",))
+    >>> child.recv(60), child.recv(60)
+    ('hi', 'hi')
+    >>> child.finish(); child.process.exitcode
+    0
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+
+class Lost(Exception):
+    """The child gave no answer: silent past its deadline (it has been killed), or dead."""
+
+    def __init__(self, timed_out: bool, exitcode: int | None):
+        super().__init__("timed out" if timed_out else death(exitcode))
+        self.timed_out, self.exitcode = timed_out, exitcode
+
+
+class Child:
+    """``target(conn, *args)`` in a spawned process; ``recv``/``send`` talk to it over one pipe.
+
+    ``log_path``: where the child's stderr goes when ``capture_stderr`` (else it writes wherever the parent's
+    stderr points, which the CLI may have redirected to that same file).  ``on_start(child)`` runs as soon as
+    the process exists, before an interrupt can cut in (the caller registers it to stop it later).
+    ``graceful_interrupt``: SIGTERM becomes a KeyboardInterrupt in the child (see :meth:`interrupt`)."""
+
+    def __init__(self, target: Callable[..., None], args: tuple = (), *, log_path: str | os.PathLike | None = None,
+                 capture_stderr: bool = False, graceful_interrupt: bool = False,
+                 on_start: Callable[["Child"], None] | None = None):
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child_end = ctx.Pipe()
+        self.log_path = str(log_path) if log_path else None
+        self.process = ctx.Process(target=_bootstrap, daemon=True, args=(
+            child_end, target, args, os.getpid(), self.log_path if capture_stderr else None, graceful_interrupt))
+        try:
+            start_ignoring_sigint(self.process, on_start=on_start and (lambda: on_start(self)))
+        except BaseException:  # interrupted as it started: it must not outlive this call
+            self.kill()
+            raise
+        finally:
+            child_end.close()
+
+    # -- talking ----------------------------------------------------------------------------
+    def recv(self, timeout_s: float | None) -> Any:
+        """The child's next message; :class:`Lost` when it is silent for ``timeout_s`` (then killed) or died."""
+        if timeout_s is not None and (timeout_s <= 0 or not self.conn.poll(timeout_s)):
+            self.kill()
+            raise Lost(True, None)
+        try:
+            return self.conn.recv()
+        except (EOFError, OSError):
+            self.process.join(10)
+            raise Lost(False, self.process.exitcode) from None
+
+    def send(self, msg: Any) -> None:
+        """Send, unless the child is gone (its death is reported by the next ``recv``)."""
+        try:
+            self.conn.send(msg)
+        except (BrokenPipeError, OSError):
+            pass
+
+    # -- facts ------------------------------------------------------------------------------
+    def rss_mb(self) -> float:
+        """Resident memory now (0 once it has ended)."""
+        try:
+            with open(f"/proc/{self.process.pid}/statm") as fh:
+                return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+        except (OSError, ValueError, IndexError):
+            return 0.0
+
+    def log_tail(self, lines: int = 3) -> str:
+        """The last lines the child wrote to its log, for a failure's note ('' without a log)."""
+        from mobilize import noise
+
+        if not self.log_path or not Path(self.log_path).is_file():
+            return ""
+        text = noise.tail(Path(self.log_path).read_text(errors="replace").splitlines(), lines)
+        return f" [stderr: {' | '.join(text)[:400]}]" if text else ""
+
+    def where_output_went(self) -> str:
+        """The child's last lines that say why (third-party noise dropped), and where all its output went ('' when
+        nothing was written there)."""
+        from mobilize import noise
+
+        path = self.log_path
+        if not path or not Path(path).is_file() or Path(path).stat().st_size == 0:
+            return ""
+        last = noise.tail(Path(path).read_text(errors="replace").splitlines(), 2)
+        return (f" (last: {' | '.join(last)[:300]})" if last else "") + f"; its output is in {path}"
+
+    def alive(self) -> bool:
+        return self.process.is_alive()
+
+    # -- ending -----------------------------------------------------------------------------
+    def interrupt(self) -> None:
+        """Ask a ``graceful_interrupt`` child to stop and answer with what it has (SIGINT stays blocked there)."""
+        if self.process.is_alive():
+            os.kill(self.process.pid, signal.SIGTERM)
+
+    def kill(self) -> None:
+        if self.process.pid is None:  # never started
+            return
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(10)
+
+    def finish(self, timeout_s: float = 30.0) -> None:
+        """Let a child that has sent its answer exit by itself (so it cleans up), then make sure."""
+        self.process.join(timeout_s)
+        self.kill()
+
+    def close(self) -> None:
+        self.kill()
+        self.conn.close()
+
+
+def start_ignoring_sigint(process, on_start: Callable[[], None] | None = None) -> None:
+    """Start a child that never sees Ctrl-C: the parent decides what an interrupt stops, and no child
+    prints a KeyboardInterrupt traceback from the middle of its start-up.
+
+    SIGINT is blocked on this thread while the child starts: the mask survives fork and exec and Python
+    never unblocks it, so the child keeps it blocked for life.  An interrupt (Ctrl-C or SIGTERM) that
+    arrives meanwhile waits (:func:`interrupts_deferred`) until the child is started and ``on_start`` (the
+    caller's registration of it) has run, so whoever handles the interrupt knows the child to stop: raised
+    half-way through ``start``, it left a running child nobody knew of (which then wrote into a temp folder
+    already removed), or one that died reading what it was never sent.  A process-directed signal goes to
+    any thread that does not block it, so the mask alone never kept it out of ``start``."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        with interrupts_deferred():
+            process.start()
+            if on_start is not None:
+                on_start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+_deferring = 0
+_pending: int | None = None
+
+
+def on_interrupt(signum: int, frame: Any) -> None:
+    """The CLI's handler of SIGINT and SIGTERM: a KeyboardInterrupt, at once or, inside
+    :func:`interrupts_deferred`, as soon as that section ends."""
+    global _pending
+    if _deferring:
+        _pending = signum
+        return
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """A section of the main thread that an interrupt must not cut in two (in other threads: no effect,
+    Python runs signal handlers on the main thread only).  Needs :func:`on_interrupt` installed."""
+    global _deferring, _pending
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _deferring += 1
+    try:
+        yield
+    finally:
+        _deferring -= 1
+        if not _deferring and _pending is not None:
+            _pending = None
+            raise KeyboardInterrupt
+
+
+def death(code: int | None) -> str:
+    """How a child that sent no answer ended, in words."""
+    if code is not None and code < 0:
+        name = signal.Signals(-code).name
+        why = {"SIGABRT": "an abort in native code", "SIGSEGV": "a crash in native code",
+               "SIGKILL": "killed from outside, e.g. out of memory", "SIGBUS": "a crash in native code"}
+        return f"was killed by {name} ({why.get(name, 'a signal')})"
+    return f"exited with code {code} without an answer"
+
+
+def echo_twice(conn, text: str) -> None:
+    """A child for the docstring example: says ``text`` twice."""
+    conn.send(text)
+    conn.send(text)
+
+
+def _bootstrap(conn, target: Callable[..., None], args: tuple, parent_pid: int, log_path: str | None,
+               graceful_interrupt: bool) -> None:
+    _die_with_parent(parent_pid)
+    if log_path:
+        _stderr_to(log_path)
+    if graceful_interrupt:  # the parent passes an interrupt on as SIGTERM (SIGINT stays blocked here)
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        target(conn, *args)
+    finally:
+        conn.close()
+
+
+def _stderr_to(log_path: str) -> None:
+    """This process's stderr (C++ runtimes' log lines, Python warnings) into its log file."""
+    import sys
+
+    sys.stderr.flush()
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 2)
+    os.close(fd)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)
+
+
+def _raise_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Linux: the child gets SIGKILL when the parent dies (even by SIGKILL), so no orphan keeps working."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)

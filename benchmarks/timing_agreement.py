@@ -20,6 +20,16 @@ is not told apart from the machine's own drift); FAIL (exit 1): a whole interval
 band, i.e. compare's timing differs from the bare loop's by more than the tolerance beyond noise.
 
     .venv/bin/python benchmarks/timing_agreement.py [--model zoo:mobilenet_v2] [--threads 2] [--tolerance 0.05]
+
+With ``--lean-vs-torch`` it asks another question: does a file time the same in compare's lean timing worker
+(its runtime only, no torch) as in a torch worker (torch imported and its threads set, as every compare worker
+timed before)?  Both kinds of worker are started for every file whose runtime needs no torch (ONNX Runtime,
+OpenVINO, LiteRT), fed the same saved sample, and visited in interleaved rounds (the order rotates each round);
+it prints each file's two p50s, their ratio (torch / lean) with its 95% interval from the paired round
+medians, each worker's RSS and the CPU.  The files come from an earlier run's folder (``--from
+out/compare/artifacts``) or are built here from ``--recipes`` with ``mobilize.optimize``.
+
+    .venv/bin/python benchmarks/timing_agreement.py --lean-vs-torch [--from DIR] [--rounds 9] [--iter 50]
 """
 
 from __future__ import annotations
@@ -119,16 +129,109 @@ def with_bare_rounds(threads: int, bare_times: dict):
     return PlanRunWithBare
 
 
+def lean_files(args) -> list[Path]:
+    """The files to time: those under ``--from`` whose runtime needs no torch, else built from ``--recipes``."""
+    import mobilize
+    from mobilize.artifact import format_for_path
+    from mobilize.backends import default_runtime
+    from mobilize.compare.timing import lean_runtime
+    from mobilize.errors import ConfigError
+
+    def lean(path: Path) -> bool:
+        try:
+            runtime = default_runtime(format_for_path(path))
+        except ConfigError:  # a manifest, a side file
+            return False
+        return runtime is not None and lean_runtime(runtime)
+
+    if args.source:
+        return sorted(p for p in Path(args.source).rglob("*") if p.is_file() and lean(p))
+    out = Path(tempfile.mkdtemp(prefix="lean-vs-torch-"))
+    for recipe in args.recipes.split(","):
+        print(f"  building {recipe} ...", file=sys.stderr)
+        mobilize.optimize(args.model, recipe, out_dir=str(out / recipe), data="digits:test")
+    return sorted(p for p in out.rglob("*") if p.is_file() and lean(p))
+
+
+def lean_vs_torch(args) -> int:
+    from mobilize.accuracy.stats import ratio_ci, spread_percent
+    from mobilize.compare.messages import Bench, Job, TimerReady, Times
+    from mobilize.compare.runner import Worker
+    from mobilize.compare.timing import write_inputs
+    from mobilize.sources.data import open_data
+    from mobilize.sources.models import resolve_model
+    from mobilize.target import host_cpu
+
+    files = lean_files(args)
+    if not files:
+        print("no file whose runtime needs no torch (ONNX Runtime, OpenVINO, LiteRT) was found", file=sys.stderr)
+        return 2
+    work = Path(tempfile.mkdtemp(prefix="lean-vs-torch-work-"))
+    specs = resolve_model(args.model).input_specs
+    write_inputs(str(work / "inputs.npz"), open_data("digits:test").labelled_sample_lists(specs, 1)[0][0])
+    workers, ready = {}, {}
+    for path in files:
+        for kind in ("time", "time-torch"):
+            job = Job(kind=kind, model="", variant={"name": "file"}, input_specs=[], data=None, calibration=None,
+                      out_dir=str(work), threads=args.threads, accuracy_samples=1, reference_path="",
+                      log_path=str(work / f"{path.stem}-{kind}.log"), artifact=str(path),
+                      inputs_path=str(work / "inputs.npz"))
+            key = (path, kind)
+            workers[key] = Worker(job)
+            ready[key] = workers[key].expect(TimerReady, 600)
+    keys = list(workers)
+    per_round = max(1, args.iter // args.rounds)
+    medians: dict = {k: [] for k in keys}
+    times: dict = {k: [] for k in keys}
+    try:
+        for i in range(args.rounds):
+            for key in keys[i % len(keys):] + keys[:i % len(keys)]:  # the order rotates: no kind always goes first
+                workers[key].send(Bench(per_round, warmup=3))
+                got = workers[key].expect(Times, 600).times_ns
+                times[key] += got
+                medians[key].append(statistics.median(got) / 1e6)
+            print(f"  round {i + 1}/{args.rounds}", file=sys.stderr)
+        rss = {k: w.rss_mb() for k, w in workers.items()}
+    finally:
+        for w in workers.values():
+            w.stop()
+    print(f"CPU: {host_cpu().describe()}; {args.threads} thread(s); {args.rounds} interleaved rounds of {per_round} "
+          f"runs after 3 untimed")
+    print(f"{'file':<34} {'runtime':<12} {'lean p50':>9} {'torch p50':>10} {'ratio':>6} {'95% CI':>13} "
+          f"{'spread lean/torch':>18} {'RSS lean/torch MB':>18}")
+    for path in files:
+        lean, torch = (path, "time"), (path, "time-torch")
+        p50 = {k: statistics.median(times[k]) / 1e6 for k in (lean, torch)}
+        ci = ratio_ci(medians[torch], medians[lean])
+        assert not ready[lean].torch_loaded and ready[torch].torch_loaded
+        name = f"{path.parent.name}/{path.name}"[-34:]
+        print(f"{name:<34} {ready[lean].runtime:<12} {p50[lean]:>7.3f}ms {p50[torch]:>8.3f}ms {p50[torch] / p50[lean]:>6.3f} "
+              f"{ci.low:>6.3f}-{ci.high:<6.3f} {spread_percent(medians[lean]):>8.0f}%/{spread_percent(medians[torch]):.0f}% "
+              f"{rss[lean]:>9.0f}/{rss[torch]:.0f}")
+    print("ratio = torch worker p50 / lean worker p50; an interval containing 1 is agreement within noise")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="zoo:mobilenet_v2")
+    parser.add_argument("--lean-vs-torch", action="store_true", help="lean timing worker vs torch worker")
+    parser.add_argument("--from", dest="source", default=None, help="--lean-vs-torch: files under this folder")
+    parser.add_argument("--recipes", default="onnx-fp32,onnx-int8,litert-fp32,openvino-fp32",
+                        help="--lean-vs-torch without --from: build these")
+    parser.add_argument("--model", default=None, help="default zoo:mobilenet_v2 (--lean-vs-torch: the default model)")
     parser.add_argument("--plan", default="default")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--iter", type=int, default=400, help="compare's --iter (timed iterations over all rounds)")
-    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--iter", type=int, default=None,
+                        help="timed iterations over all rounds (default 400; --lean-vs-torch: 450)")
+    parser.add_argument("--rounds", type=int, default=None, help="default 20 (--lean-vs-torch: 9)")
     parser.add_argument("--tolerance", type=float, default=0.05)
     parser.add_argument("-o", "--output", default=None)
     args = parser.parse_args()
+    if args.lean_vs_torch:
+        args.model = args.model or "zoo:digits_mobilenet_v2"
+        args.iter, args.rounds = args.iter or 450, args.rounds or 9
+        return lean_vs_torch(args)
+    args.model, args.iter, args.rounds = args.model or "zoo:mobilenet_v2", args.iter or 400, args.rounds or 20
 
     import mobilize
     from mobilize.accuracy.stats import ratio_ci, spread_percent

@@ -33,7 +33,8 @@ REGISTRIES = {"mobilize.exporters", "mobilize.passes", "mobilize.runtimes", "mob
 """Packages whose ``__init__`` holds only a registry (lookups): core may ask them by name (a recipe builds each
 step's config class from its registry)."""
 MEASURE = {"accuracy", "bench", "lint", "profile", "report"}
-ORCHESTRATORS = {"compare", "tune", "sweep", "plan", "api", "cli", "build", "isolate", "native", "camera"}
+ORCHESTRATORS = {"compare", "tune", "sweep", "plan", "api", "cli", "build", "isolate", "process", "native",
+                 "camera"}
 SHARED_FOR_BACKENDS = {"mobilize.backends", "mobilize.backends.base", "mobilize.exporters", "mobilize.exporters.base",
                        "mobilize.runtimes", "mobilize.runtimes.base", "mobilize.runtimes.torch_session",
                        "mobilize.runtimes.native_stderr"}

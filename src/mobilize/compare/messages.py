@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 
 
@@ -15,7 +16,8 @@ class Job:
     """What a worker process is asked to do."""
 
     kind: str
-    """reference | build | run"""
+    """reference | build | run | time (a file timed in a lean worker: its runtime only, no torch) | time-torch
+    (the same in a process with torch loaded, as every worker timed before; for benchmarks/timing_agreement.py)"""
     model: str
     variant: dict[str, Any]
     input_specs: list[dict[str, Any]]
@@ -39,11 +41,16 @@ class Job:
     """The model's task (``--task``; for variants the reference's resolved one); None: guessed from the outputs."""
     metric: str | None = None
     """``--metric FILE.py:FUNCTION``: the user's own measure, judged by --max-drop."""
+    inputs_path: str | None = None
+    """The timed inputs (one sample, an .npz with one array per model input in order), written once by the
+    reference job and read by the lean timing workers."""
 
 
 @dataclasses.dataclass
 class Stage:
     name: str
+    at: float = dataclasses.field(default_factory=time.monotonic, repr=False)
+    """When the worker entered it (``time.monotonic``: one clock for every process on the machine)."""
 
 
 @dataclasses.dataclass
@@ -63,13 +70,21 @@ class ReferenceDone:
     """Per sample: the float model's top-1 equals the label."""
     output_names: list[str]
     num_outputs: int
-    lint: dict[str, Any] | None = None
-    """mobilize.lint's summary and per-layer profile of the float model (no target probes), or None."""
-    lint_error: str | None = None
     warning: str | None = None
     """Set when the float model's output does not depend on its input: every accuracy verdict is then VACUOUS."""
     task: dict[str, Any] | None = None
     """The model's task as resolved on the float outputs (mobilize.accuracy.tasks.TaskChoice's JSON)."""
+
+
+@dataclasses.dataclass
+class LintDone:
+    """Sent by the reference job after ReferenceDone: it lints the float model while the variants are built."""
+
+    lint: dict[str, Any] | None
+    """mobilize.lint's summary and per-layer profile of the float model (no target probes), or None."""
+    error: str | None
+    """Why the model could not be analysed (a note, never a failed compare)."""
+    seconds: float = 0.0
 
 
 @dataclasses.dataclass
@@ -98,6 +113,16 @@ class Ready:
     details: dict[str, Any]
     size_bytes: int | None
     measures_latency: bool
+
+
+@dataclasses.dataclass
+class TimerReady:
+    """A timing worker has loaded its file and run it once."""
+
+    runtime: str
+    torch_loaded: bool
+    """Whether torch is in the worker's ``sys.modules`` (a lean worker must say False)."""
+    rss_mb: float
 
 
 @dataclasses.dataclass

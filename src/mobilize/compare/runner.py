@@ -18,9 +18,11 @@ from mobilize.accuracy.verify import DEFAULT_POLICY, Kind, Policy, Verdict, agai
 from mobilize.bench.racing import DEFAULT_TIME_BUDGET_S, ESTIMATOR, Race, RaceRecord, geometric_mean
 from mobilize.bench.rounds import schedule
 from mobilize.compare.messages import (
-    Bench, Built, Failed, Job, Ready, ReferenceDone, Stage, Stop, Times,
+    Bench, Built, Failed, Job, LintDone, Ready, ReferenceDone, Stage, Stop, TimerReady, Times,
 )
+from mobilize.compare.timing import lean_runtime
 from mobilize.compare.results import VariantResult
+from mobilize.compare.stages import StageSeconds
 from mobilize.errors import InternalError, UserError
 from mobilize.outcome import Outcome
 from mobilize.paths import make_temp_dir, remove_stale
@@ -96,6 +98,9 @@ class Worker:
 
         self.job = job
         self.stage = "start"
+        self.seconds: dict[str, float] = {}
+        """Wall seconds per stage, from the child's start to the answer ``expect`` returned last."""
+        self._since = time.monotonic()
         # an interrupt is the parent's to handle: it stops every worker, this one included from its start
         self.child = Child(target or worker.main, (job,), log_path=job.log_path, capture_stderr=True,
                            on_start=lambda child: on_start(self))
@@ -107,18 +112,26 @@ class Worker:
             try:
                 msg = self.child.recv(deadline - time.monotonic())
             except Lost as lost:
+                self._clock(time.monotonic())
                 if lost.timed_out:
                     raise StageFailure(Outcome.TIMEOUT, self.stage,
                                        f"no answer within {timeout_s:g} s in stage '{self.stage}'") from None
                 raise StageFailure(Outcome.for_stage(self.stage), self.stage, f"the process {lost} in stage "
                                    f"'{self.stage}'{self.child.log_tail()}") from None
             if isinstance(msg, Stage):
+                self._clock(msg.at)
                 self.stage = msg.name
             elif isinstance(msg, Failed):
+                self._clock(time.monotonic())
                 raise StageFailure(Outcome.for_stage(msg.stage), msg.stage, msg.message + self.child.log_tail(),
                                    msg.trace, msg.internal)
             elif isinstance(msg, kind):
+                self._clock(time.monotonic())
                 return msg
+
+    def _clock(self, now: float) -> None:
+        self.seconds[self.stage] = self.seconds.get(self.stage, 0.0) + max(0.0, now - self._since)
+        self._since = now
 
     def send(self, msg: Any) -> None:
         self.child.send(msg)
@@ -162,6 +175,10 @@ class PlanRun:
         self.workdir = make_temp_dir("compare")  # named after this process: a killed run's is removed next time
         self.spawned: list[Worker] = []
         self.stopping = False
+        self.seconds = StageSeconds()
+        self.linter: Worker | None = None
+        """The reference worker while it lints the model, beside the variants."""
+        self.lint: dict[str, Any] | None = None
 
     # -- bookkeeping ---------------------------------------------------------------------
     def tick(self, text: str, steps: int = 1) -> None:
@@ -180,9 +197,9 @@ class PlanRun:
             "reference_variant": self.reference_name,
             "policy": self.cfg.policy.to_json(ref.task["name"] if ref and ref.task else None),
             "recommended": self.recommended, "peak_memory_mb_total": self.peak_memory_mb or None,
-            "lint": ref.lint if ref else None, "reference_warning": ref.warning if ref else None,
+            "lint": self.lint, "reference_warning": ref.warning if ref else None,
             "reference_failure": self.reference_failure, "task": ref.task if ref else None,
-            "racing": self.race.record.to_json() if self.race else None,
+            "racing": self.race.record.to_json() if self.race else None, "stage_seconds": self.seconds.to_json(),
             "variants": [r.to_json() for r in self.results.values()],
         }
 
@@ -211,15 +228,20 @@ class PlanRun:
                    reference_path=str(self.workdir / "reference.pt"), log_path=log, target=cfg.target,
                    input_names=list(cfg.input_names) or None, bound_args=dict(cfg.bound_args),
                    artifact=artifact, trust_pickle=cfg.trust_pickle, metric=cfg.metric,
-                   task=self.reference.task["name"] if self.reference and self.reference.task else cfg.task)
+                   task=self.reference.task["name"] if self.reference and self.reference.task else cfg.task,
+                   inputs_path=str(self.workdir / "inputs.npz"))
 
     # -- the run ---------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         try:
             self._reference()
             self._variants()
+            self._lint()
+            t0 = time.monotonic()
             self._rounds()
+            self.seconds.timed_rounds_s = time.monotonic() - t0
             self._finish()
+            self.seconds.finish()
             self.complete = True
             self.save()
             return self.report()
@@ -245,6 +267,7 @@ class PlanRun:
         try:
             self.reference = ref.expect(ReferenceDone, self.cfg.timeout_s)
         except StageFailure as exc:
+            ref.finish()
             hint = None
             if exc.outcome == Outcome.TIMEOUT:
                 hint = f"try --timeout {max(60, round(4 * self.cfg.timeout_s))}; it was {self.cfg.timeout_s:g} s per stage"
@@ -259,12 +282,27 @@ class PlanRun:
             ref.kill()  # interrupted: do not wait for it
             raise
         finally:
-            ref.finish()
-        if self.reference.lint_error:
-            self.results[self.reference_name].note(f"lint: could not analyse the model: {self.reference.lint_error}")
+            self.seconds.worker("reference", "reference", ref.seconds)
+        self.linter = ref  # it lints the model now, while the variants are built and checked
         if self.reference.warning:
             self.status(self.reference.warning)
         self.tick("float reference outputs")
+
+    def _lint(self) -> None:
+        """Collect the lint the reference worker made beside the variants; a failure is a note, never a failed run."""
+        ref, self.linter = self.linter, None
+        if ref is None:
+            return
+        self.status("lint of the float model")
+        try:
+            done = ref.expect(LintDone, self.cfg.timeout_s)
+            self.lint, error, self.seconds.lint_s = done.lint, done.error, done.seconds
+        except StageFailure as exc:
+            error = exc.message
+        finally:
+            ref.finish()
+        if error:
+            self.results[self.reference_name].note(f"lint: could not analyse the model: {error}")
 
     def _variants(self) -> None:
         """Load and check the variants in plan order while their exports are built beside, one at a time.
@@ -292,6 +330,7 @@ class PlanRun:
             builder.kill()
             raise
         finally:
+            self.seconds.worker("export", v.name, builder.seconds)
             builder.finish()
 
     def _variant(self, v, build: concurrent.futures.Future | None) -> None:
@@ -311,10 +350,13 @@ class PlanRun:
                 self.tick(f"{v.name}: exported")
             self.status(f"{v.name}: load and accuracy")
             w = self.spawn(self.job("run", v.to_dict(), built.artifact if built else None))
-            ready = w.expect(Ready, self.cfg.timeout_s)
+            try:
+                ready = w.expect(Ready, self.cfg.timeout_s)
+            finally:
+                self.seconds.worker("check", v.name, w.seconds)
             self._ready(r, ready)
             if ready.measures_latency:
-                self.workers[v.name] = w
+                self.workers[v.name] = self._timer(v, r, w, built.artifact if built else None)
             else:
                 w.stop()
                 r.on_device_only = True
@@ -326,6 +368,22 @@ class PlanRun:
                 r.note(f"a bug in mobilize, not in this variant: {exc.message}")
             r.fail(exc.outcome, exc.stage, exc.message)
             self.tick(f"{v.name}: {exc.outcome}", steps=2 if (v.export and built is None) else 1)
+
+    def _timer(self, v, r: VariantResult, checked: Worker, artifact: str | None) -> Worker:
+        """The worker that times ``v``: for a file whose runtime needs no torch, a lean one that loads only that
+        runtime (the torch worker that checked it stops); else that torch worker."""
+        if artifact is None or not lean_runtime(r.runtime):
+            r.details["timing_worker"] = "torch"
+            return checked
+        checked.stop()
+        self.status(f"{v.name}: lean timing worker")
+        lean = self.spawn(self.job("time", v.to_dict(), artifact))
+        try:
+            ready = lean.expect(TimerReady, self.cfg.timeout_s)
+        finally:
+            self.seconds.worker("timer", v.name, lean.seconds)
+        r.details.update(timing_worker="lean", timing_worker_torch_loaded=ready.torch_loaded)
+        return lean
 
     def _ready(self, r: VariantResult, ready: Ready) -> None:
         r.runtime, r.format = ready.runtime, r.format or ready.format

@@ -15,9 +15,7 @@ import time
 import traceback
 from typing import Any
 
-from mobilize.compare.messages import (
-    Bench, Built, Failed, Job, Ready, ReferenceDone, Stage, Stop, Times,
-)
+from mobilize.compare.messages import Built, Failed, Job, LintDone, Ready, ReferenceDone, Stage
 
 
 def main(conn, job: Job) -> None:
@@ -32,12 +30,26 @@ def main(conn, job: Job) -> None:
         import warnings
 
         warnings.simplefilter("ignore")
+        if job.kind == "time":  # the lean timing worker: its runtime only
+            from mobilize.compare.timing import time_file
+
+            time_file(conn, job, enter)
+            return
         import torch
 
         torch.set_num_threads(job.threads)
-        if job.kind == "reference":
+        if job.kind == "time-torch":
+            from mobilize.compare.timing import time_file
+
+            time_file(conn, job, enter)
+        elif job.kind == "reference":
             enter("reference")
-            conn.send(make_reference(job))
+            done, module = make_reference(job)
+            conn.send(done)
+            enter("lint")  # the parent goes on with the variants meanwhile
+            t0 = time.monotonic()
+            lint, error = _lint_section(module, job) if module is not None else (None, None)
+            conn.send(LintDone(lint, error, time.monotonic() - t0))
         elif job.kind == "build":
             enter("export")
             conn.send(build_variant(job))
@@ -64,16 +76,48 @@ def _specs(job: Job):
 
 def accuracy_set(job: Job) -> tuple[list[list], list[int] | None]:
     """The accuracy samples (each the list of model inputs, batch of one) and labels; seeded random inputs
-    without data."""
-    from mobilize.sources.data import open_data
+    without data.  Read once from the data by the reference job, which saves them beside the reference outputs
+    for every other job (a data reader such as scikit-learn's costs seconds of imports in each process)."""
+    import torch
+
+    from mobilize.sources.data import dataclass_replace_batch, open_data
     from mobilize.sources.inputs import make_random_inputs
 
-    from mobilize.sources.data import dataclass_replace_batch
-
+    cache = _accuracy_cache(job)
+    if cache is not None and cache.exists():
+        saved = torch.load(cache, weights_only=True)
+        return saved["inputs"], saved["labels"]
     specs = [dataclass_replace_batch(s, 1) for s in _specs(job)]
     if job.data is None:
-        return [make_random_inputs(specs, seed) for seed in range(min(job.accuracy_samples, 16))], None
-    return open_data(job.data).labelled_sample_lists(specs, job.accuracy_samples, job.input_names)
+        xs, ys = [make_random_inputs(specs, seed) for seed in range(min(job.accuracy_samples, 16))], None
+    else:
+        xs, ys = open_data(job.data).labelled_sample_lists(specs, job.accuracy_samples, job.input_names)
+    if cache is not None and job.kind == "reference":
+        torch.save({"inputs": xs, "labels": ys}, cache)
+    return xs, ys
+
+
+def _accuracy_cache(job: Job):
+    from pathlib import Path
+
+    return Path(job.reference_path).with_name("accuracy_set.pt") if job.reference_path else None
+
+
+class _DataOnFirstUse:
+    """``open_data(reference)`` when first used: a variant that calibrates nothing never imports the data's reader."""
+
+    def __init__(self, reference: str):
+        self.reference = reference
+        self._data = None
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):  # copy/pickle probing: not the data's business
+            raise AttributeError(name)
+        if self._data is None:
+            from mobilize.sources.data import open_data
+
+            self._data = open_data(self.reference)
+        return getattr(self._data, name)
 
 
 def load_model(job: Job):
@@ -90,7 +134,8 @@ def load_model(job: Job):
     return source
 
 
-def make_reference(job: Job) -> ReferenceDone:
+def make_reference(job: Job) -> tuple[ReferenceDone, Any]:
+    """The reference outputs (saved for every other job), and the float module to lint (None for a file)."""
     import torch
 
     from mobilize.accuracy.metrics import compare_outputs
@@ -100,8 +145,12 @@ def make_reference(job: Job) -> ReferenceDone:
 
     source = resolve_model(job.model, trust_pickle=job.trust_pickle, bound_args=job.bound_args)
     xs, ys = accuracy_set(job)
+    if xs and job.inputs_path:
+        from mobilize.compare.timing import write_inputs
+
+        write_inputs(job.inputs_path, xs[0])
     if not hasattr(source, "module"):
-        return _file_reference(source, job, xs, ys)
+        return _file_reference(source, job, xs, ys), None
     with torch.inference_mode():
         raw = [source.module(*x) for x in xs]
     outs = [[t.detach().float().clone() for t in flatten_outputs(r)] for r in raw]
@@ -114,10 +163,9 @@ def make_reference(job: Job) -> ReferenceDone:
     names = output_names(raw[0])
     torch.save({"state_dict": state, "outputs": outs, "labels": ys, "names": names}, job.reference_path)
     correct = compare_outputs(outs, outs, ys).correct if ys is not None else None
-    lint, lint_error = _lint_section(source, job)
     task = _task(job, outs, ys, names)
-    return ReferenceDone(len(xs), ys is not None, correct, names, len(outs[0]), lint, lint_error,
-                         degenerate_reference(outs, task=task["name"]), task)
+    return (ReferenceDone(len(xs), ys is not None, correct, names, len(outs[0]),
+                          degenerate_reference(outs, task=task["name"]), task), source)
 
 
 def _task(job: Job, outs: list, ys, names) -> dict:
@@ -138,8 +186,7 @@ def _file_reference(source, job: Job, xs: list, ys) -> ReferenceDone:
     names = [f"output{i}" for i in range(len(outs[0]))] if len(outs[0]) > 1 else ["output"]
     torch.save({"state_dict": None, "outputs": outs, "labels": ys, "names": names}, job.reference_path)
     correct = compare_outputs(outs, outs, ys).correct if ys is not None else None
-    return ReferenceDone(len(xs), ys is not None, correct, names, len(outs[0]), None, None,
-                         task=_task(job, outs, ys, names))
+    return ReferenceDone(len(xs), ys is not None, correct, names, len(outs[0]), task=_task(job, outs, ys, names))
 
 
 def _lint_section(source, job: Job) -> tuple[dict | None, str | None]:
@@ -160,12 +207,11 @@ def _prepare(job: Job):
     """The reference model and the variant's context; no passes run yet."""
     from mobilize.context import Context
     from mobilize.plan import Variant
-    from mobilize.sources.data import open_data
     from mobilize.target import Target
 
     variant = Variant.from_dict(job.variant)
     source = load_model(job)
-    ctx = Context(input_specs=_specs(job), data=open_data(job.calibration) if job.calibration else None,
+    ctx = Context(input_specs=_specs(job), data=_DataOnFirstUse(job.calibration) if job.calibration else None,
                   target=Target.parse(job.target), input_names=list(job.input_names or []),
                   bound_args=dict(job.bound_args))
     return variant, source, ctx
@@ -196,8 +242,8 @@ def serve(conn, job: Job, enter) -> None:
     from mobilize.accuracy.metrics import compare_outputs
     from mobilize.accuracy.tasks import apply_task
     from mobilize.artifact import Artifact
-    from mobilize.bench.harness import peak_rss_mb, timed_loop
     from mobilize.build import prepare
+    from mobilize.compare.timing import serve_rounds
     from mobilize.plan import Variant
     from mobilize.runtimes.base import open_session
     from mobilize.sources.inputs import apply_memory_format
@@ -246,16 +292,7 @@ def serve(conn, job: Job, enter) -> None:
     enter("bench")
     conn.send(Ready(session.name, str(target.format), kind or "", load_ms, first_run_ms, comparison, notes,
                     {**details, **session.details()}, size, type(session).measures_latency))
-    while True:
-        command = conn.recv()
-        if isinstance(command, Bench):
-            for _ in range(command.warmup):
-                session.run_prepared(native)
-            times, total = timed_loop(session.run_prepared, native, command.iterations)
-            conn.send(Times(times, total, peak_rss_mb()))
-        elif isinstance(command, Stop):
-            session.close()
-            return
+    serve_rounds(conn, session, native)
 
 
 def _time_profile(job: Job, inputs: list, details: dict[str, Any]) -> list[str]:

@@ -150,6 +150,8 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     if spreads:
         lines.append(f"noise: round medians spread {min(spreads):.0f}-{max(spreads):.0f}% across variants "
                      f"({report.get('rounds')} interleaved rounds for every variant, more for those raced)")
+    if report.get("stage_seconds"):
+        lines.append(stage_line(report["stage_seconds"]))
     cpu = report.get("host_cpu") or {}
     mem = report.get("peak_memory_mb_total")
     lines.append(f"machine: {cpu.get('model', '?')}, {report.get('threads')} thread(s)"
@@ -168,6 +170,25 @@ def chosen_lines(report: dict[str, Any]) -> list[str]:
             if CHOSE in n:
                 seen.setdefault(CHOSE + n.split(CHOSE, 1)[1], []).append(v["name"])
     return [f"{text} [{', '.join(names)}]" for text, names in seen.items()]
+
+
+def stage_line(seconds: dict[str, Any]) -> str:
+    """One terminal line: the stages' wall seconds, slowest export and check named."""
+    def part(label: str, by_name: dict[str, float], extra: str = "") -> str:
+        if not by_name:
+            return ""
+        slow = max(by_name, key=by_name.get)
+        return f"{label} {sum(by_name.values()):.0f} s{extra} (slowest {slow} {by_name[slow]:.0f} s)"
+
+    pieces = [f"reference {seconds['reference']:.0f} s", f"lint {seconds['lint']:.0f} s beside the variants" if seconds.get("lint") else "",
+              part("exports", seconds.get("export") or {}, " beside the checks"),
+              part("load+accuracy", seconds.get("load_accuracy") or {}),
+              part("profile", seconds.get("profile") or {}),
+              part("lean timers' start", seconds.get("timer_start") or {}),
+              f"timed rounds {seconds['timed_rounds']:.0f} s" if seconds.get("timed_rounds") is not None else ""]
+    total = seconds.get("total")
+    tail = f"; {int(total // 60)} min {total % 60:.0f} s in all" if total is not None else ""
+    return "time: " + ", ".join(p for p in pieces if p) + tail
 
 
 def summary_line(report: dict[str, Any]) -> str:

@@ -40,6 +40,9 @@ class Session(abc.ABC):
     """Importable packages this runtime needs (checked before loading)."""
     Options: ClassVar[type] = NoOptions
     """This runtime's own options (a frozen dataclass); ``RuntimeOptions.extra`` is checked against it."""
+    needs_torch: ClassVar[bool] = True
+    """False for runtimes that load and run their file without importing torch, fed numpy arrays
+    (:func:`as_array`): compare times them in a lean worker that loads only the runtime."""
     measures_latency: ClassVar[bool] = True
     """False for runtimes that check numbers on this host but do not run the real thing (e.g. a host
     interpreter for an Android-only format): bench refuses them and compare shows "on device only"."""
@@ -202,6 +205,15 @@ def flatten_outputs(raw: Any) -> list:
     if raw is None:
         return []
     return [torch.as_tensor(raw)]
+
+
+def as_array(t: Any) -> Any:
+    """A contiguous numpy array of a torch tensor or of anything numpy takes (without importing torch)."""
+    import numpy as np
+
+    if hasattr(t, "detach"):
+        t = t.detach().contiguous().numpy()
+    return np.ascontiguousarray(t)
 
 
 def output_names(raw: Any, prefix: str = "") -> list[str]:

@@ -17,7 +17,7 @@ from mobilize import noise
 from mobilize.errors import UnsupportedModelError, UserError, translate_errors
 from mobilize.backends.litert.tflite import TfliteDelegation, read_tflite, tflite_delegation
 from mobilize.runtimes.native_stderr import filtered_stderr
-from mobilize.runtimes.base import Session
+from mobilize.runtimes.base import Session, as_array
 from mobilize.sources.inputs import InputSpec, MemoryFormat
 
 _NUMPY_TO_SPEC = {"float32": "float", "float16": "float16", "int64": "int64", "int32": "int32", "int16": "int16",
@@ -28,6 +28,7 @@ class LiteRTSession(Session):
     name = "litert"
     formats = ("tflite",)
     packages = ("ai_edge_litert",)
+    needs_torch = False
 
     def _load(self) -> None:
         path = Path(self.target.path)
@@ -75,9 +76,9 @@ class LiteRTSession(Session):
 
         native = []
         for t, d, nhwc in zip(inputs, self._inputs, self._nhwc):
-            if nhwc and t.dim() == 4:
-                t = t.permute(0, 2, 3, 1)
-            arr = t.detach().contiguous().numpy()
+            arr = as_array(t)
+            if nhwc and arr.ndim == 4:
+                arr = np.ascontiguousarray(arr.transpose(0, 2, 3, 1))
             if _quantized(d) and arr.dtype.kind == "f":
                 scale, zero = d["quantization"]
                 info = np.iinfo(d["dtype"])

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 from mobilize.backends.onnxruntime.sessions import ort_session, session_options
 from mobilize.errors import ConfigError, UnsupportedModelError, third_party_failure, translate_errors
-from mobilize.runtimes.base import Session, flatten_outputs
+from mobilize.runtimes.base import Session, as_array, flatten_outputs
 from mobilize.sources.inputs import InputSpec
 
 _ORT_TYPES = {
@@ -47,6 +47,7 @@ class OnnxRuntimeSession(Session):
     Options = OnnxRuntimeOptions
     formats = ("onnx",)
     packages = ("onnxruntime",)
+    needs_torch = False
 
     def _load(self) -> None:
         self.io_binding = self.own.io_binding
@@ -101,12 +102,10 @@ class OnnxRuntimeSession(Session):
         self.io_binding = enabled
 
     def prepare(self, inputs: Sequence[Any]) -> Any:
-        import numpy as np
 
         feed = {}
         for name, t in zip(self._names, inputs):
-            arr = t.detach().contiguous().numpy() if hasattr(t, "detach") else np.asarray(t)
-            feed[name] = np.ascontiguousarray(arr)
+            feed[name] = as_array(t)
         self._last_feed = feed
         return self._bind(feed) if self.io_binding else feed
 

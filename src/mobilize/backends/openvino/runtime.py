@@ -17,7 +17,7 @@ import collections
 from typing import Any, Sequence
 
 from mobilize.errors import UnsupportedModelError, translate_errors
-from mobilize.runtimes.base import Session
+from mobilize.runtimes.base import Session, as_array
 from mobilize.sources.inputs import InputSpec
 
 PRECISION_KEY = ["runtime_options", "INFERENCE_PRECISION_HINT"]
@@ -34,6 +34,7 @@ class OpenVinoSession(Session):
     name = "openvino"
     formats = ("openvino", "onnx")
     packages = ("openvino",)
+    needs_torch = False
 
     def _load(self) -> None:
         import openvino as ov
@@ -78,7 +79,7 @@ class OpenVinoSession(Session):
         return specs
 
     def prepare(self, inputs: Sequence[Any]) -> list:
-        return [t.detach().contiguous().numpy() for t in inputs]
+        return [as_array(t) for t in inputs]
 
     # -- running --------------------------------------------------------------------------
     def run_prepared(self, native: list) -> Any:

@@ -1,0 +1,66 @@
+"""compare's lean timing worker: a file whose runtime needs no torch is timed in a process without torch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mobilize.compare.messages import Bench, Job, TimerReady, Times
+from mobilize.compare.runner import StageFailure, Worker
+from mobilize.compare.timing import lean_runtime, write_inputs
+
+
+def _tiny_onnx(path):
+    """A real ONNX file (Relu of a 1x8 input), made with onnx's helpers: no torch in the parent either."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "tiny",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+
+
+def _job(tmp_path, kind: str, runtime: str = "onnxruntime") -> Job:
+    return Job(kind=kind, model="", variant={"name": "tiny", "runtime": runtime}, input_specs=[], data=None,
+               calibration=None, out_dir=str(tmp_path), threads=1, accuracy_samples=1, reference_path="",
+               log_path=str(tmp_path / f"{kind}.log"), artifact=str(tmp_path / "tiny.onnx"),
+               inputs_path=str(tmp_path / "inputs.npz"))
+
+
+@pytest.mark.parametrize("kind,runtime,torch_loaded", [("time", "onnxruntime", False), ("time", "openvino", False),
+                                                       ("time-torch", "onnxruntime", True)])
+def test_the_lean_worker_times_an_onnx_file_without_torch(tmp_path, kind, runtime, torch_loaded):
+    pytest.importorskip(runtime)
+    _tiny_onnx(tmp_path / "tiny.onnx")
+    write_inputs(str(tmp_path / "inputs.npz"), [np.linspace(-1, 1, 8, dtype=np.float32).reshape(1, 8)])
+    worker = Worker(_job(tmp_path, kind, runtime))
+    try:
+        ready = worker.expect(TimerReady, 120)
+        assert (ready.runtime, ready.torch_loaded) == (runtime, torch_loaded)
+        worker.send(Bench(7, warmup=1))
+        times = worker.expect(Times, 60)
+        assert len(times.times_ns) == 7 and all(t > 0 for t in times.times_ns) and times.rss_mb > 0
+    finally:
+        worker.stop()
+    assert lean_runtime(runtime) and not lean_runtime("executorch")
+
+
+def test_a_lean_worker_that_cannot_load_its_file_fails_in_its_load_stage(tmp_path):
+    (tmp_path / "tiny.onnx").write_bytes(b"not an onnx file")
+    write_inputs(str(tmp_path / "inputs.npz"), [np.zeros((1, 8), np.float32)])
+    worker = Worker(_job(tmp_path, "time"))
+    with pytest.raises(StageFailure) as failed:
+        worker.expect(TimerReady, 120)
+    worker.kill()
+    assert failed.value.stage == "load" and "tiny.onnx" in failed.value.message
+
+
+def test_the_report_says_where_the_time_went_and_which_worker_timed(misbehaving_report):
+    seconds = misbehaving_report["stage_seconds"]
+    assert seconds["reference"] > 0 and seconds["total"] >= seconds["reference"]
+    assert {"eager-fp32", "fused", "wrong", "crash"} <= set(seconds["load_accuracy"])
+    assert set(seconds["export"]) == {"raise"}  # the only variant with an export (it fails, and is still counted)
+    assert seconds["timed_rounds"] > 0 and seconds["lint"] is not None
+    workers = {v["name"]: v.get("timing_worker") for v in misbehaving_report["variants"]}
+    assert workers["fused"] == workers["eager-fp32"] == "torch"  # eager modules are timed where they were checked

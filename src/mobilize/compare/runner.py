@@ -267,6 +267,7 @@ class PlanRun:
         try:
             self.reference = ref.expect(ReferenceDone, self.cfg.timeout_s)
         except StageFailure as exc:
+            self.seconds.worker("reference", "reference", ref.seconds)  # into the report saved below
             ref.finish()
             hint = None
             if exc.outcome == Outcome.TIMEOUT:

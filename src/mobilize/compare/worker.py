@@ -10,6 +10,7 @@ tail joins the note of a failed stage.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import time
 import traceback
@@ -37,7 +38,10 @@ def main(conn, job: Job) -> None:
             return
         import torch
 
-        torch.set_num_threads(job.threads)
+        # Untimed work (the reference, exports, passes, accuracy) runs on one intra-op thread: a check runs beside
+        # an export, and on a busy 2-core machine two OpenMP threads wait on each other at every op (measured on
+        # the default model: 3 s per sample with 2 threads, 27-96 ms with 1).  Timed runs use job.threads.
+        torch.set_num_threads(job.threads if job.kind.startswith("time") else 1)
         if job.kind == "time-torch":
             from mobilize.compare.timing import time_file
 
@@ -257,7 +261,8 @@ def serve(conn, job: Job, enter) -> None:
     else:
         enter("passes")
         variant, source, ctx = _prepare(job)
-        module = prepare(getattr(source, "module", source), variant.recipe, ctx)
+        with one_thread():
+            module = prepare(getattr(source, "module", source), variant.recipe, ctx)
         # a file made elsewhere runs as it is (it has no passes): the variant is the runtime and its options
         target = ModelSource(module, job.model, list(ctx.input_specs)) if hasattr(source, "module") else module
         specs, kind = ctx.input_specs, ("quantized" if ctx.quant.quantized else "float")
@@ -278,7 +283,8 @@ def serve(conn, job: Job, enter) -> None:
     session.checked_run(native, xs[0])
     first_run_ms = (time.perf_counter_ns() - t0) / 1e6
     enter("accuracy")
-    outs = [session.run(x) for x in xs]
+    with one_thread():  # not timed (a torch session's threads were set to job.threads as it loaded)
+        outs = [session.run(x) for x in xs]
     reference = torch.load(job.reference_path, weights_only=True)
     comparison = compare_outputs(outs, reference["outputs"], ys, names=reference["names"])
     apply_task(comparison, job.task, outs, reference["outputs"], ys, job.metric)
@@ -293,6 +299,19 @@ def serve(conn, job: Job, enter) -> None:
     conn.send(Ready(session.name, str(target.format), kind or "", load_ms, first_run_ms, comparison, notes,
                     {**details, **session.details()}, size, type(session).measures_latency))
     serve_rounds(conn, session, native)
+
+
+@contextlib.contextmanager
+def one_thread():
+    """One torch intra-op thread for untimed work (see ``main``), the caller's count restored afterwards."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _time_profile(job: Job, inputs: list, details: dict[str, Any]) -> list[str]:

@@ -76,9 +76,9 @@ class LiteRTSession(Session):
 
         native = []
         for t, d, nhwc in zip(inputs, self._inputs, self._nhwc):
+            if nhwc and len(t.shape) == 4:  # a channels-last tensor's NHWC view is its own buffer: no copy
+                t = t.permute(0, 2, 3, 1) if hasattr(t, "permute") else t.transpose(0, 2, 3, 1)
             arr = as_array(t)
-            if nhwc and arr.ndim == 4:
-                arr = np.ascontiguousarray(arr.transpose(0, 2, 3, 1))
             if _quantized(d) and arr.dtype.kind == "f":
                 scale, zero = d["quantization"]
                 info = np.iinfo(d["dtype"])

@@ -49,6 +49,11 @@ def add_parser(sub) -> None:
     add_task_flags(p)
     p.add_argument("--target", default="host", choices=["host", "arm64", "x86-avx2", "x86-vnni"],
                    help="the device the files are for (decides ONNX reduce_range, the default int8 engine)")
+    p.add_argument("--verify-on", choices=["arm64"], metavar="arm64",
+                   help="also check every file on arm64 kernels under QEMU (needs scripts/setup-arm64.sh)")
+    p.add_argument("--arm64-cpu", default="cortex-a76", metavar="MODEL",
+                   help="QEMU CPU model for --verify-on arm64: cortex-a76 (default), cortex-a72, cortex-a53, "
+                        "neoverse-n1, max")
     p.add_argument("-o", "--output", default="out/compare", metavar="DIR", help="output folder (default out/compare)")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="show the runtimes' own stderr output (otherwise kept in DIR/logs)")
@@ -70,6 +75,10 @@ def run(args: argparse.Namespace) -> int:
     from mobilize.report.terminal import format_table, summary_lines
 
     check_threads(args.threads, "--threads")
+    if args.verify_on:
+        from mobilize.arm64 import require_arm64
+
+        require_arm64(args.arm64_cpu)
     specs = input_specs_from_args(args) or ()
     task, metric = task_from_args(args)
     config = CompareConfig(model=args.model or "", data=args.data, input_specs=tuple(specs), out_dir=args.output,
@@ -79,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
                            timeout_s=600.0 if args.timeout is None else args.timeout,
                            trust_pickle=args.trust_pickle, target=args.target, verbose=args.verbose,
                            policy=Policy(max_drop_points=args.max_drop, min_cosine=args.min_cosine),
-                           bound_args=bound_args_from_args(args), task=task, metric=metric)
+                           bound_args=bound_args_from_args(args), task=task, metric=metric,
+                           verify_on=args.verify_on, arm64_cpu=args.arm64_cpu)
     progress = Progress()
     started = int(time.time())  # whole seconds: file systems keep coarse modification times
     try:
@@ -103,6 +113,12 @@ def run(args: argparse.Namespace) -> int:
     print()
     for line in summary_lines(report):
         print(line)
+    if args.verify_on:
+        from mobilize.arm64 import report_lines
+
+        print()
+        for line in report_lines(report):
+            print(line)
     for note in report.get("notes", []):
         print(f"note: {note}")
     out = Path(args.output)

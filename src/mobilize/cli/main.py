@@ -15,7 +15,7 @@ from typing import Sequence
 
 from mobilize.errors import InternalError, MobilizeError
 
-SUBCOMMANDS = ("bench", "optimize", "compare", "list", "lint", "sweep", "tune")
+SUBCOMMANDS = ("bench", "optimize", "compare", "list", "lint", "sweep", "tune", "verify")
 
 
 def build_parser() -> argparse.ArgumentParser:

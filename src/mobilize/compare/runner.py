@@ -72,6 +72,10 @@ class CompareConfig:
     """The model's task (``--task``); None: guessed from the float model's outputs (and said so)."""
     metric: str | None = None
     """``FILE.py:FUNCTION``: the user's own accuracy measure, judged by ``policy.max_drop_points``."""
+    verify_on: str | None = None
+    """``arm64``: also check every file on arm64 kernels under QEMU, after the timed rounds (:mod:`mobilize.arm64`)."""
+    arm64_cpu: str = "cortex-a76"
+    """The QEMU CPU model for ``verify_on`` (its features decide the kernels: fp16, dotprod, i8mm)."""
 
 
 class ReferenceFailed(UserError):
@@ -241,6 +245,8 @@ class PlanRun:
             self._rounds()
             self.seconds.timed_rounds_s = time.monotonic() - t0
             self._finish()
+            if self.cfg.verify_on:
+                self._verify_on()
             self.seconds.finish()
             self.complete = True
             self.save()
@@ -466,6 +472,18 @@ class PlanRun:
                 r.round_spread_percent = spread_percent(rt.round_medians_ms)
         if ticked < cfg.rounds:
             self.tick("timed rounds done", steps=cfg.rounds - ticked)
+
+    def _verify_on(self) -> None:
+        """Every file's accuracy check again on arm64 kernels (same samples, reference and Policy)."""
+        import torch
+
+        from mobilize.arm64.compare import verify_variants
+        from mobilize.compare.worker import accuracy_set
+
+        xs, ys = accuracy_set(self.job("arm64", {"name": "reference"}))
+        reference = torch.load(self.workdir / "reference.pt", weights_only=True)
+        verify_variants(self.results, xs, ys, reference, policy=self.cfg.policy, cpu=self.cfg.arm64_cpu,
+                        timeout_s=self.cfg.timeout_s, log_dir=self.log_dir, status=self.status, save=self.save)
 
     def _finish(self) -> None:
         """Speed-ups against the reference variant with their intervals, and the recommendation."""

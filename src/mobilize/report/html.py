@@ -230,8 +230,10 @@ def render_html(report: dict[str, Any]) -> str:
                  _num(v["size_bytes"] / 1e6 if v.get("size_bytes") else None), fidelity_text(v),
                  measure_text(acc, 2), drop_text(acc), _num(acc.get("cosine"), digits=5), sqnr_text(acc),
                  _num(acc.get("max_abs"), digits=3), v.get("ran_in") or v.get("kind")]
+        arm = v.get("arm64") or {}
+        differs = f' <b class="bad">(arm64 {esc(arm.get("outcome"))})</b>' if arm.get("differs_from_host") else ""
         rows.append(f'<tr><td>{esc(v["name"])}</td><td class="l {cls}">{esc(v["outcome"])}'
-                    f'{" (" + esc(v["stage"]) + ")" if v.get("stage") else ""}</td>'
+                    f'{" (" + esc(v["stage"]) + ")" if v.get("stage") else ""}{differs}</td>'
                     + "".join(f"<td>{esc(c) if c is not None else '-'}</td>" for c in cells)
                     + f'<td class="l" title="{esc(verdict.get("reason", ""))}">{esc(verdict.get("rule", "-"))}</td></tr>')
     verdicts = "".join(f'<li><b>{esc(v["name"])}</b>: {esc(v["outcome"])} — {esc((v.get("verdict") or {}).get("reason"))}</li>'
@@ -312,7 +314,37 @@ def compression_section(report: dict[str, Any]) -> str:
             "only structured pruning changes MACs and speed.</p>")
 
 
-EXTRA_SECTIONS: list = [lint_section, compression_section]
+def arm64_section(report: dict[str, Any]) -> str:
+    """Each file's check on arm64 kernels under QEMU beside the host's (compare --verify-on arm64)."""
+    checked = [v for v in report["variants"] if v.get("arm64")]
+    if not checked:
+        return ""
+    rows = []
+    for v in checked:
+        a = v["arm64"]
+        agree = a.get("agreement_with_host") or {}
+        sq = lambda verdict: _num(((verdict or {}).get("numbers") or {}).get("sqnr_db"), digits=1)  # noqa: E731
+        feats = ", ".join(k for k, on in (a.get("cpu_features") or {}).items() if on)
+        top1 = agree.get("top1_agreement")
+        cells = [a.get("host_outcome"), sq(a.get("host_verdict")), sq(a.get("verdict")),
+                 _num(agree.get("sqnr_db"), digits=1), None if top1 is None else f"{top1:.1%}",
+                 f'{a.get("qemu_cpu")} ({feats})']
+        cls = "bad" if a.get("differs_from_host") else "ok"
+        rows.append(f'<tr><td>{esc(v["name"])}</td><td class="l {cls}">{esc(a["outcome"])}'
+                    f'{" — differs from host" if a.get("differs_from_host") else ""}</td>'
+                    + "".join(f"<td>{esc(c) if c is not None else '-'}</td>" for c in cells)
+                    + f'<td class="l">{esc((a.get("verdict") or {}).get("reason"))}</td></tr>')
+    versions = ", ".join(f"{k} {ver}" for k, ver in (checked[0]["arm64"].get("versions") or {}).items())
+    return f"""<h2>arm64 (QEMU user emulation)</h2>
+<p class="muted">Each file run again on the same samples inside an arm64 Debian root with PyPI's aarch64 wheels
+({esc(versions)}), judged by the same rules. Emulated outputs are the arm64 kernels'; emulated times are not
+latency and are not shown.</p>
+<table><tr><th>variant</th><th>arm64 verdict</th><th>host verdict</th><th>host SQNR dB</th><th>arm64 SQNR dB</th>
+<th>arm64 vs host SQNR dB</th><th>arm64 vs host top-1</th><th>emulated CPU</th><th>arm64 reason</th></tr>
+{''.join(rows)}</table>"""
+
+
+EXTRA_SECTIONS: list = [lint_section, compression_section, arm64_section]
 """Renderers ``report -> html`` for optional sections."""
 
 

@@ -90,8 +90,9 @@ def format_table(report: dict[str, Any], note_width: int = 56) -> str:
         note = _headline(v)
         note = clip(note, note_width)  # whole words: the full note is in report.json
         rule = (v.get("verdict") or {}).get("rule") or "-"
+        outcome = v["outcome"] + ("!" if (v.get("arm64") or {}).get("differs_from_host") else "")
         lines.append(
-            f"{v['name']:<20} {v['outcome']:<11} {(v.get('format') or '-'):<12} {(v.get('runtime') or '-'):<12} "
+            f"{v['name']:<20} {outcome:<11} {(v.get('format') or '-'):<12} {(v.get('runtime') or '-'):<12} "
             f"{p50:>8} {_fmt(v.get('latency_ms_p90'), '8.2f'):>8} {speed_text(v):>8} {_fmt(size, '8.2f'):>8} "
             f"{fidelity_text(v):>8} "
             f"{measure_text(acc) or '-':>8} {drop_text(acc):>6} {sqnr_text(acc):>8}  {rule:<20} {note}")
@@ -100,6 +101,8 @@ def format_table(report: dict[str, Any], note_width: int = 56) -> str:
                  f"speed-up vs {report.get('reference_variant')}; rules: see report.json verdicts")
     lines.append(f"fidelity: the file vs the model it was exported from (- : no file); {column.removesuffix(' %')}, "
                  f"drop, sqnr and rule: quality vs the float model on the data")
+    if any(v.get("arm64") for v in variants):
+        lines.append("! : its arm64 verdict (QEMU) differs from this host's: see the arm64 lines and report.json")
     return "\n".join(lines)
 
 

@@ -1,0 +1,152 @@
+"""Run one artifact on samples in a child process: inside the arm64 root under QEMU user emulation, or
+on the host (the same child, for the outputs the arm64 ones are compared with).
+
+The arm64 root is what ``scripts/setup-arm64.sh`` builds (``$MOBILIZE_ARM64_ROOT``, default
+``~/.cache/mobilize/arm64``).  The child runs in a private mount namespace (``unshare``): /proc mounted,
+this checkout's ``src/`` bind-mounted read-only at /opt/mobilize/src, no /sys (onnxruntime's cpuinfo
+segfaults under QEMU when it is there), so nothing stays mounted and two runs do not meet.  Inputs and
+outputs cross as .npz files in a folder under the root's /tmp.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+from mobilize.errors import BackendUnavailableError, UserError
+
+CPU_MODELS = {
+    "cortex-a76": "Armv8.2-A: fp16 arithmetic and dotprod, no i8mm (Raspberry Pi 5; phones' big cores 2019-2022)",
+    "cortex-a72": "Armv8.0-A: no fp16 arithmetic, no dotprod (Raspberry Pi 4)",
+    "cortex-a53": "Armv8.0-A in-order: no fp16 arithmetic, no dotprod (cheap boards, phones' little cores)",
+    "neoverse-n1": "Armv8.2-A server core: fp16 arithmetic and dotprod (AWS Graviton2)",
+    "max": "every feature QEMU emulates: fp16, dotprod, i8mm, bf16, SVE2 (Armv9-era phones)",
+}
+"""QEMU CPU models offered (``QEMU_CPU``): the features decide which kernels XNNPACK, MLAS and qnnpack pick."""
+DEFAULT_CPU = "cortex-a76"
+SETUP = "sudo bash scripts/setup-arm64.sh"
+BINFMT = Path("/proc/sys/fs/binfmt_misc/qemu-aarch64")
+
+
+def root_dir() -> Path:
+    return Path(os.environ.get("MOBILIZE_ARM64_ROOT") or Path.home() / ".cache" / "mobilize" / "arm64")
+
+
+def missing() -> str | None:
+    """Why an arm64 run cannot start here (one sentence), or None when it can."""
+    rootfs = root_dir() / "rootfs"
+    if not (rootfs / ".mobilize-debootstrap").exists() or not (rootfs / "opt/mobilize/site/.mobilize-pins").exists():
+        return f"no arm64 root at {root_dir()} (set MOBILIZE_ARM64_ROOT, or build it with `{SETUP}`)"
+    if os.geteuid() != 0:
+        return "running in the arm64 root needs root (chroot and a private mount namespace)"
+    if not BINFMT.exists() or "enabled" not in BINFMT.read_text():
+        return f"qemu-aarch64 is not registered in binfmt_misc (after a reboot: `{SETUP}` registers it again)"
+    if shutil.which("unshare") is None:
+        return "unshare (util-linux) is missing"
+    return None
+
+
+def check_cpu(cpu: str) -> str:
+    if cpu not in CPU_MODELS:
+        from mobilize.registry import did_you_mean
+
+        raise UserError(f"unknown arm64 CPU model '{cpu}'; {did_you_mean(cpu, list(CPU_MODELS))}")
+    return cpu
+
+
+@dataclasses.dataclass
+class ChildRun:
+    """What one child run gave back: its outputs (per sample, per output) and what it ran on."""
+
+    outputs: list[list[Any]]
+    machine: dict[str, Any]
+
+
+def run_child(artifact: str | os.PathLike, samples: Sequence[Sequence[Any]], *, on: str, runtime: str | None = None,
+              cpu: str = DEFAULT_CPU, threads: int = 1, timeout_s: float = 900.0, log_path: str | None = None
+              ) -> ChildRun:
+    """Run ``artifact`` on ``samples`` (lists of tensors, batch of one) in a child on ``on`` ("arm64" or "host")."""
+    import numpy as np
+    import torch
+
+    if on == "arm64":
+        why = missing()
+        if why:
+            raise BackendUnavailableError(f"cannot verify on arm64: {why}")
+        base = root_dir() / "rootfs" / "tmp"
+    else:
+        base = None
+    folder = Path(tempfile.mkdtemp(prefix="mobilize-arm64-", dir=base))
+    try:
+        src = Path(artifact)
+        shutil.copy2(src, folder / src.name)
+        arrays = {f"s{i}_{j}": torch.as_tensor(t).detach().contiguous().numpy() for i, x in enumerate(samples)
+                  for j, t in enumerate(x)}
+        np.savez(folder / "inputs.npz", **arrays)
+        (folder / "request.json").write_text(json.dumps({
+            "artifact": src.name, "runtime": runtime, "threads": threads, "samples": len(samples),
+            "inputs": len(samples[0]) if samples else 0}))
+        command, env = _command(folder, on, cpu)
+        _run(command, env, timeout_s, log_path, on, artifact)
+        machine = json.loads((folder / "machine.json").read_text())
+        with np.load(folder / "outputs.npz") as z:
+            outs = [[torch.from_numpy(z[f"s{i}_{j}"].copy()) for j in range(machine["outputs"])]
+                    for i in range(len(samples))]
+        return ChildRun(outs, machine)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _command(folder: Path, on: str, cpu: str) -> tuple[list[str], dict[str, str]]:
+    import mobilize
+
+    src = Path(mobilize.__file__).resolve().parent.parent  # the checkout's src/ (or site-packages)
+    if on == "host":
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")])}
+        return [sys.executable, "-m", "mobilize.arm64.child", str(folder)], env
+    rootfs = root_dir() / "rootfs"
+    inside = "/" + str(folder.relative_to(rootfs))
+    # mount /proc and the checkout's mobilize package read-only, then chroot; all in this namespace only
+    script = ('mount -t proc proc "$0/proc" && mkdir -p "$0/opt/mobilize/src/mobilize" && '
+              'mount --bind -o ro "$1" "$0/opt/mobilize/src/mobilize" && shift 2 && exec chroot "$0" "$@"')
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "QEMU_CPU": cpu}
+    return (["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, str(rootfs),
+             str(src / "mobilize"), "/usr/bin/env", "-i", f"QEMU_CPU={cpu}", "HOME=/tmp", "PYTHONNOUSERSITE=1",
+             "PYTHONDONTWRITEBYTECODE=1", "PYTHONPATH=/opt/mobilize/src:/opt/mobilize/site",
+             "/usr/bin/python3", "-m", "mobilize.arm64.child", inside], env)
+
+
+def _run(command: list[str], env: dict[str, str], timeout_s: float, log_path: str | None, on: str,
+         artifact: Any) -> None:
+    log = open(log_path, "ab") if log_path else subprocess.PIPE
+    try:
+        proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT if log_path else log,
+                                start_new_session=True)  # its own group: a timeout kills QEMU and all it started
+        try:
+            out, _ = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise UserError(f"{Path(artifact).name} on {on}: no answer within {timeout_s:g} s (TIMEOUT; emulation "
+                            f"runs 10-100x slower than the host)") from None
+        except BaseException:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+    finally:
+        if log_path:
+            log.close()
+    if proc.returncode != 0:
+        tail = Path(log_path).read_text(errors="replace") if log_path else (out or b"").decode(errors="replace")
+        lines = [ln for ln in tail.splitlines() if ln.strip()]
+        how = (f"killed by {signal.Signals(-proc.returncode).name}" if proc.returncode < 0
+               else f"exited with code {proc.returncode}")
+        raise UserError(f"{Path(artifact).name} on {on}: the child {how}: {' | '.join(lines[-3:])[:500]}")

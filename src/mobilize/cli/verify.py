@@ -1,0 +1,68 @@
+"""``mobilize verify FILE --on arm64``: one file's accuracy check on arm64 kernels under QEMU, beside the host's.
+
+    $ mobilize verify out/compare/artifacts/onnx-int8/model.onnx --on arm64 --model zoo:digits_mobilenet_v2 \\
+          --data digits:test
+
+Exit codes: 0 checked (whatever the verdicts); 2 bad input, or no arm64 root (run scripts/setup-arm64.sh);
+1 a bug in mobilize.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from mobilize.cli.inputs import add_input_flags, input_specs_from_args
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("verify", help="check one file's outputs on another CPU's kernels (arm64 under QEMU)",
+                       description="Run FILE on the same samples on the host and inside the arm64 root (QEMU user "
+                                   "emulation, built by scripts/setup-arm64.sh), judge both with the verify core, "
+                                   "and say how far the arm64 outputs are from the host's. Emulated times are not "
+                                   "latency and are not shown as such.")
+    p.add_argument("file", metavar="FILE", help="a .pte, .onnx, .pt/.ptl (TorchScript), .tflite or OpenVINO file")
+    p.add_argument("--on", required=True, choices=["arm64"], help="where to check it (arm64)")
+    p.add_argument("--model", metavar="REF", help="the float model the file was made from: the reference (default: "
+                                                  "the same file on the host)")
+    p.add_argument("--data", metavar="SRC", help="samples: digits:test, sample-photos, DIR, FILE.npz (default: seeded "
+                                                 "random inputs)")
+    p.add_argument("--samples", type=int, default=64, help="samples to run (default 64; ~0.1-0.5 s each emulated)")
+    p.add_argument("--kind", choices=["float", "reduced", "quantized"],
+                   help="what the file promises (default: from its manifest's recipe, else float)")
+    p.add_argument("--cpu", default="cortex-a76", metavar="MODEL",
+                   help="QEMU CPU model: cortex-a76 (default), cortex-a72, cortex-a53, neoverse-n1, max")
+    p.add_argument("--runtime", help="runtime to use (default: the one for the file's format)")
+    p.add_argument("--max-drop", type=float, default=1.0, metavar="POINTS", help="top-1 budget (default 1.0)")
+    p.add_argument("--min-cosine", type=float, default=0.99, metavar="C", help="cosine budget (default 0.99)")
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds per child process (default 900)")
+    add_input_flags(p, bound=False)
+    p.add_argument("--json", metavar="FILE", help="write the result as JSON")
+    p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    p.set_defaults(run=run, outputs=[("json", "--json", "file")])
+
+
+def run(args: argparse.Namespace) -> int:
+    from mobilize.accuracy.verify import Policy
+    from mobilize.arm64 import verify_file
+    from mobilize.arm64.verdict import summary
+    from mobilize.artifact import atomic_write_text
+    from mobilize.checks import check_at_least, check_positive
+
+    check_at_least(args.samples, 1, "--samples")
+    check_positive(args.timeout, "--timeout", " seconds")
+    policy = Policy(max_drop_points=args.max_drop, min_cosine=args.min_cosine)
+    result = verify_file(args.file, model=args.model, data=args.data, samples=args.samples, kind=args.kind,
+                         cpu=args.cpu, timeout_s=args.timeout, policy=policy,
+                         input_specs=input_specs_from_args(args) or (), runtime=args.runtime)
+    print(f"{args.file} ({result['format']}, {result['kind']}) on {result['samples']} samples, against "
+          f"{result['against']}")
+    print(summary("verdict", result))
+    print(f"  host:  {result['host_verdict']['reason']}")
+    print(f"  arm64: {result['verdict']['reason']}")
+    versions = ", ".join(f"{k} {v}" for k, v in result["versions"].items())
+    print(f"  arm64 ran on {result['machine']} (QEMU {result['qemu_cpu']}, emulated: outputs are the target's "
+          f"kernels', the {result['wall_s_not_latency']:.1f} s it took is not latency); {versions}")
+    if args.json:
+        atomic_write_text(args.json, json.dumps(result, indent=2))
+    return 0

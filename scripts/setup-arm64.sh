@@ -79,13 +79,15 @@ fi
 #    dependency of torch._C (and of ExecuTorch's pybindings), so the CUDA runtime wheels its metadata
 #    names are installed too. They are never called (no GPU under QEMU); they only let the dynamic
 #    linker finish (about 1.9 GB of the 2.4 GB downloaded). nvidia-nccl-cu13==2.29.7, the version
-#    torch names, is not on the index: 2.27.7 gives the same libnccl.so.2.
+#    torch names, has no aarch64 wheel on the index: 2.32.3 gives the same libnccl.so.2 (2.27.7 lacks
+#    ncclCommResume, which libtorch_cuda.so links against).
 RUNTIME_PINS="torch executorch onnxruntime numpy pyyaml flatbuffers packaging protobuf sympy mpmath
     typing_extensions filelock networkx jinja2 markupsafe fsspec ruamel.yaml tabulate ai-edge-litert openvino
     openvino-telemetry"
 CUDA_PINS="nvidia-cuda-runtime==13.0.96 nvidia-cublas==13.1.1.3 nvidia-cufft==12.0.0.61 nvidia-cufile==1.15.1.6
     nvidia-curand==10.4.0.35 nvidia-cusparse==12.6.3.3 nvidia-nvjitlink==13.5.37 nvidia-cuda-nvrtc==13.0.88
-    nvidia-cudnn-cu13==9.20.0.48 nvidia-cusparselt-cu13==0.8.1 nvidia-nvshmem-cu13==3.4.5 nvidia-nccl-cu13==2.27.7"
+    nvidia-cuda-cupti==13.0.85 nvidia-cusolver==12.0.4.66 nvidia-nvtx==13.0.85
+    nvidia-cudnn-cu13==9.20.0.48 nvidia-cusparselt-cu13==0.8.1 nvidia-nvshmem-cu13==3.4.5 nvidia-nccl-cu13==2.32.3"
 pins="$("$HOST_PY" - $RUNTIME_PINS <<'PY'
 import importlib.metadata as md, sys
 for name in sys.argv[1:]:
@@ -96,8 +98,8 @@ for name in sys.argv[1:]:
 PY
 ) $CUDA_PINS"
 pins="$(echo $pins | tr ' ' '\n' | sort | tr '\n' ' ')"
-PLATFORMS="--platform manylinux2014_aarch64 --platform manylinux_2_17_aarch64 --platform manylinux_2_27_aarch64
-    --platform manylinux_2_28_aarch64 --platform manylinux_2_35_aarch64"
+PLATFORMS="--platform manylinux2014_aarch64 --platform manylinux_2_17_aarch64 --platform manylinux_2_25_aarch64
+    --platform manylinux_2_27_aarch64 --platform manylinux_2_28_aarch64 --platform manylinux_2_35_aarch64"
 PIPX=("$HOST_PY" -m pip --disable-pip-version-check -q)
 TAGS=(--only-binary=:all: --no-deps $PLATFORMS --python-version 3.11 --implementation cp --abi cp311)
 if [ "$(cat "$SITE/.mobilize-pins" 2>/dev/null)" != "$pins" ]; then
@@ -122,12 +124,16 @@ unshare --mount --propagation private -- sh -c 'mount -t proc proc "$0/proc" && 
     /usr/bin/env -i PYTHONPATH=/opt/mobilize/site PYTHONNOUSERSITE=1 /usr/bin/python3 -c '
 import importlib, platform
 assert platform.machine() == "aarch64", platform.machine()
-found = []
+found, broken = [], []
 for name in ("numpy", "torch", "executorch.runtime", "onnxruntime", "openvino", "ai_edge_litert.interpreter"):
+    short = name.split(".")[0]
     try:
         importlib.import_module(name)
-        found.append(name.split(".")[0])
+        found.append(short)
     except Exception as exc:
-        found.append(f"{name.split(".")[0]} (does not import: {type(exc).__name__}: {str(exc).splitlines()[0][:120]})")
-print("setup-arm64: ready on", platform.machine(), "with", ", ".join(found))
-' 2> "$ROOT/check.log" || fail "the arm64 root does not run python; see $ROOT/check.log"
+        why = (str(exc).splitlines() or [""])[0][:120]
+        found.append(f"{short} (does not import: {type(exc).__name__}: {why})")
+        broken += [short] if short in ("numpy", "torch", "executorch", "onnxruntime") else []
+print("setup-arm64:", "ready" if not broken else "NOT ready", "on", platform.machine(), "with", ", ".join(found))
+raise SystemExit(3 if broken else 0)
+' 2> "$ROOT/check.log" || fail "the arm64 root cannot run torch, executorch, onnxruntime and numpy; see above and $ROOT/check.log"

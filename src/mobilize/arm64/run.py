@@ -32,6 +32,16 @@ CPU_MODELS = {
 }
 """QEMU CPU models offered (``QEMU_CPU``): the features decide which kernels XNNPACK, MLAS and qnnpack pick."""
 DEFAULT_CPU = "cortex-a76"
+MIDR = {"cortex-a76": (0x41, 4, 0xd0b, 1), "cortex-a72": (0x41, 0, 0xd08, 3), "cortex-a53": (0x41, 0, 0xd03, 4),
+        "neoverse-n1": (0x41, 3, 0xd0c, 1), "max": (0x41, 0, 0xd4f, 0)}
+"""(implementer, variant, part, revision) each model reports in MIDR_EL1; ``max`` has no part of its own in QEMU
+and is described as a Neoverse V2 (Armv9: fp16, dotprod, i8mm, bf16, SVE2)."""
+FEATURES = {"cortex-a76": "fp asimd aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp",
+            "cortex-a72": "fp asimd aes pmull sha1 sha2 crc32 cpuid",
+            "cortex-a53": "fp asimd aes pmull sha1 sha2 crc32 cpuid",
+            "neoverse-n1": "fp asimd aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp",
+            "max": "fp asimd aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp sve "
+                   "i8mm bf16 sve2"}
 SETUP = "sudo bash scripts/setup-arm64.sh"
 BINFMT = Path("/proc/sys/fs/binfmt_misc/qemu-aarch64")
 
@@ -114,14 +124,33 @@ def _command(folder: Path, on: str, cpu: str) -> tuple[list[str], dict[str, str]
         return [sys.executable, "-m", "mobilize.arm64.child", str(folder)], env
     rootfs = root_dir() / "rootfs"
     inside = "/" + str(folder.relative_to(rootfs))
-    # mount /proc and the checkout's mobilize package read-only, then chroot; all in this namespace only
-    script = ('mount -t proc proc "$0/proc" && mkdir -p "$0/opt/mobilize/src/mobilize" && '
+    _describe_cpu(folder / "cpu", cpu)
+    # /proc, the emulated CPU's /proc/cpuinfo and /sys/devices/system/cpu, and the checkout's mobilize package
+    # (read-only), then chroot; all in this mount namespace only
+    script = ('mount -t proc proc "$0/proc" && mount --bind "$2/cpuinfo" "$0/proc/cpuinfo" && '
+              'mount --bind "$2/sys" "$0/sys" && mkdir -p "$0/opt/mobilize/src/mobilize" && '
               'mount --bind -o ro "$1" "$0/opt/mobilize/src/mobilize" && shift 2 && exec chroot "$0" "$@"')
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "QEMU_CPU": cpu}
     return (["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, str(rootfs),
-             str(src / "mobilize"), "/usr/bin/env", "-i", f"QEMU_CPU={cpu}", "HOME=/tmp", "PYTHONNOUSERSITE=1",
+             str(src / "mobilize"), str(folder / "cpu"), "/usr/bin/env", "-i", f"QEMU_CPU={cpu}", "HOME=/tmp", "PYTHONNOUSERSITE=1",
              "PYTHONDONTWRITEBYTECODE=1", "PYTHONPATH=/opt/mobilize/src:/opt/mobilize/site",
              "/usr/bin/python3", "-m", "mobilize.arm64.child", inside], env)
+
+
+def _describe_cpu(where: Path, cpu: str) -> None:
+    """/proc/cpuinfo and /sys/devices/system/cpu for one core of the emulated model.  QEMU 7.2's user mode
+    passes the host's x86 files through: cpuinfo (inside XNNPACK, ONNX Runtime, PyTorch) then fails to
+    initialise and XNNPACK refuses to start (status 5, unsupported hardware); with the host's real /sys,
+    onnxruntime segfaults.  These say what QEMU emulates; the features themselves come from AT_HWCAP."""
+    implementer, variant, part, revision = MIDR[cpu]
+    midr = implementer << 24 | variant << 20 | 0xF << 16 | part << 4 | revision
+    (where / "sys/devices/system/cpu/cpu0/regs/identification").mkdir(parents=True)
+    for name in ("possible", "present", "online"):
+        (where / "sys/devices/system/cpu" / name).write_text("0\n")
+    (where / "sys/devices/system/cpu/cpu0/regs/identification/midr_el1").write_text(f"0x{midr:016x}\n")
+    (where / "cpuinfo").write_text(
+        f"processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: {FEATURES[cpu]}\nCPU implementer\t: 0x{implementer:02x}\n"
+        f"CPU architecture: 8\nCPU variant\t: 0x{variant:x}\nCPU part\t: 0x{part:03x}\nCPU revision\t: {revision}\n\n")
 
 
 def _run(command: list[str], env: dict[str, str], timeout_s: float, log_path: str | None, on: str,

@@ -73,7 +73,8 @@ def check_outputs(arm64: Sequence[Sequence[Any]], host: Sequence[Sequence[Any]],
     c = compare_outputs(arm64, host, None, names=names)
     agreement = {"sqnr_db": None if c.shape_error or not c.finite else _finite(c.sqnr_db),
                  "top1_agreement": c.top1_agreement, "max_abs": _finite(c.max_abs) if c.finite else None,
-                 "flips": c.flips, "samples": c.samples, "shape_error": c.shape_error}
+                 "flips": c.flips, "samples": c.samples, "shape_error": c.shape_error,
+                 "exact": bool(not c.shape_error and c.finite and c.max_abs == 0)}
     return Arm64Check(judge_outputs(arm64, reference, labels, kind, policy, names).to_json(),
                       judge_outputs(host, reference, labels, kind, policy, names).to_json(), agreement, machine)
 
@@ -98,18 +99,24 @@ def summary(name: str, check: dict[str, Any]) -> str:
     """One line: the arm64 verdict, the host's, SQNR of each against the reference and against each other."""
     def sqnr(v: dict[str, Any] | None) -> str:
         x = ((v or {}).get("numbers") or {}).get("sqnr_db")
-        return "inf" if x is None and v and v.get("outcome") == "OK" else ("-" if x is None else f"{x:.1f}")
+        return "exact" if x is None and v and v.get("outcome") == "OK" else ("-" if x is None else f"{x:.1f} dB")
 
     agree = check.get("agreement_with_host") or {}
     top1 = agree.get("top1_agreement")
     features = ",".join(k for k, on in (check.get("cpu_features") or {}).items() if on) or "-"
-    text = (f"{name}: arm64 {check['outcome']} (SQNR {sqnr(check.get('verdict'))} dB) | host "
-            f"{check.get('host_outcome')} (SQNR {sqnr(check.get('host_verdict'))} dB) | arm64 vs host: "
-            f"SQNR {'-' if agree.get('sqnr_db') is None else format(agree['sqnr_db'], '.1f')} dB, top-1 agreement "
+    text = (f"{name}: arm64 {check['outcome']} (SQNR {sqnr(check.get('verdict'))}) | host "
+            f"{check.get('host_outcome')} (SQNR {sqnr(check.get('host_verdict'))}) | arm64 vs host: "
+            f"SQNR {_agreement_db(agree)}, top-1 agreement "
             f"{'-' if top1 is None else format(top1, '.1%')} | {check.get('qemu_cpu')} [{features}]")
     if check.get("differs_from_host"):
         text += f"  <-- DIFFERS ({flag(check)}): {check['verdict']['reason']}"
     return text
+
+
+def _agreement_db(agree: dict[str, Any]) -> str:
+    if agree.get("exact"):
+        return "exact (bit for bit)"
+    return "-" if agree.get("sqnr_db") is None else f"{agree['sqnr_db']:.1f} dB"
 
 
 def _finite(x: float) -> float | None:

@@ -327,7 +327,7 @@ def arm64_section(report: dict[str, Any]) -> str:
         feats = ", ".join(k for k, on in (a.get("cpu_features") or {}).items() if on)
         top1 = agree.get("top1_agreement")
         cells = [a.get("host_outcome"), sq(a.get("host_verdict")), sq(a.get("verdict")),
-                 _num(agree.get("sqnr_db"), digits=1), None if top1 is None else f"{top1:.1%}",
+                 "exact" if agree.get("exact") else _num(agree.get("sqnr_db"), digits=1), None if top1 is None else f"{top1:.1%}",
                  f'{a.get("qemu_cpu")} ({feats})']
         cls = "bad" if a.get("differs_from_host") else "ok"
         rows.append(f'<tr><td>{esc(v["name"])}</td><td class="l {cls}">{esc(a["outcome"])}'

@@ -2,9 +2,9 @@
 mobilize.arm64.child DIR``.  The same code runs inside the arm64 root (under QEMU) and on the host, so
 the two sets of outputs differ only in the kernels that computed them.
 
-DIR holds ``request.json`` (the artifact's file name in DIR, its runtime, threads), ``inputs.npz``
-(``s<i>_<j>``: sample i, model input j); the child writes ``outputs.npz`` (``s<i>_<j>``: sample i,
-output j) and ``machine.json`` (what it ran on: ``platform.machine()``, the QEMU CPU model, the CPU
+DIR holds ``request.json`` (the artifacts' file names in DIR, their runtimes, threads), ``inputs.npz``
+(``s<i>_<j>``: sample i, model input j); the child writes ``outputs.npz`` (``f<k>_s<i>_<j>``: file k,
+sample i, output j) and ``machine.json`` (what it ran on: ``platform.machine()``, the QEMU CPU model, the CPU
 features the kernel (or QEMU) reports in AT_HWCAP, the runtimes' versions, its wall time, which on
 an emulated CPU is not a latency).  Arrays only, never pickles: nothing crosses as code.
 """
@@ -52,10 +52,13 @@ def versions() -> dict[str, str]:
 
 
 def run(folder: Path) -> dict:
+    """Every file of the request on the same samples, one after another (the runtimes import once: under
+    emulation importing torch and executorch takes minutes).  A file that fails records its error."""
     import numpy as np
     import torch
 
     from mobilize.artifact import Artifact
+    from mobilize.errors import UserError, third_party_failure, typed_headline
     from mobilize.runtimes.base import open_session
 
     request = json.loads((folder / "request.json").read_text())
@@ -65,18 +68,29 @@ def run(folder: Path) -> dict:
     samples = []
     for i in range(request["samples"]):
         samples.append([torch.from_numpy(arrays[f"s{i}_{j}"]) for j in range(request["inputs"])])
-    artifact = Artifact.from_file(folder / request["artifact"])
-    t0 = time.perf_counter()
-    with open_session(artifact, request.get("runtime"), threads=request["threads"]) as session:
-        outs = [session.run(x) for x in samples]
-        name = session.name
-    wall_s = time.perf_counter() - t0
-    np.savez(folder / "outputs.npz.tmp.npz", **{f"s{i}_{j}": t.detach().float().contiguous().numpy()
-                                               for i, o in enumerate(outs) for j, t in enumerate(o)})
-    os.replace(folder / "outputs.npz.tmp.npz", folder / "outputs.npz")
+    results, saved = [], {}
+    for k, job in enumerate(request["files"]):
+        t0 = time.perf_counter()
+        try:  # a file its runtime refuses is recorded and the next file still runs; a bug in mobilize is raised
+            with third_party_failure(f"running {job['artifact']}") as failed:
+                with open_session(Artifact.from_file(folder / job["artifact"]), job.get("runtime"),
+                                  threads=request["threads"]) as session:
+                    outs = [session.run(x) for x in samples]
+                    name = session.name
+        except UserError as exc:
+            results.append({"error": str(exc)[:300]})
+            continue
+        if failed.error is not None:
+            results.append({"error": typed_headline(failed.error)[:300]})
+            continue
+        saved.update({f"f{k}_s{i}_{j}": t.detach().float().contiguous().numpy()
+                      for i, o in enumerate(outs) for j, t in enumerate(o)})
+        results.append({"runtime": name, "outputs": len(outs[0]) if outs else 0,
+                        "wall_s_not_latency": time.perf_counter() - t0})
+    np.savez(folder / "outputs.tmp.npz", **saved)
+    os.replace(folder / "outputs.tmp.npz", folder / "outputs.npz")
     return {"machine": platform.machine(), "qemu_cpu": os.environ.get("QEMU_CPU"), "cpu_features": cpu_features(),
-            "runtime": name, "versions": versions(), "outputs": len(outs[0]) if outs else 0,
-            "wall_s_not_latency": wall_s}
+            "versions": versions(), "files": results}
 
 
 def main(argv: list[str]) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from mobilize.arm64.run import check_cpu, missing, run_child
+from mobilize.arm64.run import check_cpu, missing, run_children
 from mobilize.arm64.verdict import check_outputs, failed_check, flag
 from mobilize.errors import UserError
 
@@ -27,44 +27,56 @@ def verify_variants(results: dict[str, Any], samples: Sequence[Sequence[Any]], l
                     reference: dict[str, Any], *, policy, cpu: str, timeout_s: float, count: int = DEFAULT_SAMPLES,
                     log_dir=None, status: Callable[[str], None] = lambda text: None,
                     save: Callable[[], None] = lambda: None) -> None:
-    """Check every variant that has a file on arm64; ``results`` maps names to VariantResult."""
+    """Check every variant that has a file on arm64; ``results`` maps names to VariantResult.  All files run in
+    one host child and one arm64 child (under emulation the runtimes take minutes to import)."""
+    from mobilize.arm64.verdict import judge_outputs
+
     check_cpu(cpu)
     why = missing()
     n = min(count, len(samples))
     xs, ys = list(samples[:n]), (list(labels[:n]) if labels is not None else None)
-    ref_outs = reference["outputs"][:n]
+    ref_outs, names = reference["outputs"][:n], reference.get("names")
+    todo = []
     for r in results.values():
-        if why:
-            r.note(f"arm64: not checked: {why}")
-            continue
-        skip = _skip_reason(r)
+        skip = why or _skip_reason(r)
         if skip:
             r.note(f"arm64: not checked: {skip}")
-            continue
-        status(f"{r.name}: arm64 check under QEMU ({cpu}, {n} samples)")
-        log = str(log_dir / f"{r.name}-arm64.log") if log_dir else None
-        try:
-            host = run_child(r.artifact, xs, on="host", runtime=r.runtime, timeout_s=timeout_s, log_path=log)
-        except UserError as exc:
-            r.note(f"arm64: not checked: the same file failed on the host's child: {exc}")
-            continue
-        try:
-            arm = run_child(r.artifact, xs, on="arm64", runtime=r.runtime, cpu=cpu, timeout_s=timeout_s, log_path=log)
-        except UserError as exc:
-            from mobilize.arm64.verdict import judge_outputs
-
-            host_v = judge_outputs(host.outputs, ref_outs, ys, r.kind, policy, reference.get("names")).to_json()
-            r.details["arm64"] = failed_check(str(exc), host_v, {"machine": "aarch64", "qemu_cpu": cpu})
-            r.note(f"arm64: RUN_FAIL under QEMU ({cpu}): {exc}")
         else:
-            check = check_outputs(arm.outputs, host.outputs, ref_outs, ys, r.kind, policy, machine=arm.machine,
-                                  names=reference.get("names"))
-            r.details["arm64"] = check.to_json()
-            r.details["arm64"]["samples"] = n
-            if check.differs:
-                r.note(f"WARNING arm64 verdict differs from the host's ({flag(check.to_json())}, QEMU {cpu}): "
-                       f"{check.verdict['reason']}")
-        save()
+            todo.append(r)
+    if not todo:
+        return
+    files = [(r.artifact, r.runtime) for r in todo]
+    log = str(log_dir / "arm64.log") if log_dir else None
+    status(f"arm64: the {len(todo)} files on the host's kernels ({n} samples)")
+    try:
+        hosts = run_children(files, xs, on="host", timeout_s=timeout_s, log_path=log)
+    except UserError as exc:
+        for r in todo:
+            r.note(f"arm64: not checked: the host's run of the files failed: {exc}")
+        return
+    status(f"arm64: the {len(todo)} files under QEMU ({cpu}, {n} samples; emulation is slow)")
+    try:
+        arms = run_children(files, xs, on="arm64", cpu=cpu, timeout_s=timeout_s * len(todo), log_path=log)
+    except UserError as exc:
+        arms = [None] * len(todo)
+        failure = str(exc)
+    for r, host, arm in zip(todo, hosts, arms):
+        if host.error:
+            r.note(f"arm64: not checked: the file failed in the host's child: {host.error}")
+            continue
+        if arm is None or arm.error:
+            host_v = judge_outputs(host.outputs, ref_outs, ys, r.kind, policy, names).to_json()
+            message = failure if arm is None else arm.error
+            r.details["arm64"] = failed_check(message, host_v, arm.machine if arm else {"qemu_cpu": cpu})
+            r.note(f"arm64: RUN_FAIL under QEMU ({cpu}): {message}")
+            continue
+        check = check_outputs(arm.outputs, host.outputs, ref_outs, ys, r.kind, policy, machine=arm.machine,
+                              names=names)
+        r.details["arm64"] = {**check.to_json(), "samples": n}
+        if check.differs:
+            r.note(f"WARNING arm64 verdict differs from the host's ({flag(check.to_json())}, QEMU {cpu}): "
+                   f"{check.verdict['reason']}")
+    save()
 
 
 def _skip_reason(r) -> str | None:

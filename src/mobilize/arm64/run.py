@@ -74,16 +74,31 @@ def check_cpu(cpu: str) -> str:
 
 @dataclasses.dataclass
 class ChildRun:
-    """What one child run gave back: its outputs (per sample, per output) and what it ran on."""
+    """What one child run gave back for one file: its outputs (per sample, per output) or its error, and what
+    it ran on."""
 
-    outputs: list[list[Any]]
+    outputs: list[list[Any]] | None
     machine: dict[str, Any]
+    error: str | None = None
 
 
 def run_child(artifact: str | os.PathLike, samples: Sequence[Sequence[Any]], *, on: str, runtime: str | None = None,
               cpu: str = DEFAULT_CPU, threads: int = 1, timeout_s: float = 900.0, log_path: str | None = None
               ) -> ChildRun:
-    """Run ``artifact`` on ``samples`` (lists of tensors, batch of one) in a child on ``on`` ("arm64" or "host")."""
+    """Run ``artifact`` on ``samples`` (lists of tensors, batch of one) in a child on ``on`` ("arm64" or "host");
+    a file the runtime cannot load or run is a UserError."""
+    [run] = run_children([(artifact, runtime)], samples, on=on, cpu=cpu, threads=threads, timeout_s=timeout_s,
+                         log_path=log_path)
+    if run.error:
+        raise UserError(f"{Path(artifact).name} on {on}: {run.error}")
+    return run
+
+
+def run_children(files: Sequence[tuple[str | os.PathLike, str | None]], samples: Sequence[Sequence[Any]], *,
+                 on: str, cpu: str = DEFAULT_CPU, threads: int = 1, timeout_s: float = 900.0,
+                 log_path: str | None = None) -> list[ChildRun]:
+    """Every (file, runtime) on the same ``samples`` in one child on ``on`` ("arm64" or "host"): the runtimes
+    import once.  A crash or timeout of the child is a UserError naming the files."""
     import numpy as np
     import torch
 
@@ -96,21 +111,35 @@ def run_child(artifact: str | os.PathLike, samples: Sequence[Sequence[Any]], *, 
         base = None
     folder = Path(tempfile.mkdtemp(prefix="mobilize-arm64-", dir=base))
     try:
-        src = Path(artifact)
-        shutil.copy2(src, folder / src.name)
+        names = []
+        for k, (artifact, _) in enumerate(files):
+            src = Path(artifact)
+            names.append(f"{k}-{src.name}")
+            shutil.copy2(src, folder / names[-1])
+            manifest = src.with_name(src.name + ".manifest.json")
+            if manifest.exists():
+                shutil.copy2(manifest, folder / (names[-1] + ".manifest.json"))
         arrays = {f"s{i}_{j}": torch.as_tensor(t).detach().contiguous().numpy() for i, x in enumerate(samples)
                   for j, t in enumerate(x)}
         np.savez(folder / "inputs.npz", **arrays)
         (folder / "request.json").write_text(json.dumps({
-            "artifact": src.name, "runtime": runtime, "threads": threads, "samples": len(samples),
-            "inputs": len(samples[0]) if samples else 0}))
+            "files": [{"artifact": n, "runtime": r} for n, (_, r) in zip(names, files)], "threads": threads,
+            "samples": len(samples), "inputs": len(samples[0]) if samples else 0}))
         command, env = _command(folder, on, cpu)
-        _run(command, env, timeout_s, log_path, on, artifact)
-        machine = json.loads((folder / "machine.json").read_text())
+        what = ", ".join(Path(a).name for a, _ in files)
+        _run(command, env, timeout_s, log_path, on, what)
+        report = json.loads((folder / "machine.json").read_text())
+        machine = {k: v for k, v in report.items() if k != "files"}
+        runs = []
         with np.load(folder / "outputs.npz") as z:
-            outs = [[torch.from_numpy(z[f"s{i}_{j}"].copy()) for j in range(machine["outputs"])]
-                    for i in range(len(samples))]
-        return ChildRun(outs, machine)
+            for k, job in enumerate(report["files"]):
+                if "error" in job:
+                    runs.append(ChildRun(None, machine, job["error"]))
+                    continue
+                outs = [[torch.from_numpy(z[f"f{k}_s{i}_{j}"].copy()) for j in range(job["outputs"])]
+                        for i in range(len(samples))]
+                runs.append(ChildRun(outs, {**machine, **job}))
+        return runs
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -154,7 +183,7 @@ def _describe_cpu(where: Path, cpu: str) -> None:
 
 
 def _run(command: list[str], env: dict[str, str], timeout_s: float, log_path: str | None, on: str,
-         artifact: Any) -> None:
+         what: str) -> None:
     log = open(log_path, "ab") if log_path else subprocess.PIPE
     try:
         proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT if log_path else log,
@@ -164,7 +193,7 @@ def _run(command: list[str], env: dict[str, str], timeout_s: float, log_path: st
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-            raise UserError(f"{Path(artifact).name} on {on}: no answer within {timeout_s:g} s (TIMEOUT; emulation "
+            raise UserError(f"{what} on {on}: no answer within {timeout_s:g} s (TIMEOUT; emulation "
                             f"runs 10-100x slower than the host)") from None
         except BaseException:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -178,4 +207,4 @@ def _run(command: list[str], env: dict[str, str], timeout_s: float, log_path: st
         lines = [ln for ln in tail.splitlines() if ln.strip()]
         how = (f"killed by {signal.Signals(-proc.returncode).name}" if proc.returncode < 0
                else f"exited with code {proc.returncode}")
-        raise UserError(f"{Path(artifact).name} on {on}: the child {how}: {' | '.join(lines[-3:])[:500]}")
+        raise UserError(f"{what} on {on}: the child {how}: {' | '.join(lines[-3:])[:500]}")

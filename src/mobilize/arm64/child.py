@@ -63,6 +63,10 @@ def run(folder: Path) -> dict:
 
     request = json.loads((folder / "request.json").read_text())
     torch.set_num_threads(request["threads"])
+    if platform.machine() == "aarch64" and "qnnpack" in torch.backends.quantized.supported_engines:
+        # PyPI's aarch64 torch defaults to the "x86" engine (fbgemm), whose packed weights refuse to load here
+        # ("unknown architecure"); qnnpack is what PyTorch Mobile runs int8 with on arm
+        torch.backends.quantized.engine = "qnnpack"
     with np.load(folder / "inputs.npz") as z:
         arrays = {k: z[k] for k in z.files}
     samples = []
@@ -90,7 +94,7 @@ def run(folder: Path) -> dict:
     np.savez(folder / "outputs.tmp.npz", **saved)
     os.replace(folder / "outputs.tmp.npz", folder / "outputs.npz")
     return {"machine": platform.machine(), "qemu_cpu": os.environ.get("QEMU_CPU"), "cpu_features": cpu_features(),
-            "versions": versions(), "files": results}
+            "versions": versions(), "quantized_engine": torch.backends.quantized.engine, "files": results}
 
 
 def main(argv: list[str]) -> int:

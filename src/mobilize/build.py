@@ -43,7 +43,11 @@ class BuildResult:
 
     @property
     def kind(self) -> Kind:
-        return Kind.QUANTIZED if self.quantized else Kind.FLOAT
+        """What the variant promises against the float model: the strongest of its steps' (an fp16 export is
+        REDUCED, judged by the reduced-precision floor, not by the fp32 one)."""
+        if self.quantized:
+            return Kind.QUANTIZED
+        return Kind.REDUCED if any(b.kind == Kind.REDUCED for b in self.artifacts) else Kind.FLOAT
 
 
 def prepare(model: Any, recipe: Recipe, ctx: Context, echo: Callable[[str], None] | None = None) -> Any:

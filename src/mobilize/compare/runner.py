@@ -106,8 +106,12 @@ class Worker:
         """Wall seconds per stage, from the child's start to the answer ``expect`` returned last."""
         self._since = time.monotonic()
         # an interrupt is the parent's to handle: it stops every worker, this one included from its start
+        def started(child: Child) -> None:  # registered before an interrupt can cut in: stoppable from here on
+            self.child = child
+            on_start(self)
+
         self.child = Child(target or worker.main, (job,), log_path=job.log_path, capture_stderr=True,
-                           on_start=lambda child: on_start(self))
+                           on_start=started)
 
     def expect(self, kind: type, timeout_s: float) -> Any:
         """The next message of type ``kind``; raises StageFailure on error, crash or timeout."""

@@ -213,7 +213,8 @@ def as_array(t: Any) -> Any:
 
     if hasattr(t, "detach"):
         t = t.detach().contiguous().numpy()
-    return np.ascontiguousarray(t)
+    array = np.asarray(t)  # not np.ascontiguousarray alone: it turns a 0-d (scalar) input into shape (1,)
+    return array if array.flags.c_contiguous else np.ascontiguousarray(array)
 
 
 def output_names(raw: Any, prefix: str = "") -> list[str]:

@@ -198,6 +198,32 @@ def test_verdict_thresholds_live_only_in_the_policy():
                                             % (planted["mobilize.compare.runner"].count("\n") - 1)]
 
 
+
+ASSEMBLY = ("judge_budget", "judge_task", "against_both")
+"""The halves of a quality verdict; ``verify.assess`` puts them together, and nothing else may."""
+
+
+def assemblers(modules: dict[str, str]) -> list[str]:
+    """Calls of a budget half outside accuracy/verify.py (a second place that assembles the budget)."""
+    out = []
+    for module, source in modules.items():
+        if module == "mobilize.accuracy.verify":
+            continue
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Call):
+                name = ast.unparse(node.func).rpartition(".")[2]
+                if name in ASSEMBLY:
+                    out.append(f"{module}:{node.lineno}: {name}")
+    return out
+
+
+def test_one_function_assembles_the_budget():
+    """compare, tune, optimize's verify and the arm64 check all judge through ``verify.assess``."""
+    assert not assemblers(sources())
+    planted = {**sources(), "mobilize.tune": sources()["mobilize.tune"]
+               + "\nv = judge_budget(v, cosine=c, labelled=False)\n"}
+    assert assemblers(planted) == ["mobilize.tune:%d: judge_budget" % planted["mobilize.tune"].count("\n")]
+
 def test_seven_engines_one_folder_each():
     from mobilize.backends import BACKENDS
 

@@ -100,7 +100,7 @@ def verify_artifact(built: Built, module: Any, ctx: Context, policy: Policy = DE
     output does not depend on its input makes the verdict VACUOUS.  ``task`` (mobilize.accuracy.tasks): a model
     without classes is never judged on top-1 agreement."""
     from mobilize.accuracy.tasks import without_classes
-    from mobilize.accuracy.verify import against_both, degenerate_reference, judge_budget
+    from mobilize.accuracy.verify import assess, degenerate_reference
 
     samples = verify_inputs(ctx)
     got = _outputs(built.artifact, samples)
@@ -116,9 +116,8 @@ def verify_artifact(built: Built, module: Any, ctx: Context, policy: Policy = DE
     if float_model is None:
         return fidelity
     c = without_classes(compare_outputs(got, reference), task)
-    quality = judge_budget(judge(c, Kind.QUANTIZED if quantized else built.kind, policy), cosine=c.cosine_mean,
-                           labelled=False, policy=policy)
-    return against_both(fidelity, quality, degenerate_reference(reference, policy, task=task))
+    return assess(c, Kind.QUANTIZED if quantized else built.kind, policy, fidelity=fidelity,
+                  reference_warning=degenerate_reference(reference, policy, task=task)).verdict
 
 
 def _outputs(model: Any, samples: list[list]) -> list[list]:

@@ -10,7 +10,7 @@ import torch
 
 from mobilize.accuracy.metrics import compare_outputs
 from mobilize.accuracy.stats import paired_drop_ci, ratio_ci
-from mobilize.accuracy.verify import DEFAULT_POLICY, Kind, Policy, judge, judge_budget, verify_close
+from mobilize.accuracy.verify import DEFAULT_POLICY, Kind, Policy, assess, judge, judge_budget, verify_close
 from mobilize.outcome import Outcome
 
 
@@ -111,6 +111,36 @@ def test_budget_turns_a_working_variant_over_budget_and_names_the_rule():
     cos = judge_budget(ok, cosine=0.95, labelled=False)
     assert cos.outcome == Outcome.OVER_BUDGET and cos.rule == "budget-cosine"
     assert judge_budget(ok, cosine=0.995, labelled=False, policy=DEFAULT_POLICY).ok
+
+
+def test_assess_decides_the_budget_on_labels_else_cosine_and_keeps_the_figures():
+    """One function assembles the budget for compare, tune, optimize and arm64: labelled -> top-1 drop with its
+    paired interval and McNemar p; unlabelled -> mean cosine; a degenerate reference -> VACUOUS."""
+    ref = logits(n=40, seed=1)
+    labels = [int(r[0].argmax()) for r in ref]
+
+    def flipped(t):  # the runner-up becomes the answer, just
+        t = t.clone()
+        second = int(t.topk(2).indices[0, 1])
+        t[0, second] = t.max() + 0.05
+        return t
+
+    cand = [[flipped(t)] if i < 4 else [t] for i, (t,) in enumerate(ref)]  # 4 of 40 answers changed
+    c = compare_outputs(cand, ref, labels)
+    ref_correct = [True] * 40
+    labelled = assess(c, Kind.QUANTIZED, Policy(max_drop_points=5.0), reference_correct=ref_correct)
+    assert labelled.drop_points == pytest.approx(10.0) and labelled.drop_ci[0] < 10.0 < labelled.drop_ci[1]
+    assert labelled.verdict.outcome == Outcome.OVER_BUDGET and labelled.verdict.rule == "budget-top1-drop"
+    figures = labelled.accuracy_json()
+    assert figures["top1_reference"] == 100.0 and figures["top1_drop_significant"] and 0 < figures["top1_drop_mcnemar_p"] < 1
+    loose = assess(c, Kind.QUANTIZED, Policy(max_drop_points=20.0), reference_correct=ref_correct)
+    assert loose.verdict.outcome == Outcome.OK and "within budget 20" in loose.verdict.reason
+    unlabelled = assess(c, Kind.QUANTIZED)
+    assert unlabelled.drop_points is None and unlabelled.verdict.ok and "mean cosine" in unlabelled.verdict.reason
+    strict = assess(c, Kind.QUANTIZED, Policy(min_cosine=1.0))
+    assert strict.verdict.outcome == Outcome.OVER_BUDGET and strict.verdict.rule == "budget-cosine"
+    vacuous = assess(compare_outputs(ref, ref), Kind.FLOAT, reference_warning="WARNING: constant (rule x)")
+    assert vacuous.verdict.outcome == Outcome.VACUOUS and vacuous.verdict.rule == "vacuous-reference"
 
 
 def test_intervals_shrink_as_samples_grow():

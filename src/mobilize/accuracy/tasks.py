@@ -270,31 +270,3 @@ def apply_task(c: Comparison, task: Task | str | None, candidate, reference, lab
         return
     fn = load_metric(metric) if metric else None
     c.task_measure = measure_task(task, candidate, reference, labels, fn, metric.rpartition(":")[2] if metric else "")
-
-
-def judge_task(verdict, c: Comparison, policy):
-    """The budget half for a task measure: a drop beyond --max-drop is OVER_BUDGET (rule ``budget-*-drop``); for
-    embeddings and raw outputs --min-cosine decides and the measure is reported beside it."""
-    from mobilize.accuracy.verify import Verdict, judge_budget
-    from mobilize.outcome import Outcome
-
-    m = c.task_measure
-    if m is None or m.rule == "cosine" or m.drop is None:
-        out = judge_budget(verdict, cosine=c.cosine_mean, labelled=False, policy=policy)
-        if m is not None and out.outcome != Outcome.MISMATCH:
-            out = dataclasses.replace(out, reason=f"{out.reason}; {m.text()}",
-                                      numbers={**out.numbers, "task_measure": m.measure, "task_value": m.value})
-        return out
-    if verdict.outcome != Outcome.OK:
-        return verdict
-    ci = m.drop_ci()
-    ci_text = f" (95% CI {ci[0]:+.2f} to {ci[1]:+.2f})" if ci else ""
-    ref = f"{m.reference:.1f}%" if m.percent else f"{m.reference:.4g}"
-    what = f"{m.text()} vs the float model's {ref}: drop {m.drop:+.2f}{' points' if m.percent else ''}{ci_text}"
-    numbers = {**verdict.numbers, "task_measure": m.measure, "task_value": m.value, "task_reference": m.reference,
-               "task_drop": m.drop, "max_drop_points": policy.max_drop_points}
-    if m.drop > policy.max_drop_points:
-        return Verdict(Outcome.OVER_BUDGET, m.rule, f"{what} > budget {policy.max_drop_points:g} (rule {m.rule})",
-                       numbers)
-    return dataclasses.replace(verdict, numbers=numbers,
-                               reason=f"{verdict.reason}; {what} within budget {policy.max_drop_points:g}")

@@ -22,7 +22,7 @@ from mobilize.accuracy.metrics import Comparison, as_float64, compare_outputs
 from mobilize.errors import ConfigError
 from mobilize.outcome import Outcome
 
-__all__ = ["Kind", "Policy", "Verdict", "judge", "judge_budget", "judge_steps", "verify_close", "compare_outputs",
+__all__ = ["Kind", "Policy", "Verdict", "Assessment", "assess", "judge", "judge_budget", "judge_task", "judge_steps", "verify_close", "compare_outputs",
            "DEFAULT_POLICY", "degenerate_reference", "against_both", "FIDELITY", "QUALITY"]
 
 FIDELITY = "the model it was exported from"
@@ -187,6 +187,84 @@ def judge_budget(verdict: Verdict, *, drop_points: float | None = None, drop_ci:
                                    reason=f"{verdict.reason}; mean cosine {cosine:.4f} within budget "
                                           f"{policy.min_cosine:g}")
     return verdict
+
+
+def judge_task(verdict: Verdict, c: Comparison, policy: Policy = DEFAULT_POLICY) -> Verdict:
+    """The budget half for a task measure: a drop beyond --max-drop is OVER_BUDGET (rule ``budget-*-drop``); for
+    embeddings and raw outputs --min-cosine decides and the measure is reported beside it."""
+    m = c.task_measure
+    if m is None or m.rule == "cosine" or m.drop is None:
+        out = judge_budget(verdict, cosine=c.cosine_mean, labelled=False, policy=policy)
+        if m is not None and out.outcome != Outcome.MISMATCH:
+            out = dataclasses.replace(out, reason=f"{out.reason}; {m.text()}",
+                                      numbers={**out.numbers, "task_measure": m.measure, "task_value": m.value})
+        return out
+    if verdict.outcome != Outcome.OK:
+        return verdict
+    ci = m.drop_ci()
+    ci_text = f" (95% CI {ci[0]:+.2f} to {ci[1]:+.2f})" if ci else ""
+    ref = f"{m.reference:.1f}%" if m.percent else f"{m.reference:.4g}"
+    what = f"{m.text()} vs the float model's {ref}: drop {m.drop:+.2f}{' points' if m.percent else ''}{ci_text}"
+    numbers = {**verdict.numbers, "task_measure": m.measure, "task_value": m.value, "task_reference": m.reference,
+               "task_drop": m.drop, "max_drop_points": policy.max_drop_points}
+    if m.drop > policy.max_drop_points:
+        return Verdict(Outcome.OVER_BUDGET, m.rule, f"{what} > budget {policy.max_drop_points:g} (rule {m.rule})",
+                       numbers)
+    return dataclasses.replace(verdict, numbers=numbers,
+                               reason=f"{verdict.reason}; {what} within budget {policy.max_drop_points:g}")
+
+
+@dataclasses.dataclass
+class Assessment:
+    """A candidate's quality verdict against the float model, with the figures it was decided on."""
+
+    verdict: Verdict
+    reference_top1: float | None = None
+    """The float model's top-1 (%) on the same labelled samples (None without labels or for a non-classifier)."""
+    drop_points: float | None = None
+    drop_ci: tuple[float, float] | None = None
+    """95% interval of the paired top-1 drop (:func:`mobilize.accuracy.stats.paired_drop_ci`)."""
+    mcnemar_p: float | None = None
+    cosine_ci: tuple[float, float] | None = None
+
+    def accuracy_json(self) -> dict[str, Any]:
+        """The figures compare's report.json carries beside the comparison's own."""
+        out: dict[str, Any] = {}
+        if self.drop_points is not None:
+            out.update(top1_reference=self.reference_top1, top1_drop=self.drop_points, top1_drop_ci95=list(self.drop_ci),
+                       top1_drop_mcnemar_p=self.mcnemar_p,
+                       top1_drop_significant=not (self.drop_ci[0] <= 0.0 <= self.drop_ci[1]))
+        if self.cosine_ci is not None:
+            out["cosine_ci95"] = list(self.cosine_ci)
+        return out
+
+
+def assess(c: Comparison, kind: Kind | str, policy: Policy = DEFAULT_POLICY, *,
+           reference_correct: Sequence[bool] | None = None, fidelity: Verdict | None = None,
+           reference_warning: str | None = None) -> Assessment:
+    """The one way a candidate's outputs become its verdict (compare, tune and the arm64 check all call it):
+    broken or working (:func:`judge`), then the budget - the task's own measure when ``c`` carries one or the
+    model is not a classifier (:func:`judge_task`), else the top-1 drop against ``reference_correct`` (the float
+    model's per-sample correctness on the same labelled samples) or, unlabelled, the mean cosine
+    (:func:`judge_budget`) - then the two halves (:func:`against_both`) with the fidelity verdict if there is one."""
+    from mobilize.accuracy.stats import mcnemar_p, mean_ci, paired_drop_ci
+
+    verdict = judge(c, kind, policy)
+    out = Assessment(verdict)
+    if reference_correct is not None and c.correct is not None:
+        out.reference_top1 = 100.0 * sum(reference_correct) / len(reference_correct)
+        out.drop_points = out.reference_top1 - c.top1
+        out.drop_ci = paired_drop_ci(reference_correct, c.correct)
+        out.mcnemar_p = mcnemar_p(reference_correct, c.correct)
+    if c.cosine:
+        out.cosine_ci = mean_ci(c.cosine)
+    if c.task_measure is not None or c.task not in (None, "classification"):
+        verdict = judge_task(verdict, c, policy)
+    else:
+        verdict = judge_budget(verdict, drop_points=out.drop_points, drop_ci=out.drop_ci, cosine=c.cosine_mean,
+                               labelled=out.drop_points is not None, policy=policy)
+    out.verdict = against_both(fidelity, verdict, reference_warning)
+    return out
 
 
 def judge_steps(what: str, elements: int, within_one_step: int, policy: Policy = DEFAULT_POLICY) -> Verdict:

@@ -19,8 +19,7 @@ import dataclasses
 from typing import Any, Sequence
 
 from mobilize.accuracy.metrics import compare_outputs
-from mobilize.accuracy.stats import paired_drop_ci
-from mobilize.accuracy.verify import DEFAULT_POLICY, Policy, Verdict, judge, judge_budget
+from mobilize.accuracy.verify import DEFAULT_POLICY, Policy, Verdict, assess
 from mobilize.errors import InternalError
 from mobilize.outcome import Outcome
 
@@ -28,18 +27,16 @@ __all__ = ["Arm64Check", "check_outputs", "failed_check", "flag", "judge_outputs
 
 
 def judge_outputs(outs: Sequence[Sequence[Any]], reference: Sequence[Sequence[Any]], labels: Sequence[int] | None,
-                  kind: str, policy: Policy = DEFAULT_POLICY, names: Sequence[str] | None = None) -> Verdict:
-    """A file's outputs vs the reference, to the policy: broken or working (``judge``), then the budget
-    (top-1 drop on labelled data, else mean cosine), as compare judges a variant's quality."""
+                  kind: str, policy: Policy = DEFAULT_POLICY, names: Sequence[str] | None = None,
+                  task: str | None = None) -> Verdict:
+    """A file's outputs vs the reference, judged as compare judges a variant's quality (:func:`assess`): in the
+    model's task (``task``; None: guessed from the reference as compare guesses it)."""
+    from mobilize.accuracy.tasks import apply_task
+
     c = compare_outputs(outs, reference, labels, names=names)
-    verdict = judge(c, kind, policy)
-    drop = ci = None
-    if labels is not None and c.correct is not None:
-        ref_correct = compare_outputs(reference, reference, labels, names=names).correct
-        drop = 100.0 * (sum(ref_correct) - sum(c.correct)) / len(c.correct)
-        ci = paired_drop_ci(ref_correct, c.correct)
-    return judge_budget(verdict, drop_points=drop, drop_ci=ci, cosine=c.cosine_mean, labelled=drop is not None,
-                        policy=policy)
+    apply_task(c, task, outs, reference, labels)
+    ref_correct = compare_outputs(reference, reference, labels, names=names).correct if labels is not None else None
+    return assess(c, kind, policy, reference_correct=ref_correct).verdict
 
 
 @dataclasses.dataclass

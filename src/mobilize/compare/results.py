@@ -14,6 +14,11 @@ from typing import Any
 from mobilize.outcome import Outcome
 
 
+VARIANT_JSON_SKIPS = ("latency", "details", "fidelity")
+"""Fields ``to_json`` does not write as themselves: latency and details are merged in flat, fidelity sits in the
+verdict."""
+
+
 @dataclasses.dataclass
 class VariantResult:
     name: str
@@ -60,7 +65,7 @@ class VariantResult:
 
     def to_json(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                if f.name not in ("latency", "details", "fidelity")}
+                if f.name not in VARIANT_JSON_SKIPS}
         data["outcome"] = str(self.outcome)
         data.update(self.latency)
         if self.speedup:

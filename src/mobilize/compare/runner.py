@@ -12,9 +12,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from mobilize.accuracy.tasks import judge_task
-from mobilize.accuracy.stats import mcnemar_p, mean_ci, paired_drop_ci, ratio_ci, spread_percent
-from mobilize.accuracy.verify import DEFAULT_POLICY, Kind, Policy, Verdict, against_both, judge, judge_budget
+from mobilize.accuracy.stats import ratio_ci, spread_percent
+from mobilize.accuracy.verify import DEFAULT_POLICY, Kind, Policy, Verdict, assess
 from mobilize.bench.racing import DEFAULT_TIME_BUDGET_S, ESTIMATOR, Race, RaceRecord, geometric_mean
 from mobilize.bench.rounds import schedule
 from mobilize.compare.messages import (
@@ -407,26 +406,11 @@ class PlanRun:
             r.size_bytes = ready.size_bytes
         c = ready.comparison
         policy, ref = self.cfg.policy, self.reference
-        acc = c.to_json()
-        verdict = judge(c, r.kind, policy)
-        drop = ci = None
-        if ref.correct is not None and c.correct is not None:
-            ref_top1 = 100.0 * sum(ref.correct) / len(ref.correct)
-            drop = ref_top1 - c.top1
-            ci = paired_drop_ci(ref.correct, c.correct)
-            acc.update(top1_reference=ref_top1, top1_drop=drop, top1_drop_ci95=list(ci),
-                       top1_drop_mcnemar_p=mcnemar_p(ref.correct, c.correct),
-                       top1_drop_significant=not (ci[0] <= 0.0 <= ci[1]))
-        if c.cosine:
-            acc["cosine_ci95"] = list(mean_ci(c.cosine))
-        if c.task_measure is not None or c.task not in (None, "classification"):
-            verdict = judge_task(verdict, c, policy)  # the task's own measure (mobilize.accuracy.tasks)
-        else:
-            verdict = judge_budget(verdict, drop_points=drop, drop_ci=ci, cosine=c.cosine_mean,
-                                   labelled=drop is not None, policy=policy)
         fidelity = r.fidelity and Verdict(Outcome(r.fidelity["outcome"]), r.fidelity["rule"], r.fidelity["reason"],
                                           r.fidelity["numbers"])
-        verdict = against_both(fidelity or None, verdict, ref.warning)
+        assessment = assess(c, r.kind, policy, reference_correct=ref.correct, fidelity=fidelity or None,
+                            reference_warning=ref.warning)
+        acc, verdict = {**c.to_json(), **assessment.accuracy_json()}, assessment.verdict
         r.accuracy, r.verdict = acc, verdict.to_json()
         r.outcome = verdict.outcome
         r.stage = "accuracy" if verdict.outcome == Outcome.MISMATCH else None

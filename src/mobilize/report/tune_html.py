@@ -264,7 +264,7 @@ def diagnosis_html(d: dict[str, Any]) -> str:
 
 def _budget_text(policy: dict[str, Any], labelled: bool, measure: dict[str, Any] | None = None) -> str:
     """The budget the verdicts used: the task's measure, top-1 drop on labelled data, else mean cosine (as
-    ``judge_budget`` and ``tasks.judge_task`` decide)."""
+    ``verify.assess`` decides)."""
     if not policy:
         return "-"
     if measure and measure.get("rule") != "cosine":

@@ -2,9 +2,8 @@
 
 The search builds every candidate recipe (ONNX fp32; ONNX static int8 with MinMax, Entropy and
 Percentile calibration; ExecuTorch fp32 and int8 when asked for), checks each against the float
-model on real samples with the verify core (:func:`mobilize.accuracy.verify.judge` for the
-correctness half, :func:`~mobilize.accuracy.verify.judge_budget` with the user's
-:class:`~mobilize.accuracy.verify.Policy` for the budget), and when an ONNX int8 candidate misses
+model on real samples with the verify core (:func:`mobilize.accuracy.verify.assess`, as compare judges, with
+the user's :class:`~mobilize.accuracy.verify.Policy`), and when an ONNX int8 candidate misses
 the budget it localises the layers that cost accuracy (:mod:`mobilize.backends.onnxruntime.drift`) and keeps
 the worst of them in float, one more at a time, until the budget holds; the same for ExecuTorch
 int8 (:mod:`mobilize.backends.executorch.drift`, the modules named in the executorch step's ``exclude``).  Every candidate within
@@ -279,29 +278,22 @@ class _Search:
 
     def judge(self, c: Candidate) -> None:
         from mobilize.accuracy.metrics import compare_outputs
-        from mobilize.accuracy.stats import mean_ci, paired_drop_ci
-        from mobilize.accuracy.verify import against_both, judge, judge_budget
-
-        from mobilize.accuracy.tasks import apply_task, judge_task
+        from mobilize.accuracy.stats import mean_ci
+        from mobilize.accuracy.tasks import apply_task
+        from mobilize.accuracy.verify import assess
 
         outputs = self.outputs(c.path)
         comparison = compare_outputs(outputs, self.reference, self.labels)
         apply_task(comparison, self.task.task, outputs, self.reference, self.labels, self.metric)
-        verdict = judge(comparison, c.kind, self.policy)
-        c.cosine = comparison.cosine_mean
-        if comparison.correct is not None and self.reference_correct is not None:
+        assessment = assess(comparison, c.kind, self.policy, reference_correct=self.reference_correct,
+                            reference_warning=self.reference_warning)
+        c.verdict, c.cosine = assessment.verdict, comparison.cosine_mean
+        c.drop_points, c.drop_ci = assessment.drop_points, assessment.drop_ci
+        if assessment.drop_points is not None:
             c.top1 = comparison.top1
             c.top1_ci = mean_ci([100.0 * bool(x) for x in comparison.correct])
-            c.drop_points = self.reference_top1 - c.top1
-            c.drop_ci = paired_drop_ci(self.reference_correct, comparison.correct)
-        if comparison.task_measure is not None or comparison.task != "classification":
-            tm = comparison.task_measure
-            c.measure = tm.to_json() if tm is not None else None
-            c.verdict = against_both(None, judge_task(verdict, comparison, self.policy), self.reference_warning)
-            return
-        c.verdict = against_both(None, judge_budget(verdict, drop_points=c.drop_points, drop_ci=c.drop_ci,
-                                                    cosine=c.cosine, labelled=c.drop_points is not None,
-                                                    policy=self.policy), self.reference_warning)
+        if comparison.task_measure is not None:
+            c.measure = comparison.task_measure.to_json()
 
 
 def tune(module: Any, input_specs: Sequence[Any], *, data: str, calibration: str | None = None,

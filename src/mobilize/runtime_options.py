@@ -8,8 +8,9 @@ output reuse).  An option no runtime of the run honours is a user error, not a s
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from mobilize.errors import ConfigError
 
@@ -58,3 +59,17 @@ def check_options(runtime: str, options: RuntimeOptions) -> Any:
             raise ConfigError(f"{flag} is for {', '.join(having)} only, but this runs on runtime '{runtime}'",
                               hint=f"drop {flag}, or use an artifact that {having[0]} runs")
     return build_config(own, dict(options.extra), f"runtime {runtime}")
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """One torch intra-op thread for untimed work (checks, accuracy runs, lint's many tiny ops: faster and steadier
+    than a pool on a busy machine), the caller's count restored afterwards.  Timed work sets its own threads."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)

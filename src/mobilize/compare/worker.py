@@ -10,13 +10,13 @@ tail joins the note of a failed stage.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import time
 import traceback
 from typing import Any
 
 from mobilize.compare.messages import Built, Failed, Job, LintDone, Ready, ReferenceDone, Stage
+from mobilize.runtime_options import one_thread
 
 
 def main(conn, job: Job) -> None:
@@ -299,19 +299,6 @@ def serve(conn, job: Job, enter) -> None:
     conn.send(Ready(session.name, str(target.format), kind or "", load_ms, first_run_ms, comparison, notes,
                     {**details, **session.details()}, size, type(session).measures_latency))
     serve_rounds(conn, session, native)
-
-
-@contextlib.contextmanager
-def one_thread():
-    """One torch intra-op thread for untimed work (see ``main``), the caller's count restored afterwards."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _time_profile(job: Job, inputs: list, details: dict[str, Any]) -> list[str]:

@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import time
 from typing import Any, Sequence
@@ -17,6 +16,7 @@ from mobilize.errors import ConfigError
 from mobilize.lint import activations, batchnorm, channels, depthwise, residual, training
 from mobilize.lint.config import LintConfig
 from mobilize.lint.report import Finding, LintReport, Rule, Severity, TargetSupport
+from mobilize.runtime_options import one_thread
 from mobilize.sources.inputs import InputSpec
 
 CHECKS = (channels.check, batchnorm.check, activations.check, depthwise.check, training.check, residual.check)
@@ -37,22 +37,8 @@ def lint(model: Any, config: LintConfig = LintConfig(), *, input_specs: Sequence
          data: str | None = None, trust_pickle: bool = False, bound_args: dict[str, Any] | None = None) -> LintReport:
     """Check a model (reference or ``nn.Module``) for what is unfriendly to mobile backends; never changes it.
     ``bound_args``: non-tensor forward arguments of a model reference (``--input sr=16000``)."""
-    with _one_thread():
+    with one_thread():
         return _lint(model, config, input_specs, data, trust_pickle, bound_args)
-
-
-@contextlib.contextmanager
-def _one_thread():
-    """The checks run many tiny ops (folds on 8x8 inputs, fake-tensor passes): one intra-op thread is faster and
-    steadier than a pool on a busy machine.  Restored afterwards; the measured timing sets its own threads."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _lint(model: Any, config: LintConfig, input_specs, data: str | None, trust_pickle: bool,

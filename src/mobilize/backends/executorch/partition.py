@@ -4,7 +4,7 @@ ExecuTorch 1.5's ``ChannelsLastTaggedReshapePass`` treats every PReLU in the del
 NHWC, so a PReLU after a Linear (a 2-D input, as in MTCNN's ONet) stops lowering with "Attempting to convert
 non-NHWC compatible node to NHWC" (fixed upstream by pytorch/executorch#18624).  A PReLU whose input is not 4-D
 is left to ExecuTorch's own kernels instead (decomposed to gt + where + mul): the same numbers, and a note says
-so.  Uses the partitioner's documented ``configs`` argument, nothing private (tests/exporters/test_executorch_prelu.py
+so.  Uses the partitioner's documented ``configs`` argument, nothing private (tests/backends/executorch/test_executorch_prelu.py
 lowers an ONet-style model with it).
 """
 

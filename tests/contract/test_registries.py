@@ -23,7 +23,7 @@ RUNTIME_FORMATS = {"eager": "eager", "torchscript": "torchscript", "lite": "lite
 TOLERANCE = {"executorch": 1e-4, "onnxruntime": 1e-4, "openvino": 1e-4, "litert": 1e-4}
 # Runtimes with no case here, and why (each runs the same checks elsewhere).
 RUNTIME_EXCLUDED = {"nnapi_host": "the shared artifacts fixture has no NNAPI file; test_exporter_contract exports TinyNet "
-                                  "with the nnapi exporter and runs it in this runtime, tests/exporters/test_nnapi.py "
+                                  "with the nnapi exporter and runs it in this runtime, tests/backends/nnapi/test_nnapi.py "
                                   "runs the rest of this contract"}
 
 

@@ -82,7 +82,7 @@ def test_litert_notes_and_manifest_state_delegation_and_layout(built):
 
 @pytest.mark.parametrize("layout", ["nhwc", "nchw"])
 def test_litert_runtime_contract(built, tmp_path, layout):
-    """The registry's runtime contract (tests/test_registries.py) on a TinyNet .tflite, in both layouts."""
+    """The registry's runtime contract (tests/contract/test_registries.py) on a TinyNet .tflite, in both layouts."""
     art = built["litert-fp32"].artifacts[0].artifact  # the recipe's: NHWC
     if layout == "nchw":
         art = LiteRT(LiteRT.Config(input_layout=layout)).export(tiny_model(), Context(input_specs=[InputSpec(INPUT_SHAPE)]),

@@ -151,6 +151,21 @@ def mobilize_files(args, out: Path) -> dict[str, Path]:
     return files
 
 
+def time_files(files: dict[str, Path], xs, ys, threads: int, rounds: int, iterations: int):
+    """Every file in one bare loop (mobilize's Session, ``timed_loop`` over a prepared input), interleaved rounds;
+    its top-1 on (xs, ys).  Returns the RoundTimes, the round medians (ms) and top-1 (%) per name."""
+    sessions, prepared, top1 = {}, {}, {}
+    for name, path in files.items():
+        s = open_session(Artifact.from_file(path), threads=threads)
+        sessions[name], prepared[name] = s, s.prepare(xs[0])
+        correct = sum(int(s.run(sample)[0].reshape(-1).argmax()) == y for sample, y in zip(xs, ys))
+        top1[name] = 100.0 * correct / len(ys)
+    got = schedule(list(files), lambda n, k: timed_loop(sessions[n].run_prepared, prepared[n], k), rounds, iterations)
+    for s in sessions.values():
+        s.close()
+    return got, {n: got[n].round_medians_ms for n in files}, top1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=9)
@@ -184,17 +199,7 @@ def main() -> int:
     if not args.no_mobilize:
         files.update(mobilize_files(args, out))
 
-    sessions, prepared, top1 = {}, {}, {}
-    for name, path in files.items():
-        s = open_session(Artifact.from_file(path), threads=args.threads)
-        sessions[name], prepared[name] = s, s.prepare(xs[0])
-        correct = sum(int(s.run(sample)[0].reshape(-1).argmax()) == y for sample, y in zip(xs, ys))
-        top1[name] = 100.0 * correct / len(ys)
-    got = schedule(list(files), lambda n, k: timed_loop(sessions[n].run_prepared, prepared[n], k), args.rounds,
-                   args.iter)
-    for s in sessions.values():
-        s.close()
-    medians = {n: got[n].round_medians_ms for n in files}
+    got, medians, top1 = time_files(files, xs, ys, args.threads, args.rounds, args.iter)
     hand = [n for n in files if n.startswith("hand:")]
     best_hand = min(hand, key=lambda n: geometric_mean(medians[n]))
 

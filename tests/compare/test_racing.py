@@ -132,3 +132,11 @@ def test_the_summary_repeats_what_mobilize_chose_once():
     lines = summary_lines({"variants": variants, "recommended": None})
     chose = [ln for ln in lines if "mobilize chose" in ln]
     assert chose == [note.split("onnx: ")[1] + " [a-int8, b-int8]"]
+
+
+def test_the_budget_line_says_when_the_fixed_rounds_alone_overran_it():
+    from mobilize.bench.racing import RaceRecord
+
+    assert RaceRecord(min_rounds=5, time_budget_s=30, elapsed_s=12.0).spent() == "12 s of the 30 s time budget"
+    over = RaceRecord(min_rounds=5, time_budget_s=30, elapsed_s=380.0).spent()
+    assert over.startswith("380 s: the 5 rounds every variant runs took longer than the 30 s racing budget")

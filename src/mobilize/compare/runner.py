@@ -498,8 +498,7 @@ def recommend(results: list[VariantResult], race: RaceRecord | None) -> dict[str
     budget = (best.verdict or {}).get("reason", "")
     rounds = len(best.latency_ms_round_medians)
     at = f"{best.latency_ms_p50:.2f} ms p50" if best.latency_ms_p50 else "no p50"
-    raced = f"after {rounds} paired rounds" + (f" ({race.elapsed_s:.0f} s of the {race.time_budget_s:g} s time budget)"
-                                               if race is not None else "")
+    raced = f"after {rounds} paired rounds" + (f" ({race.spent()})" if race is not None else "")
     if tied:
         first = others[tied[0]]
         reason = (f"fastest OK variant at {at}, but {raced} still within noise of {', '.join(tied)} "

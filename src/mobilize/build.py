@@ -44,7 +44,9 @@ class BuildResult:
     @property
     def kind(self) -> Kind:
         """What the variant promises against the float model: the strongest of its steps' (an fp16 export is
-        REDUCED, judged by the reduced-precision floor, not by the fp32 one)."""
+        REDUCED, judged by the reduced-precision floor, not by the fp32 one; a pruned model is CHANGED)."""
+        if self.context.changed_model:
+            return Kind.CHANGED
         if self.quantized:
             return Kind.QUANTIZED
         return Kind.REDUCED if any(b.kind == Kind.REDUCED for b in self.artifacts) else Kind.FLOAT
@@ -116,7 +118,8 @@ def verify_artifact(built: Built, module: Any, ctx: Context, policy: Policy = DE
     if float_model is None:
         return fidelity
     c = without_classes(compare_outputs(got, reference), task)
-    return assess(c, Kind.QUANTIZED if quantized else built.kind, policy, fidelity=fidelity,
+    kind = Kind.CHANGED if ctx.changed_model else Kind.QUANTIZED if quantized else built.kind
+    return assess(c, kind, policy, fidelity=fidelity,
                   reference_warning=degenerate_reference(reference, policy, task=task)).verdict
 
 

@@ -59,6 +59,9 @@ class Context:
     fused: dict[str, int] | None = None
     """Counts of fused patterns (conv_bn, conv_bn_relu, conv_relu, linear_relu) once ``fuse`` ran."""
     channels_last: bool = False
+    changed_model: str | None = None
+    """What a pass changed in the model itself (e.g. "structured pruning 30% of the MACs, fine-tuned"), or None:
+    the variant is then judged as a changed model (``Kind.CHANGED``), not by an arithmetic floor."""
     details: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Structured facts passes leave for the report, one key per pass (e.g. ``prune``: parameters, MACs,
     sparsity); compare copies them into the variant's result."""

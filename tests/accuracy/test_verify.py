@@ -113,6 +113,20 @@ def test_budget_turns_a_working_variant_over_budget_and_names_the_rule():
     assert judge_budget(ok, cosine=0.995, labelled=False, policy=DEFAULT_POLICY).ok
 
 
+
+def test_a_changed_model_has_no_sqnr_floor_but_near_chance_is_still_broken():
+    """A pruned, fine-tuned model (Kind.CHANGED) moves its logits far (low SQNR) yet keeps its answers: OK under
+    rule changed-model and the budget decides; answers near chance are MISMATCH (rule changed-agreement)."""
+    ref = logits(n=40, seed=2)
+    moved = [[t * 0.3 + 0.5 * torch.sign(t)] for (t,) in ref]  # same argmax, SQNR of a few dB
+    c = compare_outputs(moved, ref)
+    assert c.sqnr_db < DEFAULT_POLICY.quantized_min_sqnr_db and c.top1_agreement == 1.0
+    assert judge(c, Kind.QUANTIZED).outcome == Outcome.MISMATCH
+    ok = judge(c, Kind.CHANGED)
+    assert ok.outcome == Outcome.OK and ok.rule == "changed-model" and "budget decides" in ok.reason
+    noise = judge(compare_outputs(logits(n=40, seed=3), ref), Kind.CHANGED)
+    assert noise.outcome == Outcome.MISMATCH and noise.rule == "changed-agreement"
+
 def test_assess_decides_the_budget_on_labels_else_cosine_and_keeps_the_figures():
     """One function assembles the budget for compare, tune, optimize and arm64: labelled -> top-1 drop with its
     paired interval and McNemar p; unlabelled -> mean cosine; a degenerate reference -> VACUOUS."""

@@ -40,6 +40,10 @@ class Kind(enum.StrEnum):
     """fp16 / bf16 arithmetic."""
     QUANTIZED = "quantized"
     """int8 (or lower) arithmetic."""
+    CHANGED = "changed"
+    """The passes changed the model itself (structured pruning, zeroed weights, a fine-tune): it promises no
+    arithmetic closeness to the float model, so no SQNR floor applies; agreement near chance is still broken,
+    and the budget (the task's measure) decides the rest."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,10 +148,10 @@ def judge(c: Comparison, kind: Kind | str, policy: Policy = DEFAULT_POLICY) -> V
         numbers.update(top1_agreement=c.top1_agreement, flips=c.flips, hard_flips=c.hard_flips,
                        near_tie_flips=c.near_tie_flips)
     floor = {Kind.FLOAT: policy.float_min_sqnr_db, Kind.REDUCED: policy.reduced_min_sqnr_db,
-             Kind.QUANTIZED: policy.quantized_min_sqnr_db}[kind]
-    rule = f"{kind}-sqnr"
+             Kind.QUANTIZED: policy.quantized_min_sqnr_db, Kind.CHANGED: None}[kind]
+    rule = f"{kind}-sqnr" if floor is not None else "changed-model"
     flips = _flip_text(c)
-    if sqnr < floor:
+    if floor is not None and sqnr < floor:
         promise = {Kind.FLOAT: "a float variant must match the float model to rounding error",
                    Kind.REDUCED: "a reduced-precision float variant must stay close to the float model",
                    Kind.QUANTIZED: "a quantized variant this far off computes something else"}[kind]
@@ -156,10 +160,16 @@ def judge(c: Comparison, kind: Kind | str, policy: Policy = DEFAULT_POLICY) -> V
     if kind != Kind.FLOAT and c.top1_agreement is not None and c.chance_agreement is not None and c.samples >= 10:
         chance = c.chance_agreement
         need = chance + policy.quantized_min_agreement_gain * (1 - chance)
-        if chance < 1.0 and c.hard_agreement < need:
-            return Verdict(Outcome.MISMATCH, "quantized-agreement",
-                           f"top-1 agreement {c.hard_agreement:.1%} (hard flips only) is near chance {chance:.1%}: "
-                           f"needs {need:.1%} (rule quantized-agreement){flips}", numbers)
+        # a changed model's outputs all move far, so "within its error of a tie" excuses every flip: count them all
+        agree, counted = ((c.top1_agreement, "all flips") if floor is None else (c.hard_agreement, "hard flips only"))
+        if chance < 1.0 and agree < need:
+            agreement = "changed-agreement" if floor is None else "quantized-agreement"
+            return Verdict(Outcome.MISMATCH, agreement,
+                           f"top-1 agreement {agree:.1%} ({counted}) is near chance {chance:.1%}: "
+                           f"needs {need:.1%} (rule {agreement}){flips}", numbers)
+    if floor is None:
+        return Verdict(Outcome.OK, rule, f"SQNR {_db(sqnr)} against the float model, no floor: the passes changed the "
+                                         f"model itself, the budget decides (rule {rule}){flips}", numbers)
     return Verdict(Outcome.OK, rule, f"SQNR {_db(sqnr)} >= {floor:g} dB (rule {rule}){flips}", numbers)
 
 

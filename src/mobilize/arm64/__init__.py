@@ -49,9 +49,11 @@ def report_lines(report: dict[str, Any]) -> list[str]:
 
 
 def kind_of(recipe: dict[str, Any] | None) -> str:
-    """What a file promises, from the recipe in its manifest: quantized (a quantize pass or an int8 exporter
-    option), reduced (fp16/bf16), else float."""
+    """What a file promises, from the recipe in its manifest: changed (a prune pass), quantized (a quantize pass
+    or an int8 exporter option), reduced (fp16/bf16), else float."""
     text = json.dumps(recipe or {}).lower()
+    if '"prune"' in text:
+        return "changed"
     if "quantiz" in text or "int8" in text:
         return "quantized"
     if "fp16" in text or "bf16" in text or "float16" in text:

@@ -28,7 +28,7 @@ def add_parser(sub) -> None:
     p.add_argument("--data", metavar="SRC", help="samples: digits:test, sample-photos, DIR, FILE.npz (default: seeded "
                                                  "random inputs)")
     p.add_argument("--samples", type=int, default=64, help="samples to run (default 64; ~0.1-0.5 s each emulated)")
-    p.add_argument("--kind", choices=["float", "reduced", "quantized"],
+    p.add_argument("--kind", choices=["float", "reduced", "quantized", "changed"],
                    help="what the file promises (default: from its manifest's recipe, else float)")
     p.add_argument("--cpu", default="cortex-a76", metavar="MODEL",
                    help="QEMU CPU model: cortex-a76 (default), cortex-a72, cortex-a53, neoverse-n1, max")

@@ -93,7 +93,7 @@ class Built:
     format: str
     size_bytes: int
     kind: str
-    """float | reduced | quantized: what the variant promises against the float model."""
+    """float | reduced | quantized | changed: what the variant promises against the float model."""
     notes: list[str]
     details: dict[str, Any]
     fidelity: dict[str, Any] | None = None

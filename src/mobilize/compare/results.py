@@ -30,7 +30,7 @@ class VariantResult:
     format: str | None = None
     runtime: str | None = None
     kind: str | None = None
-    """float | reduced | quantized: what the variant promises against the float model."""
+    """float | reduced | quantized | changed: what the variant promises against the float model (accuracy.verify.Kind)."""
     size_bytes: int | None = None
     load_ms: float | None = None
     first_run_ms: float | None = None

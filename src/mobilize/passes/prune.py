@@ -213,6 +213,10 @@ class Prune(Pass):
             "layers": rows,
         })
         ctx.details[self.name] = details
+        if changed or details["finetune"]:
+            what = (f"{cfg.method} pruning ({details['macs_reduction_percent']:.0f}% fewer MACs, "
+                    f"{details['sparsity_percent']:.0f}% zero weights)")
+            ctx.changed_model = what + (", fine-tuned" if details["finetune"] else "")
         self._summary(ctx, details)
         return module.eval()
 

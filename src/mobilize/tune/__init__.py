@@ -255,12 +255,13 @@ class _Search:
                 recipe = dataclasses.replace(c.recipe, passes=())
             result = build(source, recipe, self.context(), self.work / f"{self.stem}-{key}")
             built = result.artifacts[0]
-            kind = Kind.QUANTIZED if result.quantized else built.kind
-            self.cache[key] = (built.artifact.path, kind)
             if "prune" in result.context.details:
                 from mobilize.tune.prune import facts
 
                 self.pruned[passes] = facts(result.context.details["prune"])
+            # what it promises vs the float model; an int8 file quantized from the pruned fp32 ONNX is changed too
+            kind = Kind.CHANGED if passes in self.pruned else result.kind
+            self.cache[key] = (built.artifact.path, kind)
         c.path, c.kind = self.cache[key]
         c.pruned = self.pruned.get(passes) if passes else None
         if fp32 and c.runtime == "onnxruntime":

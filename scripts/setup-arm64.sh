@@ -5,7 +5,8 @@
 #
 #   bash scripts/setup-arm64.sh            # as root; MOBILIZE_ARM64_ROOT picks the folder
 #
-# What it builds, from Debian's packages and PyPI's aarch64 wheels only:
+# What it builds, from Debian's packages (qemu-user-static, debootstrap, g++-aarch64-linux-gnu) and PyPI's
+# aarch64 wheels only:
 #   $MOBILIZE_ARM64_ROOT (default ~/.cache/mobilize/arm64, outside the repo so a fresh clone reuses it)
 #     rootfs/              debootstrap --variant=minbase bookworm arm64 (its python3 is 3.11, like the host's)
 #     rootfs/opt/mobilize/site   the aarch64 wheels, each pinned to the version the host venv has
@@ -39,6 +40,18 @@ if ! command -v qemu-aarch64-static >/dev/null || ! command -v debootstrap >/dev
         || { apt-get update -q >/dev/null 2>&1 || true
              DEBIAN_FRONTEND=noninteractive apt-get install -y -q qemu-user-static debootstrap >/dev/null 2>&1; } \
         || fail "apt-get could not install qemu-user-static and debootstrap"
+fi
+
+# 1b. Debian's aarch64 cross compiler: the native benchmark and the --emit-app projects are built for aarch64
+#     with it (mobilize bench --native --on arm64, optimize --emit-app DIR --target arm64).
+if ! command -v aarch64-linux-gnu-g++ >/dev/null; then
+    command -v apt-get >/dev/null || fail "g++-aarch64-linux-gnu is missing and there is no apt-get"
+    say "installing Debian's g++-aarch64-linux-gnu"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends g++-aarch64-linux-gnu >/dev/null 2>&1 \
+        || { apt-get update -q >/dev/null 2>&1 || true
+             DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends g++-aarch64-linux-gnu \
+                 >/dev/null 2>&1; } \
+        || fail "apt-get could not install g++-aarch64-linux-gnu"
 fi
 
 # 2. binfmt_misc: without systemd nothing registers Debian's qemu-aarch64 entry, so do it by hand.

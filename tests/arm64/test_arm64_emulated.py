@@ -5,35 +5,12 @@ computed on the host and relabelled fails here."""
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 
 from mobilize.arm64.run import missing
+from tests.arm64.conftest import RECIPES
 
 pytestmark = [pytest.mark.arm64, pytest.mark.skipif(missing() is not None, reason=f"arm64: {missing()}")]
-
-RECIPES = ["executorch-fp32", "executorch-int8", "executorch-fp16", "onnx-fp32", "onnx-int8", "onnx-dynamic",
-           "torchscript-fp32"]
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory) -> dict:
-    from mobilize.build import build
-    from mobilize.context import Context
-    from mobilize.recipe import load_recipe
-    from mobilize.sources.data import open_data
-    from mobilize.sources.inputs import InputSpec
-    from tests.conftest import INPUT_SHAPE, tiny_model
-
-    out = tmp_path_factory.mktemp("arm64")
-    files = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for name in RECIPES:
-            ctx = Context(input_specs=[InputSpec(INPUT_SHAPE)], data=open_data("sample-photos"))
-            files[name] = build(tiny_model(), load_recipe(name), ctx, out / name).artifacts[0].artifact.path
-    return files
 
 
 @pytest.fixture(scope="module")
@@ -82,3 +59,17 @@ def test_cpu_model_decides_the_reported_features(built):
     assert run.machine["machine"] == "aarch64" and run.machine["qemu_cpu"] == "max"
     features = run.machine["cpu_features"]
     assert features["fp16"] and features["dotprod"] and features["i8mm"] and features["bf16"]
+
+
+def test_verify_cli_against_the_float_model_on_arm64(built, run_cli, tmp_path):
+    """``mobilize verify FILE --on arm64 --model REF``: both runs judged against the float model's outputs."""
+    import json
+
+    code, out, err = run_cli("verify", built["onnx-fp32"], "--on", "arm64", "--model", "tests.conftest:tiny_model",
+                             "--samples", "2", "--json", tmp_path / "v.json")
+    assert code == 0, err
+    result = json.loads((tmp_path / "v.json").read_text())
+    assert result["against"] == "the float model tests.conftest:tiny_model" and result["samples"] == 2
+    assert result["machine"] == "aarch64" and result["host_machine"]["machine"] == "x86_64"
+    assert result["outcome"] == "OK" and result["host_verdict"]["outcome"] == "OK", out
+    assert "arm64 ran on aarch64" in out and "is not latency" in out

@@ -116,3 +116,8 @@ def test_setup_without_a_host_venv_says_so_and_exits_2():
     lines = proc.stderr.strip().splitlines()
     assert lines == ["setup-arm64: cannot set up the arm64 root: no host venv at /nonexistent/python (run "
                      "scripts/setup.sh first, or set MOBILIZE_HOST_PYTHON)"]
+
+
+def test_bench_cpu_without_on_arm64_is_refused(run_cli, tmp_path):
+    code, out, err = run_cli("bench", "zoo:conv_bn_relu", "--cpu", "max")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--on arm64" in err

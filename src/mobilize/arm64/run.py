@@ -153,7 +153,7 @@ def _command(folder: Path, on: str, cpu: str) -> tuple[list[str], dict[str, str]
         return [sys.executable, "-m", "mobilize.arm64.child", str(folder)], env
     rootfs = root_dir() / "rootfs"
     inside = "/" + str(folder.relative_to(rootfs))
-    _describe_cpu(folder / "cpu", cpu)
+    describe_cpu(folder / "cpu", cpu)
     # /proc, the emulated CPU's /proc/cpuinfo and /sys/devices/system/cpu, and the checkout's mobilize package
     # (read-only), then chroot; all in this mount namespace only
     script = ('mount -t proc proc "$0/proc" && mount --bind "$2/cpuinfo" "$0/proc/cpuinfo" && '
@@ -166,7 +166,7 @@ def _command(folder: Path, on: str, cpu: str) -> tuple[list[str], dict[str, str]
              "/usr/bin/python3", "-m", "mobilize.arm64.child", inside], env)
 
 
-def _describe_cpu(where: Path, cpu: str) -> None:
+def describe_cpu(where: Path, cpu: str) -> None:
     """/proc/cpuinfo and /sys/devices/system/cpu for one core of the emulated model.  QEMU 7.2's user mode
     passes the host's x86 files through: cpuinfo (inside XNNPACK, ONNX Runtime, PyTorch) then fails to
     initialise and XNNPACK refuses to start (status 5, unsupported hardware); with the host's real /sys,

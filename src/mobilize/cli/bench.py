@@ -43,6 +43,12 @@ def add_parser(sub) -> None:
     p.add_argument("--native", action="store_true",
                    help="run the file in a C++ benchmark built against the installed LibTorch/ExecuTorch "
                         "(no Python in the timed process; built once, cached)")
+    p.add_argument("--on", choices=["arm64"],
+                   help="with --native: build the benchmark for aarch64 and run it in the arm64 root under QEMU "
+                        "(scripts/setup-arm64.sh); emulated times, never shown as latency")
+    p.add_argument("--cpu", metavar="MODEL",
+                   help="with --on arm64: QEMU CPU model (cortex-a76 by default, cortex-a72, cortex-a53, neoverse-n1, "
+                        "max)")
     p.add_argument("--io-binding", action="store_true",
                    help="ONNX Runtime: bind inputs once and write outputs into preallocated buffers")
     p.add_argument("--data", metavar="SRC", help="take the input from a data source (digits, sample-photos, DIR, FILE.npz)")
@@ -98,6 +104,10 @@ def run(args: argparse.Namespace) -> int:
         from mobilize.cli._bench_profile import check as check_profile
 
         check_profile(reference)
+    if args.on:
+        _check_on(args)
+    elif args.cpu:
+        raise ConfigError("--cpu picks the emulated CPU of --on arm64", hint="add --native --on arm64, or leave --cpu out")
     if args.frames_from and not args.frames:
         raise ConfigError("--frames-from needs --frames LAYOUT:WxH", hint="e.g. --frames nv21:1920x1080")
     if args.frames:
@@ -111,6 +121,12 @@ def run(args: argparse.Namespace) -> int:
         else:
             from mobilize.camera.bench import bench_frames as frames_bench
         bench = partial(frames_bench, spec=frame_spec, source=args.frames_from, resize=args.frame_resize)
+    elif args.on == "arm64":
+        from functools import partial
+
+        from mobilize.arm64.native import bench_native_arm64
+
+        bench = partial(bench_native_arm64, cpu=args.cpu or "cortex-a76")
     elif args.native:
         from mobilize.native.runner import bench_native as bench
     report = bench(reference, BenchConfig(
@@ -122,7 +138,12 @@ def run(args: argparse.Namespace) -> int:
     if args.print_output:
         for i, out in enumerate(outputs):
             print(f"Output {i}: {out}")
-    print(format_stats(report))
+    if args.on == "arm64":
+        from mobilize.arm64.native import format_report
+
+        print(format_report(report))
+    else:
+        print(format_stats(report))
     if "frames" in report:
         from mobilize.camera.bench import format_stages
 
@@ -135,6 +156,20 @@ def run(args: argparse.Namespace) -> int:
         atomic_write_text(args.json, json.dumps(report, indent=2) + "\n")
         print(f"wrote {args.json}", file=sys.stderr)
     return 0
+
+
+def _check_on(args: argparse.Namespace) -> None:
+    """``--on arm64`` runs the aarch64 build of the native benchmark; what it cannot combine with, in one line."""
+    from mobilize.arm64.run import check_cpu
+    from mobilize.errors import ConfigError
+
+    if not args.native:
+        raise ConfigError("--on arm64 runs the native benchmark built for aarch64: add --native",
+                          hint="to check a file's outputs on arm64 kernels: mobilize verify FILE --on arm64")
+    for flag, given in (("--frames", args.frames), ("--profile", args.profile), ("--report_pep", args.report_pep)):
+        if given:
+            raise ConfigError(f"{flag} is not offered with --on arm64 (emulated times are not latency)")
+    check_cpu(args.cpu or "cortex-a76")
 
 
 def _refuse_unmeasured(reference: str, runtime: str | None) -> None:

@@ -31,7 +31,8 @@ def add_parser(sub) -> None:
     p.add_argument("-v", "--verbose", action="store_true",
                    help="show the exporters' own stderr output (otherwise kept in DIR/logs/optimize.log)")
     p.add_argument("--emit-app", metavar="DIR",
-                   help="also write a minimal C++ app (CMake project) per .pt/.ptl/.pte artifact into DIR")
+                   help="also write a minimal C++ app (CMake project) per .pt/.ptl/.pte artifact into DIR; with --target arm64 "
+                        "each is also built for aarch64 and run once under QEMU in the arm64 root")
     p.add_argument("--no-verify", action="store_true", help="skip running each artifact against the prepared model")
     p.add_argument("--json", metavar="FILE", help="write the result as JSON")
     p.add_argument("--trust-pickle", action="store_true", help="allow unpickling a torch.save()d model file")
@@ -74,6 +75,11 @@ def run(args: argparse.Namespace) -> int:
         result["apps"] = [app.to_json() for app in apps]
         for app in apps:
             print(app.describe())
+        if args.target == "arm64":
+            from mobilize.arm64.native import apps_on_arm64
+
+            result["apps_arm64"], arm_notes = apps_on_arm64(apps)
+            notes += arm_notes
         for note in notes:
             print(f"note: {note}")
     if args.json:

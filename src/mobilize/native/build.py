@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 from mobilize.errors import BackendUnavailableError, ConfigError
 
@@ -97,7 +97,7 @@ def cache_root() -> Path:
     return Path(base) / "native"
 
 
-def _first_line(cmd: list[str]) -> str:
+def command_first_line(cmd: list[str]) -> str:
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -123,7 +123,7 @@ def find_toolchain() -> Toolchain:
         raise BackendUnavailableError(
             f"the native runner needs CMake 3.19 or newer, and '{cmake_name}' was not found",
             hint="pip install cmake, or apt-get install cmake, or point $MOBILIZE_CMAKE at it")
-    return Toolchain(cxx, _first_line([cxx, "--version"]), cmake, _first_line([cmake, "--version"]))
+    return Toolchain(cxx, command_first_line([cxx, "--version"]), cmake, command_first_line([cmake, "--version"]))
 
 
 def find_package(family_name: str) -> RuntimePackage:
@@ -156,7 +156,7 @@ def build_key(parts: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _key_parts(source: str, toolchain: Toolchain, package: RuntimePackage) -> dict[str, str]:
+def key_parts(source: str, toolchain: Toolchain, package: RuntimePackage) -> dict[str, str]:
     files = (source, package.family.template, *SHARED_HEADERS)
     return {
         "sources": hashlib.sha256(b"".join((CPP_DIR / f).read_bytes() for f in files)).hexdigest(),
@@ -180,11 +180,12 @@ def write_project(folder: Path, package: RuntimePackage, project: str, source: s
 
 
 def cmake_build(source_dir: Path, build_dir: Path, toolchain: Toolchain, what: str,
-                log: Path | None = None) -> None:
-    """Configure and build a CMake project (Release); a failure names its stage and the log file."""
+                log: Path | None = None, cmake_args: Sequence[str] = ()) -> None:
+    """Configure and build a CMake project (Release); a failure names its stage and the log file.
+    ``cmake_args`` go to the configure step (a cross-build's ``-DCMAKE_TOOLCHAIN_FILE=...``)."""
     jobs = str(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
     steps = [("configure", [toolchain.cmake, "-S", str(source_dir), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
-                            f"-DCMAKE_CXX_COMPILER={toolchain.cxx}"]),
+                            f"-DCMAKE_CXX_COMPILER={toolchain.cxx}", *cmake_args]),
              ("compile", [toolchain.cmake, "--build", str(build_dir), "-j", jobs])]
     log = log or build_dir / "build.log"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -259,9 +260,17 @@ def build_binary(family: str, echo: Callable[[str], None] | None = None) -> Buil
     package = find_package(family)
     toolchain = find_toolchain()
     source = BENCH_SOURCES[family]
+    return cached_build(source, package, toolchain, key_parts(source, toolchain, package), echo=echo)
+
+
+def cached_build(source: str, package: RuntimePackage, toolchain: Toolchain, parts: dict[str, str], *,
+                 tag: str = "", cmake_args: Sequence[str] = (), echo: Callable[[str], None] | None = None
+                 ) -> BuiltBinary:
+    """The program ``source`` built against ``package`` with ``toolchain``, from the cache when ``parts`` (its
+    build key) match; ``tag`` names a target other than this machine in the cache folder (``-aarch64``)."""
+    family = package.family.name
     name = Path(source).stem
-    parts = _key_parts(source, toolchain, package)
-    folder = cache_root() / f"{name}-{build_key(parts)}"
+    folder = cache_root() / f"{name}{tag}-{build_key(parts)}"
     final = folder / name
     if final.is_file() and os.access(final, os.X_OK):
         return BuiltBinary(final, family, True, 0.0)
@@ -278,7 +287,7 @@ def build_binary(family: str, echo: Callable[[str], None] | None = None) -> Buil
             write_project(work / "src", package, name, source)
             log = folder.parent / f"{folder.name}.build.log"
             log.unlink(missing_ok=True)
-            cmake_build(work / "src", work / "build", toolchain, name, log=log)
+            cmake_build(work / "src", work / "build", toolchain, name, log=log, cmake_args=cmake_args)
             built = work / "build" / name
             if not built.is_file():
                 raise BackendUnavailableError(f"building {name} produced no binary", hint=f"full log: {log}")

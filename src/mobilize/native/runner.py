@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from mobilize.bench.harness import BenchConfig
 from mobilize.bench.stats import BenchStats
@@ -95,7 +95,7 @@ def bench_native(reference: str, config: BenchConfig = BenchConfig(), *,
     binary = ensure_binary(family, echo=lambda line: print(f"note: {line}", file=sys.stderr))
     threads = threads or default_threads()
     with tempfile.TemporaryDirectory(prefix="mobilize-native-") as tmp:
-        args, source, specs = _input_args(binary, target, family, Path(tmp), input_specs, no_inputs, bundled_input,
+        args, source, specs = input_args(binary, target, family, Path(tmp), input_specs, no_inputs, bundled_input,
                                           data, seed)
         if family == "torch":
             args += ["--lite", "true" if runtime_name == "lite" else "false"]
@@ -131,17 +131,18 @@ def bench_native(reference: str, config: BenchConfig = BenchConfig(), *,
     }
 
 
-def _input_args(binary: Path, target, family: str, tmp: Path, input_specs, no_inputs: bool,
-                bundled_input: int | None, data: str | None, seed: int) -> tuple[list[str], str, list[InputSpec]]:
+def input_args(binary: Path, target, family: str, tmp: Path, input_specs, no_inputs: bool,
+               bundled_input: int | None, data: str | None, seed: int, prefix: Sequence[str] = ()
+               ) -> tuple[list[str], str, list[InputSpec]]:
     """The binary's input flags, the report's ``input_source`` and the input specs, chosen as the
-    Python harness chooses them (mobilize.api.bench)."""
+    Python harness chooses them (mobilize.api.bench); ``prefix`` starts the binary (run_binary's)."""
     if no_inputs:
         return ["--no_inputs"], "none", []
     if bundled_input is not None:
         if bundled_input < 0:
             raise ConfigError(f"--use_bundled_input must be 0 or more, got {bundled_input}")
         return ["--use_bundled_input", str(bundled_input)], f"bundled:{bundled_input}", []
-    declared = declared_input_specs(binary, target.path) if family == "executorch" else None
+    declared = declared_input_specs(binary, target.path, prefix) if family == "executorch" else None
     if data is not None:
         from mobilize.sources.data import open_data
 
@@ -165,9 +166,10 @@ def _input_args(binary: Path, target, family: str, tmp: Path, input_specs, no_in
     return args, source, specs
 
 
-def declared_input_specs(binary: Path, path: Path) -> list[InputSpec] | None:
+def declared_input_specs(binary: Path, path: Path, prefix: Sequence[str] = ()) -> list[InputSpec] | None:
     """What an ExecuTorch program declares for its inputs, asked of the native runtime itself."""
-    done = subprocess.run([str(binary), "--model", str(path), "--describe_inputs"], capture_output=True, text=True)
+    done = subprocess.run([*prefix, str(binary), "--model", str(path), "--describe_inputs"], capture_output=True,
+                          text=True)
     if done.returncode != 0:
         raise UserError(f"the native ExecuTorch runtime could not load {path}: {_error_line(done.stderr)}", stage="load")
     specs = []
@@ -185,12 +187,13 @@ def declared_input_specs(binary: Path, path: Path) -> list[InputSpec] | None:
 
 
 def run_binary(binary: Path, model: Path, args: list[str], threads: int, config: BenchConfig, tmp: Path,
-               echo: Callable[[str], None] = print) -> NativeRun:
-    """Run a native benchmark, echo speed_benchmark_torch's lines as they come, parse the rest."""
+               echo: Callable[[str], None] = print, prefix: Sequence[str] = ()) -> NativeRun:
+    """Run a native benchmark, echo speed_benchmark_torch's lines as they come, parse the rest.  ``prefix`` is
+    the command that starts it elsewhere (the arm64 root under QEMU: mobilize.arm64.native)."""
     from mobilize.native.tensorfile import read_tensors
 
     out_file = tmp / "outputs.mbt"
-    cmd = [str(binary), "--model", str(model), "--warmup", str(config.warmup), "--iter", str(config.iterations),
+    cmd = [*prefix, str(binary), "--model", str(model), "--warmup", str(config.warmup), "--iter", str(config.iterations),
            "--pthreadpool_size", str(threads), "--output_file", str(out_file), *args]
     if config.report_pep:
         cmd.append("--report_pep")

@@ -137,6 +137,17 @@ def test_openvino_runtime_contract(built):
         assert (compiled["inference_num_threads"], compiled["num_streams"], compiled["performance_hint"]) == \
             ("2", "1", "LATENCY")
         torch.testing.assert_close(session.run([x])[0], reference, atol=1e-5, rtol=1e-4)
+        # run_prepared binds prepared inputs once and re-runs them with infer() alone: a second prepared input,
+        # and the first again after a recompile, must each give their own answers, not the last bound one's
+        other = torch.rand_like(x)
+        first, second = session.prepare([x]), session.prepare([other])
+        for native, want in ((first, reference), (first, reference), (second, tiny_model()(other)),
+                             (first, reference)):
+            got = session.outputs_to_torch(session.run_prepared(native))[0]
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+        session.set_threads(1)
+        torch.testing.assert_close(session.outputs_to_torch(session.run_prepared(first))[0], reference,
+                                   atol=1e-5, rtol=1e-4)
     finally:
         session.close()
 

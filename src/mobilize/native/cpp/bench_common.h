@@ -226,4 +226,43 @@ inline void print_tensor(size_t index, const RawTensor& t) {
   std::printf("\n");
 }
 
+// The speed benchmark both runners share (speed_benchmark_torch's and executor_runner's order): one first run,
+// timed and its outputs copied at once by `keep` (ExecuTorch's later runs overwrite its planned buffers), --warmup
+// untimed runs, --iter timed runs, the report; then --print_output / --output_file from the first run's outputs.
+template <typename Run, typename Keep>
+void speed_benchmark(Run&& run, Keep&& keep, const Flags& flags, int64_t load_ns, int threads) {
+  std::printf("Starting benchmark.\n");
+  int64_t f0 = now_ns();
+  auto output = run();
+  int64_t first_run_ns = now_ns() - f0;
+  std::vector<RawTensor> first = keep(output);
+  std::printf("Running warmup runs.\n");
+  std::fflush(stdout);
+  for (int64_t i = 0; i < flags.integer("warmup"); ++i) run();
+  std::printf("Main runs.\n");
+  std::fflush(stdout);
+  int64_t iterations = flags.integer("iter");
+  if (iterations < 1) throw UsageError("--iter must be at least 1");
+  LoopTimes times = timed_loop([&] { run(); }, iterations);
+  report(times, flags.boolean("report_pep"), load_ns, first_run_ns, threads);
+  if (flags.boolean("print_output"))
+    for (size_t i = 0; i < first.size(); ++i) print_tensor(i, first[i]);
+  if (!flags.str("output_file").empty()) write_tensor_file(flags.str("output_file"), first);
+}
+
+// main for both runners: `bench` runs the benchmark and returns the exit status; a UsageError exits 2, any other
+// exception 1, each as one line "error: ..." on stderr (`message` words it: LibTorch's c10::Error without its backtrace).
+template <typename Bench, typename Message>
+int guarded_main(Bench&& bench, Message&& message) {
+  try {
+    return bench();
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", message(e).c_str());
+  }
+  return 1;
+}
+
 }  // namespace mobilize

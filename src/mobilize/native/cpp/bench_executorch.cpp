@@ -190,113 +190,94 @@ int bench_frames(Module& module, const std::string& method, mobilize::Flags& fla
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    auto defaults = mobilize::common_flag_defaults();
-    defaults["describe_inputs"] = "false";
-    defaults["method"] = "forward";
-    defaults["frame_config"] = "";
-    defaults["frame_file"] = "";
-    auto booleans = mobilize::common_booleans();
-    booleans.push_back("describe_inputs");
-    mobilize::Flags flags(argc, argv, defaults, booleans);
-    const std::string path = flags.str("model");
-    if (flags.boolean("use_caching_allocator"))
-      std::fprintf(stderr, "note: --use_caching_allocator changes nothing here "
-                           "(ExecuTorch plans its activation memory ahead of time)\n");
-    const std::string method = flags.str("method");
-    if (path.empty()) throw mobilize::UsageError("--model is required");
-    et::runtime_init();
+int bench(int argc, char** argv) {
+  auto defaults = mobilize::common_flag_defaults();
+  defaults["describe_inputs"] = "false";
+  defaults["method"] = "forward";
+  defaults["frame_config"] = "";
+  defaults["frame_file"] = "";
+  auto booleans = mobilize::common_booleans();
+  booleans.push_back("describe_inputs");
+  mobilize::Flags flags(argc, argv, defaults, booleans);
+  const std::string path = flags.str("model");
+  if (flags.boolean("use_caching_allocator"))
+    std::fprintf(stderr, "note: --use_caching_allocator changes nothing here "
+                         "(ExecuTorch plans its activation memory ahead of time)\n");
+  const std::string method = flags.str("method");
+  if (path.empty()) throw mobilize::UsageError("--model is required");
+  et::runtime_init();
 
-    std::string backends;
-    for (size_t i = 0; i < et::get_num_registered_backends(); ++i) {
-      auto name = et::get_backend_name(i);
-      backends += (i ? "," : "") + std::string(name.ok() ? name.get() : "?");
-    }
-    std::printf("#mobilize backends %s\n", backends.c_str());
-
-    // XNNPACK binds a program to the pool that exists when it loads: size the pool first.
-    auto* pool = executorch::extension::threadpool::get_threadpool();
-    int64_t threads = flags.integer("pthreadpool_size");
-    if (threads > 0 && pool->get_thread_count() != static_cast<size_t>(threads))
-      pool->_unsafe_reset_threadpool(static_cast<uint32_t>(threads));
-
-    int64_t t0 = mobilize::now_ns();
-    std::vector<uint8_t> file = mobilize::read_file_bytes(path);
-    mobilize::bpte::Bundle bundle;
-    std::unique_ptr<Module> module;
-    // Kept alive (64-byte aligned) for the module: the program inside a .bpte is loaded from memory.
-    std::unique_ptr<uint8_t, decltype(&std::free)> program(nullptr, &std::free);
-    if (mobilize::bpte::is_bundled(file)) {
-      bundle = mobilize::bpte::read(file, method);
-      size_t padded = (bundle.program.size() + 63) / 64 * 64;
-      program.reset(static_cast<uint8_t*>(std::aligned_alloc(64, padded)));
-      std::memcpy(program.get(), bundle.program.data(), bundle.program.size());
-      module = std::make_unique<Module>(
-          std::make_unique<executorch::extension::BufferDataLoader>(program.get(), bundle.program.size()));
-    } else {
-      module = std::make_unique<Module>(path);
-    }
-    file.clear();
-    file.shrink_to_fit();
-    check(module->load_method(method), "loading method '" + method + "' of " + path);
-    int64_t load_ns = mobilize::now_ns() - t0;
-    et::MethodMeta meta = check(module->method_meta(method), "reading method '" + method + "'");
-    if (flags.boolean("describe_inputs")) {
-      describe(meta);
-      return 0;
-    }
-
-    if (!flags.str("frame_config").empty()) return bench_frames(*module, method, flags, load_ns,
-                                                                static_cast<int>(pool->get_thread_count()));
-
-    std::vector<RawTensor> raws;
-    if (flags.boolean("no_inputs")) {
-    } else if (flags.integer("use_bundled_input") >= 0) {
-      int64_t index = flags.integer("use_bundled_input");
-      if (bundle.program.empty()) throw mobilize::UsageError(path + " has no bundled inputs (it is not a .bpte)");
-      if (index >= static_cast<int64_t>(bundle.cases.size()))
-        throw mobilize::UsageError("--use_bundled_input " + std::to_string(index) + " is out of range: the file bundles " +
-                                 std::to_string(bundle.cases.size()) + " input(s)");
-      raws = bundle.cases[static_cast<size_t>(index)].inputs;
-    } else if (!flags.str("input_file").empty()) {
-      raws = mobilize::read_tensor_file(flags.str("input_file"));
-    } else if (!flags.str("input_dims").empty()) {
-      for (const auto& spec : mobilize::parse_input_dims(flags.str("input_dims"), flags.str("input_type")))
-        raws.push_back(mobilize::ones(spec));
-    } else {
-      throw mobilize::UsageError("no inputs: give --input_dims, --input_file, --use_bundled_input N or --no_inputs");
-    }
-    for (size_t i = 0; i < raws.size(); ++i)
-      if (!raws[i].scalar) mobilize::report_input(i, raws[i]);
-    Inputs inputs = make_inputs(raws, meta);
-    auto run = [&]() { return check(module->execute(method, inputs.values), "running '" + method + "'"); };
-
-    std::printf("Starting benchmark.\n");
-    int64_t f0 = mobilize::now_ns();
-    std::vector<et::EValue> outputs = run();
-    int64_t first_run_ns = mobilize::now_ns() - f0;
-    std::vector<RawTensor> first = to_raw(outputs);  // copied now: later runs overwrite the planned buffers
-    std::printf("Running warmup runs.\n");
-    std::fflush(stdout);
-    for (int64_t i = 0; i < flags.integer("warmup"); ++i) run();
-    std::printf("Main runs.\n");
-    std::fflush(stdout);
-    int64_t iterations = flags.integer("iter");
-    if (iterations < 1) throw mobilize::UsageError("--iter must be at least 1");
-    mobilize::LoopTimes times = mobilize::timed_loop([&] { run(); }, iterations);
-    mobilize::report(times, flags.boolean("report_pep"), load_ns, first_run_ns,
-                     static_cast<int>(pool->get_thread_count()));
-
-    if (flags.boolean("print_output"))
-      for (size_t i = 0; i < first.size(); ++i) mobilize::print_tensor(i, first[i]);
-    if (!flags.str("output_file").empty()) mobilize::write_tensor_file(flags.str("output_file"), first);
-    return 0;
-  } catch (const mobilize::UsageError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+  std::string backends;
+  for (size_t i = 0; i < et::get_num_registered_backends(); ++i) {
+    auto name = et::get_backend_name(i);
+    backends += (i ? "," : "") + std::string(name.ok() ? name.get() : "?");
   }
-  return 1;
+  std::printf("#mobilize backends %s\n", backends.c_str());
+
+  // XNNPACK binds a program to the pool that exists when it loads: size the pool first.
+  auto* pool = executorch::extension::threadpool::get_threadpool();
+  int64_t threads = flags.integer("pthreadpool_size");
+  if (threads > 0 && pool->get_thread_count() != static_cast<size_t>(threads))
+    pool->_unsafe_reset_threadpool(static_cast<uint32_t>(threads));
+
+  int64_t t0 = mobilize::now_ns();
+  std::vector<uint8_t> file = mobilize::read_file_bytes(path);
+  mobilize::bpte::Bundle bundle;
+  std::unique_ptr<Module> module;
+  // Kept alive (64-byte aligned) for the module: the program inside a .bpte is loaded from memory.
+  std::unique_ptr<uint8_t, decltype(&std::free)> program(nullptr, &std::free);
+  if (mobilize::bpte::is_bundled(file)) {
+    bundle = mobilize::bpte::read(file, method);
+    size_t padded = (bundle.program.size() + 63) / 64 * 64;
+    program.reset(static_cast<uint8_t*>(std::aligned_alloc(64, padded)));
+    std::memcpy(program.get(), bundle.program.data(), bundle.program.size());
+    module = std::make_unique<Module>(
+        std::make_unique<executorch::extension::BufferDataLoader>(program.get(), bundle.program.size()));
+  } else {
+    module = std::make_unique<Module>(path);
+  }
+  file.clear();
+  file.shrink_to_fit();
+  check(module->load_method(method), "loading method '" + method + "' of " + path);
+  int64_t load_ns = mobilize::now_ns() - t0;
+  et::MethodMeta meta = check(module->method_meta(method), "reading method '" + method + "'");
+  if (flags.boolean("describe_inputs")) {
+    describe(meta);
+    return 0;
+  }
+
+  if (!flags.str("frame_config").empty()) return bench_frames(*module, method, flags, load_ns,
+                                                              static_cast<int>(pool->get_thread_count()));
+
+  std::vector<RawTensor> raws;
+  if (flags.boolean("no_inputs")) {
+  } else if (flags.integer("use_bundled_input") >= 0) {
+    int64_t index = flags.integer("use_bundled_input");
+    if (bundle.program.empty()) throw mobilize::UsageError(path + " has no bundled inputs (it is not a .bpte)");
+    if (index >= static_cast<int64_t>(bundle.cases.size()))
+      throw mobilize::UsageError("--use_bundled_input " + std::to_string(index) + " is out of range: the file bundles " +
+                               std::to_string(bundle.cases.size()) + " input(s)");
+    raws = bundle.cases[static_cast<size_t>(index)].inputs;
+  } else if (!flags.str("input_file").empty()) {
+    raws = mobilize::read_tensor_file(flags.str("input_file"));
+  } else if (!flags.str("input_dims").empty()) {
+    for (const auto& spec : mobilize::parse_input_dims(flags.str("input_dims"), flags.str("input_type")))
+      raws.push_back(mobilize::ones(spec));
+  } else {
+    throw mobilize::UsageError("no inputs: give --input_dims, --input_file, --use_bundled_input N or --no_inputs");
+  }
+  for (size_t i = 0; i < raws.size(); ++i)
+    if (!raws[i].scalar) mobilize::report_input(i, raws[i]);
+  Inputs inputs = make_inputs(raws, meta);
+  auto run = [&]() { return check(module->execute(method, inputs.values), "running '" + method + "'"); };
+
+  // to_raw copies at once: later runs overwrite the planned output buffers
+  mobilize::speed_benchmark(run, [](const std::vector<et::EValue>& outputs) { return to_raw(outputs); }, flags,
+                            load_ns, static_cast<int>(pool->get_thread_count()));
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  return mobilize::guarded_main([&] { return bench(argc, argv); },
+                                [](const std::exception& e) { return std::string(e.what()); });
 }

@@ -76,86 +76,70 @@ std::vector<c10::IValue> bundled_input(const c10::IValue& all, int64_t index) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    auto defaults = mobilize::common_flag_defaults();
-    defaults["lite"] = "auto";
-    mobilize::Flags flags(argc, argv, defaults, mobilize::common_booleans());
-    const std::string path = flags.str("model");
-    if (flags.boolean("use_caching_allocator"))
-      std::fprintf(stderr, "note: --use_caching_allocator changes nothing here "
-                           "(desktop LibTorch builds have no CPU caching allocator)\n");
-    if (path.empty()) throw mobilize::UsageError("--model is required");
-    std::string lite_flag = flags.str("lite");
-    bool lite = lite_flag == "auto" ? path.size() > 4 && path.substr(path.size() - 4) == ".ptl" : flags.boolean("lite");
-    int64_t threads = flags.integer("pthreadpool_size");
-    if (threads > 0) at::set_num_threads(static_cast<int>(threads));
+int bench(int argc, char** argv) {
+  auto defaults = mobilize::common_flag_defaults();
+  defaults["lite"] = "auto";
+  mobilize::Flags flags(argc, argv, defaults, mobilize::common_booleans());
+  const std::string path = flags.str("model");
+  if (flags.boolean("use_caching_allocator"))
+    std::fprintf(stderr, "note: --use_caching_allocator changes nothing here "
+                         "(desktop LibTorch builds have no CPU caching allocator)\n");
+  if (path.empty()) throw mobilize::UsageError("--model is required");
+  std::string lite_flag = flags.str("lite");
+  bool lite = lite_flag == "auto" ? path.size() > 4 && path.substr(path.size() - 4) == ".ptl" : flags.boolean("lite");
+  int64_t threads = flags.integer("pthreadpool_size");
+  if (threads > 0) at::set_num_threads(static_cast<int>(threads));
 
-    int64_t t0 = mobilize::now_ns();
-    std::optional<torch::jit::Module> script;
-    std::optional<torch::jit::mobile::Module> mobile;
-    if (lite) {
-      mobile.emplace(torch::jit::_load_for_mobile(path));
-    } else {
-      script.emplace(torch::jit::load(path));
-      script->eval();
-    }
-    int64_t load_ns = mobilize::now_ns() - t0;
+  int64_t t0 = mobilize::now_ns();
+  std::optional<torch::jit::Module> script;
+  std::optional<torch::jit::mobile::Module> mobile;
+  if (lite) {
+    mobile.emplace(torch::jit::_load_for_mobile(path));
+  } else {
+    script.emplace(torch::jit::load(path));
+    script->eval();
+  }
+  int64_t load_ns = mobilize::now_ns() - t0;
 
-    bool channels_last = flags.str("input_memory_format") == "channels_last";
-    std::vector<c10::IValue> inputs;
-    if (flags.boolean("no_inputs")) {
-    } else if (flags.integer("use_bundled_input") >= 0) {
-      const char* method = "get_all_bundled_inputs";
-      bool has = lite ? mobile->find_method(method).has_value() : script->find_method(method).has_value();
-      if (!has) throw mobilize::UsageError(path + " has no bundled inputs (export with bundled inputs)");
-      c10::IValue all = lite ? mobile->run_method(method) : script->run_method(method);
-      inputs = bundled_input(all, flags.integer("use_bundled_input"));
-    } else if (!flags.str("input_file").empty()) {
-      for (const auto& raw : mobilize::read_tensor_file(flags.str("input_file")))
-        inputs.push_back(to_torch(raw, channels_last));
-    } else if (!flags.str("input_dims").empty()) {
-      for (const auto& spec : mobilize::parse_input_dims(flags.str("input_dims"), flags.str("input_type")))
-        inputs.push_back(to_torch(mobilize::ones(spec), channels_last));
-    } else {
-      throw mobilize::UsageError("no inputs: give --input_dims, --input_file, --use_bundled_input N or --no_inputs");
-    }
-    for (size_t i = 0; i < inputs.size(); ++i)
-      if (inputs[i].isTensor()) mobilize::report_input(i, to_raw(inputs[i].toTensor()));
+  bool channels_last = flags.str("input_memory_format") == "channels_last";
+  std::vector<c10::IValue> inputs;
+  if (flags.boolean("no_inputs")) {
+  } else if (flags.integer("use_bundled_input") >= 0) {
+    const char* method = "get_all_bundled_inputs";
+    bool has = lite ? mobile->find_method(method).has_value() : script->find_method(method).has_value();
+    if (!has) throw mobilize::UsageError(path + " has no bundled inputs (export with bundled inputs)");
+    c10::IValue all = lite ? mobile->run_method(method) : script->run_method(method);
+    inputs = bundled_input(all, flags.integer("use_bundled_input"));
+  } else if (!flags.str("input_file").empty()) {
+    for (const auto& raw : mobilize::read_tensor_file(flags.str("input_file")))
+      inputs.push_back(to_torch(raw, channels_last));
+  } else if (!flags.str("input_dims").empty()) {
+    for (const auto& spec : mobilize::parse_input_dims(flags.str("input_dims"), flags.str("input_type")))
+      inputs.push_back(to_torch(mobilize::ones(spec), channels_last));
+  } else {
+    throw mobilize::UsageError("no inputs: give --input_dims, --input_file, --use_bundled_input N or --no_inputs");
+  }
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].isTensor()) mobilize::report_input(i, to_raw(inputs[i].toTensor()));
 
-    // The Python runtimes run TorchScript under inference_mode and the lite interpreter under no_grad.
-    std::optional<c10::InferenceMode> inference;
-    std::optional<torch::NoGradGuard> no_grad;
-    if (lite) no_grad.emplace(); else inference.emplace();
-    auto run = [&]() -> c10::IValue { return lite ? mobile->forward(inputs) : script->forward(inputs); };
+  // The Python runtimes run TorchScript under inference_mode and the lite interpreter under no_grad.
+  std::optional<c10::InferenceMode> inference;
+  std::optional<torch::NoGradGuard> no_grad;
+  if (lite) no_grad.emplace(); else inference.emplace();
+  auto run = [&]() -> c10::IValue { return lite ? mobile->forward(inputs) : script->forward(inputs); };
 
-    std::printf("Starting benchmark.\n");
-    int64_t f0 = mobilize::now_ns();
-    c10::IValue output = run();
-    int64_t first_run_ns = mobilize::now_ns() - f0;
-    std::printf("Running warmup runs.\n");
-    std::fflush(stdout);
-    for (int64_t i = 0; i < flags.integer("warmup"); ++i) run();
-    std::printf("Main runs.\n");
-    std::fflush(stdout);
-    int64_t iterations = flags.integer("iter");
-    if (iterations < 1) throw mobilize::UsageError("--iter must be at least 1");
-    mobilize::LoopTimes times = mobilize::timed_loop([&] { run(); }, iterations);
-    mobilize::report(times, flags.boolean("report_pep"), load_ns, first_run_ns, at::get_num_threads());
-
+  auto keep = [](const c10::IValue& output) {
     std::vector<RawTensor> outputs;
     flatten(output, outputs);
-    if (flags.boolean("print_output"))
-      for (size_t i = 0; i < outputs.size(); ++i) mobilize::print_tensor(i, outputs[i]);
-    if (!flags.str("output_file").empty()) mobilize::write_tensor_file(flags.str("output_file"), outputs);
-    return 0;
-  } catch (const c10::Error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what_without_backtrace());
-  } catch (const mobilize::UsageError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-  }
-  return 1;
+    return outputs;
+  };
+  mobilize::speed_benchmark(run, keep, flags, load_ns, at::get_num_threads());
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  return mobilize::guarded_main([&] { return bench(argc, argv); }, [](const std::exception& e) {
+    const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
+    return std::string(torch_error ? torch_error->what_without_backtrace() : e.what());
+  });
 }

@@ -30,6 +30,15 @@ medians, each worker's RSS and the CPU.  The files come from an earlier run's fo
 out/compare/artifacts``) or are built here from ``--recipes`` with ``mobilize.optimize``.
 
     .venv/bin/python benchmarks/timing_agreement.py --lean-vs-torch [--from DIR] [--rounds 9] [--iter 50]
+
+With ``--host-vs-own`` it asks whether a torch-timed variant (eager, TorchScript, ExecuTorch) times the same in
+compare's shared timing host (one torch process for all of them, :mod:`mobilize.compare.host`) as in a torch
+process of its own: it runs compare (default model and plan) and, for every variant compare hosted, opens the same
+timing bundle in a one-variant host; each own-process round runs right after (or, where the rotation wraps,
+before) the shared host's round of the same variant.  It prints both p50s, their ratio (shared / own) with its 95%
+interval from the paired round medians, each process's peak RSS and the CPU.
+
+    .venv/bin/python benchmarks/timing_agreement.py --host-vs-own [--rounds 12] [--iter 240]
 """
 
 from __future__ import annotations
@@ -129,6 +138,100 @@ def with_bare_rounds(threads: int, bare_times: dict):
     return PlanRunWithBare
 
 
+def with_own_rounds(own_times: dict, own_peaks: dict):
+    """A PlanRun whose timed rounds also visit, for every variant in the shared timing host, the same variant
+    in a torch process of its own (a one-variant host, fed the same bundle)."""
+    from mobilize.compare import runner
+    from mobilize.compare.host import Hosted, TimingHost
+
+    class PlanRunWithOwn(runner.PlanRun):
+        def _rounds(self) -> None:
+            own = {}
+            for name, w in self.workers.items():
+                if isinstance(w, Hosted):
+                    solo = TimingHost(self.spawn(self.job("time-host", {"name": f"own-{name}"})))
+                    own[name] = solo.open(name, w.job, self.cfg.timeout_s)[0]
+            original = runner.schedule
+
+            def schedule(names, run_round, rounds, iterations, warmup=3, **kw):
+                names = list(names)
+
+                def either(name, n):
+                    if not name.startswith("own:"):
+                        return run_round(name, n)
+                    w = own[name[4:]]
+                    w.send(runner.Bench(n, runner.ROUND_WARMUP))
+                    got = w.expect(runner.Times, self.cfg.timeout_s)
+                    return got.times_ns, got.total_ns
+
+                paired = [m for n in names for m in ((n, f"own:{n}") if n in own else (n,))]
+                out = original(paired, either, rounds, iterations, warmup=warmup, **kw)
+                for key in [k for k in out if k.startswith("own:")]:
+                    own_times[key[4:]] = out.pop(key)
+                return out
+
+            runner.schedule = schedule
+            try:
+                super()._rounds()
+            finally:
+                runner.schedule = original
+                for name, w in own.items():
+                    own_peaks[name] = w.child.peak_rss_mb()
+                    w.host.stop()
+
+    return PlanRunWithOwn
+
+
+def host_vs_own(args) -> int:
+    import mobilize
+    from mobilize.accuracy.stats import ratio_ci, spread_percent
+    from mobilize.bench.racing import Race
+    from mobilize.compare import runner
+    from mobilize.target import host_cpu
+
+    class NoRace(Race):  # every variant runs every round: the comparison needs all of them paired
+        def after_round(self, r, medians):
+            super().after_round(r, medians)
+            return list(medians) if r + 1 < args.rounds else []
+
+    out = Path(args.output or tempfile.mkdtemp(prefix="host-vs-own-"))
+    own: dict = {}
+    peaks: dict = {}
+    runner.PlanRun = with_own_rounds(own, peaks)
+    runner.Race = NoRace
+    t0 = time.monotonic()
+    report = mobilize.compare(args.model or "", args.plan, mobilize.CompareConfig(
+        threads=args.threads, iterations=args.iter, rounds=args.rounds, out_dir=str(out)),
+        progress=lambda done, total, text: print(f"  [{done}/{total}] {text}", file=sys.stderr))
+    mem = report.get("timing_memory") or {}
+    host_peak = max((p["peak_rss_mb"] for p in mem.get("processes", []) if len(p["variants"]) > 1), default=0.0)
+    print(f"CPU: {host_cpu().describe()}")
+    print(f"compare {args.model or '(default model)'} --plan {args.plan}: {time.monotonic() - t0:.0f} s; "
+          f"{args.threads} threads; {args.rounds} interleaved rounds of {max(1, args.iter // args.rounds)} runs, "
+          f"each variant's own-process round next to its shared-host round")
+    print(f"{'variant':<20} {'host p50':>9} {'own p50':>9} {'ratio':>6} {'95% CI':>13} {'spread host/own':>16} "
+          f"{'own RSS MB':>10}")
+    saved = {}
+    for v in report["variants"]:
+        rt = own.get(v["name"])
+        if rt is None or not v.get("latency_ms_round_medians"):
+            continue
+        own_p50 = statistics.median(rt.times_ns) / 1e6
+        ci = ratio_ci(v["latency_ms_round_medians"], rt.round_medians_ms)
+        saved[v["name"]] = {"host_p50_ms": v["latency_ms_p50"], "own_p50_ms": own_p50,
+                            "ratio": v["latency_ms_p50"] / own_p50, "ratio_ci95": [ci.low, ci.high],
+                            "own_peak_rss_mb": peaks.get(v["name"])}
+        print(f"{v['name']:<20} {v['latency_ms_p50']:>7.3f}ms {own_p50:>7.3f}ms {v['latency_ms_p50'] / own_p50:>6.3f} "
+              f"{ci.low:>6.3f}-{ci.high:<6.3f} {spread_percent(v['latency_ms_round_medians']):>7.0f}%/"
+              f"{spread_percent(rt.round_medians_ms):.0f}% {peaks.get(v['name'], 0):>10.0f}")
+    print(f"ratio = shared host p50 / own process p50; an interval containing 1 is agreement within noise. "
+          f"Shared host peak RSS {host_peak:.0f} MB for {len(saved)} variants; timing workers in all "
+          f"{mem.get('peak_mb', 0):.0f} MB")
+    (out / "host-vs-own.json").write_text(json.dumps({"cpu": host_cpu().describe(), "variants": saved,
+                                                      "timing_memory": mem}, indent=2) + "\n")
+    return 0
+
+
 def lean_files(args) -> list[Path]:
     """The files to time: those under ``--from`` whose runtime needs no torch, else built from ``--recipes``."""
     import mobilize
@@ -215,6 +318,7 @@ def lean_vs_torch(args) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lean-vs-torch", action="store_true", help="lean timing worker vs torch worker")
+    parser.add_argument("--host-vs-own", action="store_true", help="shared timing host vs a torch process per variant")
     parser.add_argument("--from", dest="source", default=None, help="--lean-vs-torch: files under this folder")
     parser.add_argument("--recipes", default="onnx-fp32,onnx-int8,litert-fp32,openvino-fp32",
                         help="--lean-vs-torch without --from: build these")
@@ -227,6 +331,9 @@ def main() -> int:
     parser.add_argument("--tolerance", type=float, default=0.05)
     parser.add_argument("-o", "--output", default=None)
     args = parser.parse_args()
+    if args.host_vs_own:
+        args.iter, args.rounds = args.iter or 240, args.rounds or 12
+        return host_vs_own(args)
     if args.lean_vs_torch:
         args.model = args.model or "zoo:digits_mobilenet_v2"
         args.iter, args.rounds = args.iter or 450, args.rounds or 9

@@ -106,3 +106,21 @@ class SlowDown(Pass):
 
     def run(self, module, ctx):
         return _Slowed(module)
+
+
+_CALLS: dict[int, int] = {}
+
+
+class AbortAfterCalls(torch.nn.Module):
+    """Answers its first ``calls`` runs in each process, then kills that process (SIGABRT): a native crash in the
+    middle of the timed rounds, after the variant loaded and checked fine (the count is per process, not pickled)."""
+
+    def __init__(self, calls: int):
+        super().__init__()
+        self.calls = calls
+
+    def forward(self, x):
+        _CALLS[id(self)] = _CALLS.get(id(self), 0) + 1
+        if _CALLS[id(self)] > self.calls:
+            os.abort()
+        return x * 2

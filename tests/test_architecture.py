@@ -235,7 +235,9 @@ def test_seven_engines_one_folder_each():
 BROAD_CATCHES = {("mobilize.errors", "third_party_failure"): "the one translation helper (bug or user error)",
                  ("mobilize.cli.main", "_dispatch"): "the CLI's last resort (a bug: exit 1)",
                  ("mobilize.isolate", "_child_main"): "the isolation boundary (sent to the parent)",
-                 ("mobilize.compare.worker", "main"): "compare's worker process boundary (sent to the parent)"}
+                 ("mobilize.compare.worker", "main"): "compare's worker process boundary (sent to the parent)",
+                 ("mobilize.compare.host", "_answer"): "the shared timing host's boundary for each variant it holds "
+                                                       "(sent to the parent; its other variants go on)"}
 """Where a handler may catch ``Exception`` or ``BaseException`` broadly: (module, function) -> why."""
 
 

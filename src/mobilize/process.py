@@ -84,6 +84,17 @@ class Child:
         except (OSError, ValueError, IndexError):
             return 0.0
 
+    def peak_rss_mb(self) -> float:
+        """Its peak resident memory since it started (Linux ``VmHWM``; 0 once it has ended)."""
+        try:
+            with open(f"/proc/{self.process.pid}/status") as fh:
+                for line in fh:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) / 1024.0
+        except (OSError, ValueError, IndexError):
+            pass
+        return 0.0
+
     def log_tail(self, lines: int = 3) -> str:
         """The last lines the child wrote to its log, for a failure's note ('' without a log)."""
         from mobilize import noise

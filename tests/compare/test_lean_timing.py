@@ -65,4 +65,71 @@ def test_the_report_says_where_the_time_went_and_which_worker_timed(misbehaving_
     assert set(seconds["export"]) == {"raise"}  # the only variant with an export (it fails, and is still counted)
     assert seconds["timed_rounds"] > 0 and seconds["lint"] is not None
     workers = {v["name"]: v.get("timing_worker") for v in misbehaving_report["variants"]}
-    assert workers["fused"] == workers["eager-fp32"] == "torch"  # eager modules are timed where they were checked
+    assert workers["fused"] == workers["eager-fp32"] == "host"  # eager modules are timed in the shared torch host
+
+
+# -- the shared timing host of the torch-timed variants ----------------------------------------------------
+def _hosted_job(tmp_path, name: str, module, width: int) -> Job:
+    """A variant for the host: an eager module in a timing bundle, as a checking worker writes it."""
+    import torch
+
+    from mobilize.compare.host import write_bundle
+    from mobilize.sources.inputs import InputSpec
+    from mobilize.sources.models import ModelSource
+
+    x = np.linspace(-1, 1, width, dtype=np.float32).reshape(1, width)
+    write_inputs(str(tmp_path / f"{name}.npz"), [x])
+    specs = [InputSpec((1, width))]
+    with torch.inference_mode():
+        outputs = [module(torch.from_numpy(x))]
+    assert write_bundle(str(tmp_path / f"{name}.pt"), ModelSource(module, name, specs), specs, outputs) == ""
+    job = _job(tmp_path, "run", "eager")
+    job.variant, job.artifact = {"name": name, "runtime": "eager"}, None
+    job.inputs_path, job.timing_bundle = str(tmp_path / f"{name}.npz"), str(tmp_path / f"{name}.pt")
+    return job
+
+
+def _host(tmp_path):
+    from mobilize.compare.host import TimingHost
+
+    job = _job(tmp_path, "time-host")
+    job.variant = {"name": "timing-host"}
+    return TimingHost(Worker(job))
+
+
+def test_a_shared_host_times_each_variant_by_name_and_its_crash_fails_them_all_naming_the_cause(tmp_path):
+    """One host, three variants: distinct costs give distinct medians (no variant gets another's times); then one
+    crashes the host mid-round, and every variant it hosted fails with the cause."""
+    import statistics
+
+    import torch
+
+    from tests.compare_plugins import AbortAfterCalls
+
+    torch.manual_seed(0)
+    light = torch.nn.Linear(8, 8).eval()
+    heavy = torch.nn.Sequential(torch.nn.Linear(8, 512), *[torch.nn.Linear(512, 512) for _ in range(12)]).eval()
+    host = _host(tmp_path)
+    try:
+        hosted = {name: host.open(name, _hosted_job(tmp_path, name, m, 8), 120)[0]
+                  for name, m in (("light", light), ("heavy", heavy), ("crash", AbortAfterCalls(calls=2)))}
+        medians = {}
+        for name in ("heavy", "light", "heavy", "light"):  # interleaved, one at a time, by name
+            hosted[name].send(Bench(15, warmup=2))
+            times = hosted[name].expect(Times, 60)
+            assert len(times.times_ns) == 15
+            medians.setdefault(name, []).append(statistics.median(times.times_ns))
+        assert min(medians["heavy"]) > 5 * max(medians["light"]), medians  # ~3.2M MACs vs 64
+        assert hosted["light"].child is hosted["heavy"].child  # one process, counted once for memory
+        failures = []
+        for name in ("crash", "light", "heavy"):  # its load ran it twice; its first timed run kills the host
+            hosted[name].send(Bench(3))
+            with pytest.raises(StageFailure) as failed:
+                hosted[name].expect(Times, 60)
+            failures.append(failed.value)
+    finally:
+        host.stop()
+    for failed in failures:
+        assert failed.message.startswith("timing failed: the shared timing host (also timing light, heavy) failed "
+                                         "while timing crash: the process was killed by SIGABRT"), failed.message
+        assert failed.outcome == "RUN_FAIL"

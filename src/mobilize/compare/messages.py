@@ -17,7 +17,8 @@ class Job:
 
     kind: str
     """reference | build | run | time (a file timed in a lean worker: its runtime only, no torch) | time-torch
-    (the same in a process with torch loaded, as every worker timed before; for benchmarks/timing_agreement.py)"""
+    (the same in a process with torch loaded, as every worker timed before; for benchmarks/timing_agreement.py)
+    | time-host (the shared timing host of the torch-timed variants, :mod:`mobilize.compare.host`)"""
     model: str
     variant: dict[str, Any]
     input_specs: list[dict[str, Any]]
@@ -44,6 +45,10 @@ class Job:
     inputs_path: str | None = None
     """The timed inputs (one sample, an .npz with one array per model input in order), written once by the
     reference job and read by the lean timing workers."""
+    timing_bundle: str | None = None
+    """A ``run`` job of a torch runtime writes here what the shared timing host needs to time the variant
+    (:mod:`mobilize.compare.host`): its prepared module (none for a file), input specs, quantized engine and
+    the outputs of its timed sample."""
 
 
 @dataclasses.dataclass
@@ -113,6 +118,8 @@ class Ready:
     details: dict[str, Any]
     size_bytes: int | None
     measures_latency: bool
+    hostable: str | None = None
+    """Why the variant cannot be timed in the shared timing host ('' when it can; None: not a torch runtime)."""
 
 
 @dataclasses.dataclass
@@ -130,6 +137,35 @@ class Bench:
     iterations: int
     warmup: int = 0
     """Untimed runs first: after another process's round, this one's weights are out of the caches."""
+    variant: str | None = None
+    """Which of a timing host's variants runs the round (None: the worker's only one)."""
+
+
+@dataclasses.dataclass
+class Open:
+    """Ask the shared timing host to load a variant (from ``job.timing_bundle`` or ``job.artifact``) and run it
+    once; it answers ``TimerReady`` or ``HostedFailed``."""
+
+    name: str
+    job: Job
+
+
+@dataclasses.dataclass
+class Close:
+    """The timing host closes one variant's session (the others stay)."""
+
+    name: str
+
+
+@dataclasses.dataclass
+class HostedFailed:
+    """One hosted variant failed (loading it, or a round); the host and its other variants go on."""
+
+    name: str
+    stage: str
+    message: str
+    trace: str = ""
+    internal: bool = False
 
 
 @dataclasses.dataclass

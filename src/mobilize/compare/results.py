@@ -45,6 +45,8 @@ class VariantResult:
     speedup: dict[str, Any] | None = None
     """Against the reference variant: ratio with its 95% interval from paired rounds, and ``significant``."""
     peak_rss_mb: float | None = None
+    """Peak resident memory of the process that timed it (the shared timing host's when ``details.timing_worker``
+    is ``host``: shared with the other hosted variants; report.json's ``timing_memory`` counts it once)."""
     on_device_only: bool = False
     """The runtime checks numbers on this host but cannot time the real thing (e.g. NNAPI)."""
     details: dict[str, Any] = dataclasses.field(default_factory=dict)

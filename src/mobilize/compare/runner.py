@@ -19,6 +19,8 @@ from mobilize.bench.rounds import schedule
 from mobilize.compare.messages import (
     Bench, Built, Failed, Job, LintDone, Ready, ReferenceDone, Stage, Stop, TimerReady, Times,
 )
+from mobilize.compare.host import TimingHost
+from mobilize.compare.memory import TimingMemory
 from mobilize.compare.timing import lean_runtime
 from mobilize.compare.results import VariantResult
 from mobilize.compare.stages import StageSeconds
@@ -173,7 +175,9 @@ class PlanRun:
         self.workers: dict[str, Worker] = {}
         self.reference: ReferenceDone | None = None
         self.reference_failure: dict[str, Any] | None = None
-        self.peak_memory_mb = 0.0
+        self.timing_memory = TimingMemory()
+        self.host: TimingHost | None = None
+        """The shared timing host of the torch-timed variants (:mod:`mobilize.compare.host`), once one is needed."""
         self.recommended: dict[str, Any] | None = None
         self.race: Race | None = None
         self.complete = False
@@ -203,7 +207,8 @@ class PlanRun:
             "accuracy_samples": ref.samples if ref else None, "labelled": ref.labelled if ref else None,
             "reference_variant": self.reference_name,
             "policy": self.cfg.policy.to_json(ref.task["name"] if ref and ref.task else None),
-            "recommended": self.recommended, "peak_memory_mb_total": self.peak_memory_mb or None,
+            "recommended": self.recommended, "peak_memory_mb_total": self.timing_memory.peak_mb or None,
+            "timing_memory": self.timing_memory.to_json() if self.timing_memory.processes else None,
             "lint": self.lint, "reference_warning": ref.warning if ref else None,
             "reference_failure": self.reference_failure, "task": ref.task if ref else None,
             "racing": self.race.record.to_json() if self.race else None, "stage_seconds": self.seconds.to_json(),
@@ -236,7 +241,8 @@ class PlanRun:
                    input_names=list(cfg.input_names) or None, bound_args=dict(cfg.bound_args),
                    artifact=artifact, trust_pickle=cfg.trust_pickle, metric=cfg.metric,
                    task=self.reference.task["name"] if self.reference and self.reference.task else cfg.task,
-                   inputs_path=str(self.workdir / "inputs.npz"))
+                   inputs_path=str(self.workdir / "inputs.npz"),
+                   timing_bundle=str(self.workdir / f"{variant['name']}-timing.pt") if kind == "run" else None)
 
     # -- the run ---------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -267,6 +273,8 @@ class PlanRun:
         finally:
             for w in self.workers.values():
                 w.stop()
+            if self.host is not None:
+                self.host.stop()
             shutil.rmtree(self.workdir, ignore_errors=True)
             remove_stale(self.cfg.out_dir)  # half-written files of workers that were killed
 
@@ -366,7 +374,7 @@ class PlanRun:
                 self.seconds.worker("check", v.name, w.seconds)
             self._ready(r, ready)
             if ready.measures_latency:
-                self.workers[v.name] = self._timer(v, r, w, built.artifact if built else None)
+                self.workers[v.name] = self._timer(v, r, w, built.artifact if built else None, ready)
             else:
                 w.stop()
                 r.on_device_only = True
@@ -379,12 +387,12 @@ class PlanRun:
             r.fail(exc.outcome, exc.stage, exc.message)
             self.tick(f"{v.name}: {exc.outcome}", steps=2 if (v.export and built is None) else 1)
 
-    def _timer(self, v, r: VariantResult, checked: Worker, artifact: str | None) -> Worker:
+    def _timer(self, v, r: VariantResult, checked: Worker, artifact: str | None, ready: Ready):
         """The worker that times ``v``: for a file whose runtime needs no torch, a lean one that loads only that
-        runtime (the torch worker that checked it stops); else that torch worker."""
+        runtime; else the shared timing host (the torch worker that checked it stops), or, when the variant cannot
+        be hosted, that torch worker."""
         if artifact is None or not lean_runtime(r.runtime):
-            r.details["timing_worker"] = "torch"
-            return checked
+            return self._hosted(v, r, checked, ready)
         checked.stop()
         self.status(f"{v.name}: lean timing worker")
         lean = self.spawn(self.job("time", v.to_dict(), artifact))
@@ -394,6 +402,28 @@ class PlanRun:
             self.seconds.worker("timer", v.name, lean.seconds)
         r.details.update(timing_worker="lean", timing_worker_torch_loaded=ready.torch_loaded)
         return lean
+
+    def _hosted(self, v, r: VariantResult, checked: Worker, ready: Ready):
+        why = ready.hostable
+        if why == "":
+            if self.host is None or self.host.death is not None:
+                self.host = TimingHost(self.spawn(self.job("time-host", {"name": "timing-host"})))
+            self.status(f"{v.name}: into the shared timing host")
+            t0 = time.monotonic()
+            try:
+                hosted, _ = self.host.open(v.name, checked.job, self.cfg.timeout_s)
+            except StageFailure as exc:
+                why = f"the shared timing host could not load it: {exc.message}"
+            else:
+                checked.stop()
+                r.details["timing_worker"] = "host"
+                return hosted
+            finally:
+                self.seconds.worker("timer", v.name, {"load": time.monotonic() - t0})
+        r.details["timing_worker"] = "torch"
+        if why:
+            r.note(f"timing: in its own torch process ({why})")
+        return checked
 
     def _ready(self, r: VariantResult, ready: Ready) -> None:
         r.runtime, r.format = ready.runtime, r.format or ready.format
@@ -437,8 +467,7 @@ class PlanRun:
 
         def after_round(i: int) -> None:
             nonlocal ticked
-            total = sum(w.rss_mb() for w in self.workers.values())
-            self.peak_memory_mb = max(self.peak_memory_mb, total)
+            self.timing_memory.sample(self.workers)
             if ticked < cfg.rounds:
                 ticked += 1
                 self.tick(f"timed round {i + 1}/{cfg.rounds}")

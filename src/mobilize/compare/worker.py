@@ -46,6 +46,10 @@ def main(conn, job: Job) -> None:
             from mobilize.compare.timing import time_file
 
             time_file(conn, job, enter)
+        elif job.kind == "time-host":  # the shared timing host of the torch-timed variants
+            from mobilize.compare.host import serve_host
+
+            serve_host(conn, job, enter)
         elif job.kind == "reference":
             enter("reference")
             done, module = make_reference(job)
@@ -292,12 +296,17 @@ def serve(conn, job: Job, enter) -> None:
     if job.artifact and str(target.format) == "executorch":
         enter("profile")
         notes += _time_profile(job, xs[0], details)
+    hostable = None
+    if job.timing_bundle and type(session).needs_torch:
+        from mobilize.compare.host import write_bundle
+
+        hostable = write_bundle(job.timing_bundle, target, specs, session.run(xs[0]))
     del outs, reference, xs
     gc.collect()
     _trim_heap()
     enter("bench")
     conn.send(Ready(session.name, str(target.format), kind or "", load_ms, first_run_ms, comparison, notes,
-                    {**details, **session.details()}, size, type(session).measures_latency))
+                    {**details, **session.details()}, size, type(session).measures_latency, hostable))
     serve_rounds(conn, session, native)
 
 

@@ -156,10 +156,20 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     if report.get("stage_seconds"):
         lines.append(stage_line(report["stage_seconds"]))
     cpu = report.get("host_cpu") or {}
-    mem = report.get("peak_memory_mb_total")
-    lines.append(f"machine: {cpu.get('model', '?')}, {report.get('threads')} thread(s)"
-                 + (f"; timed-round workers peak {mem:.0f} MB in total" if mem else ""))
+    lines.append(f"machine: {cpu.get('model', '?')}, {report.get('threads')} thread(s)" + _memory(report))
     return lines
+
+
+def _memory(report: dict[str, Any]) -> str:
+    """The timing workers' memory (:mod:`mobilize.compare.memory`): the sum of their own peaks, and how many."""
+    mem = report.get("timing_memory")
+    if not mem:
+        total = report.get("peak_memory_mb_total")
+        return f"; timed-round workers peak {total:.0f} MB in total" if total else ""
+    hosted = max((len(p["variants"]) for p in mem["processes"]), default=0)
+    return (f"; timing workers peak {mem['peak_mb']:.0f} MB in total (the sum of the {len(mem['processes'])} "
+            f"processes' own peaks{f', one hosting {hosted} torch-timed variants' if hosted > 1 else ''}; "
+            f"{mem['sampled_max_mb']:.0f} MB resident after the fullest round)")
 
 
 def chosen_lines(report: dict[str, Any]) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import numpy as np
 import pytest
 
@@ -77,9 +78,10 @@ def _hosted_job(tmp_path, name: str, module, width: int) -> Job:
     from mobilize.sources.inputs import InputSpec
     from mobilize.sources.models import ModelSource
 
-    x = np.linspace(-1, 1, width, dtype=np.float32).reshape(1, width)
+    shape = (1, width) if isinstance(width, int) else width
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     write_inputs(str(tmp_path / f"{name}.npz"), [x])
-    specs = [InputSpec((1, width))]
+    specs = [InputSpec(shape)]
     with torch.inference_mode():
         outputs = [module(torch.from_numpy(x))]
     assert write_bundle(str(tmp_path / f"{name}.pt"), ModelSource(module, name, specs), specs, outputs) == ""
@@ -87,6 +89,33 @@ def _hosted_job(tmp_path, name: str, module, width: int) -> Job:
     job.variant, job.artifact = {"name": name, "runtime": "eager"}, None
     job.inputs_path, job.timing_bundle = str(tmp_path / f"{name}.npz"), str(tmp_path / f"{name}.pt")
     return job
+
+
+@contextlib.contextmanager
+def _engine(name: str):
+    import torch
+
+    saved = torch.backends.quantized.engine
+    torch.backends.quantized.engine = name
+    try:
+        yield
+    finally:
+        torch.backends.quantized.engine = saved
+
+
+def _qnnpack_int8():
+    """A tiny eager int8 module quantized for qnnpack: the host must re-pack its weights for qnnpack, not for
+    the process's default engine, or its outputs differ from the checked ones (and the host refuses it)."""
+    import torch
+    from torch.ao import quantization as tq
+
+    with _engine("qnnpack"):
+        m = torch.nn.Sequential(tq.QuantStub(), torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), tq.DeQuantStub(),
+                                torch.nn.Flatten()).eval()
+        m.qconfig = tq.get_default_qconfig("qnnpack")
+        tq.prepare(m, inplace=True)
+        m(torch.randn(4, 3, 8, 8, generator=torch.Generator().manual_seed(0)))
+        return tq.convert(m)
 
 
 def _host(tmp_path):
@@ -98,8 +127,9 @@ def _host(tmp_path):
 
 
 def test_a_shared_host_times_each_variant_by_name_and_its_crash_fails_them_all_naming_the_cause(tmp_path):
-    """One host, three variants: distinct costs give distinct medians (no variant gets another's times); then one
-    crashes the host mid-round, and every variant it hosted fails with the cause."""
+    """One host, four variants: distinct costs give distinct medians (no variant gets another's times); a qnnpack
+    int8 module loads under its own engine (the host checks its outputs as it opens it); then one variant crashes
+    the host mid-round, and every variant it hosted fails with the cause."""
     import statistics
 
     import torch
@@ -111,8 +141,11 @@ def test_a_shared_host_times_each_variant_by_name_and_its_crash_fails_them_all_n
     heavy = torch.nn.Sequential(torch.nn.Linear(8, 512), *[torch.nn.Linear(512, 512) for _ in range(12)]).eval()
     host = _host(tmp_path)
     try:
-        hosted = {name: host.open(name, _hosted_job(tmp_path, name, m, 8), 120)[0]
-                  for name, m in (("light", light), ("heavy", heavy), ("crash", AbortAfterCalls(calls=2)))}
+        with _engine("qnnpack"):  # as the checking worker is left by the quantize pass
+            int8_job = _hosted_job(tmp_path, "int8", _qnnpack_int8(), (1, 3, 8, 8))  # its outputs as its checking worker saw them
+        hosted = {name: host.open(name, job, 120)[0] for name, job in (
+            ("light", _hosted_job(tmp_path, "light", light, 8)), ("heavy", _hosted_job(tmp_path, "heavy", heavy, 8)),
+            ("int8", int8_job), ("crash", _hosted_job(tmp_path, "crash", AbortAfterCalls(calls=2), 8)))}
         medians = {}
         for name in ("heavy", "light", "heavy", "light"):  # interleaved, one at a time, by name
             hosted[name].send(Bench(15, warmup=2))
@@ -130,6 +163,6 @@ def test_a_shared_host_times_each_variant_by_name_and_its_crash_fails_them_all_n
     finally:
         host.stop()
     for failed in failures:
-        assert failed.message.startswith("timing failed: the shared timing host (also timing light, heavy) failed "
+        assert failed.message.startswith("timing failed: the shared timing host (also timing light, heavy, int8) failed "
                                          "while timing crash: the process was killed by SIGABRT"), failed.message
         assert failed.outcome == "RUN_FAIL"

@@ -38,7 +38,7 @@ timing bundle in a one-variant host; each own-process round runs right after (or
 before) the shared host's round of the same variant.  It prints both p50s, their ratio (shared / own) with its 95%
 interval from the paired round medians, each process's peak RSS and the CPU.
 
-    .venv/bin/python benchmarks/timing_agreement.py --host-vs-own [--rounds 12] [--iter 240]
+    .venv/bin/python benchmarks/timing_agreement.py --host-vs-own [--plan FILE] [--rounds 12] [--iter 240]
 """
 
 from __future__ import annotations
@@ -201,8 +201,9 @@ def host_vs_own(args) -> int:
     runner.Race = NoRace
     t0 = time.monotonic()
     report = mobilize.compare(args.model or "", args.plan, mobilize.CompareConfig(
-        threads=args.threads, iterations=args.iter, rounds=args.rounds, out_dir=str(out)),
-        progress=lambda done, total, text: print(f"  [{done}/{total}] {text}", file=sys.stderr))
+        threads=args.threads, iterations=args.iter, rounds=args.rounds, out_dir=str(out),
+        accuracy_samples=args.accuracy_samples), progress=lambda done, total, text: print(
+            f"  [{done}/{total}] {text}", file=sys.stderr))
     mem = report.get("timing_memory") or {}
     host_peak = max((p["peak_rss_mb"] for p in mem.get("processes", []) if len(p["variants"]) > 1), default=0.0)
     print(f"CPU: {host_cpu().describe()}")
@@ -329,6 +330,7 @@ def main() -> int:
                         help="timed iterations over all rounds (default 400; --lean-vs-torch: 450)")
     parser.add_argument("--rounds", type=int, default=None, help="default 20 (--lean-vs-torch: 9)")
     parser.add_argument("--tolerance", type=float, default=0.05)
+    parser.add_argument("--accuracy-samples", type=int, default=1000, help="--host-vs-own: compare's accuracy samples")
     parser.add_argument("-o", "--output", default=None)
     args = parser.parse_args()
     if args.host_vs_own:

@@ -1,5 +1,6 @@
 """Where a compare run's wall time goes: the float reference (and its lint), each export, each variant's
-load + accuracy check (and ExecuTorch's time profile), starting the lean timing workers, the timed rounds.
+load + accuracy check (and ExecuTorch's time profile), starting the lean timing workers and loading variants into
+the shared timing host, the timed rounds.
 
 Exports run on a second thread beside the checks, so the parts add up to more than the total
 (:func:`mobilize.report.terminal.stage_line` prints them).

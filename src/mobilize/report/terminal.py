@@ -197,7 +197,7 @@ def stage_line(seconds: dict[str, Any]) -> str:
               part("exports", seconds.get("export") or {}, " beside the checks"),
               part("load+accuracy", seconds.get("load_accuracy") or {}),
               part("profile", seconds.get("profile") or {}),
-              part("lean timers' start", seconds.get("timer_start") or {}),
+              part("timers' start (lean workers, host loads)", seconds.get("timer_start") or {}),
               f"timed rounds {seconds['timed_rounds']:.0f} s" if seconds.get("timed_rounds") is not None else ""]
     total = seconds.get("total")
     tail = f"; {int(total // 60)} min {total % 60:.0f} s in all" if total is not None else ""

@@ -12,6 +12,11 @@ from mobilize.cli.main import main as cli_main
 
 INPUT_SHAPE = (1, 3, 32, 32)
 
+NO_RACE = ("--time-budget", "1")
+"""compare options for a test of verdicts and reports, not of the race: the timed rounds stop after ``--rounds``
+(min rounds always run) instead of racing near-equal variants for compare's default 30 s budget.  The race itself
+is tests/compare/test_racing.py's."""
+
 BENCH_JSON_FIELDS = [
     "format", "runtime", "threads", "warmup", "iterations", "size_bytes", "load_ms", "first_run_ms",
     "latency_ms_mean", "latency_ms_p50", "latency_ms_p90", "latency_ms_p99", "latency_ms_min",

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from mobilize.sources.inputs import parse_input_specs
-from tests.conftest import assert_one_line_error
+from tests.conftest import NO_RACE, assert_one_line_error
 from tests.user_models import ScalarVad, write_encoder_npz
 
 VAD = f"{Path(__file__).parents[1] / 'user_models.py'}:ScalarVad"
@@ -47,7 +47,7 @@ def test_scalar_input_and_int_argument_bench_and_optimize(run_cli, tmp_path):
 
 def test_scalar_input_and_int_argument_compare(run_cli, tmp_path):
     code, out, err = run_cli("compare", VAD, *VAD_INPUTS, "--variant", "eager-fp32", "--variant", "onnx-fp32",
-                             "--rounds", "1", "--iter", "3", "--accuracy-samples", "4", "-o", tmp_path / "c")
+                             "--rounds", "1", "--iter", "3", "--accuracy-samples", "4", *NO_RACE, "-o", tmp_path / "c")
     assert code == 0, err
     report = json.loads((tmp_path / "c" / "report.json").read_text())
     assert report["bound_args"] == {"sr": 16000}

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import NO_RACE
+
 ROOT = Path(__file__).resolve().parents[2]
 MOBILIZE = [sys.executable, "-m", "mobilize"]
 OWN_LINE = re.compile(r"^(mobilize: |\[\d+/\d+\] )")
@@ -28,7 +30,7 @@ def test_compare_keeps_third_party_noise_off_stderr(tmp_path):
     quantization) on the default model: stderr holds nothing but mobilize's own lines."""
     out = tmp_path / "out"
     done = run("compare", "--variant", "eager-fp32", "--variant", "executorch-int8", "--variant", "onnx-int8",
-               "--accuracy-samples", "24", "--iter", "4", "--rounds", "1", "-o", out)
+               "--accuracy-samples", "24", "--iter", "4", "--rounds", "1", *NO_RACE, "-o", out)
     assert done.returncode == 0, done.stderr[-3000:]
     foreign = [ln for ln in done.stderr.splitlines() if ln.strip() and not OWN_LINE.match(ln)]
     assert not foreign, foreign[:10]

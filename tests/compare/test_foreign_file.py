@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import assert_one_line_error
+from tests.conftest import NO_RACE, assert_one_line_error
 
-FAST = ("--iter", "2", "--rounds", "1", "--accuracy-samples", "3", "--threads", "1", "--timeout", "120")
+FAST = ("--iter", "2", "--rounds", "1", "--accuracy-samples", "3", "--threads", "1", "--timeout", "120", *NO_RACE)
 
 
 def onnx_test_model(name: str) -> Path:

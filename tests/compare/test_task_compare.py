@@ -11,6 +11,7 @@ import subprocess
 import pytest
 
 from mobilize.report.json_report import validate
+from tests.conftest import NO_RACE
 
 MODELS = "tests/task_models.py"
 PLAN = ("name: task\nvariants:\n  - {name: eager-fp32}\n"
@@ -23,7 +24,7 @@ def _compare(run_cli, tmp_path, model: str, coarse: str, *args):
     out = tmp_path / "out"
     code, stdout, err = run_cli("compare", f"{MODELS}:{model}", "--plan", plan, "--input_dims", "1,1,8,8",
                                 "--data", "digits:test", "--accuracy-samples", "100", "--iter", "4", "--rounds", "2",
-                                "--threads", "1", "--timeout", "120", "-o", out, *args)
+                                "--threads", "1", "--timeout", "120", *NO_RACE, "-o", out, *args)
     assert code == 0, err
     report = json.loads((out / "report.json").read_text())
     validate(report)

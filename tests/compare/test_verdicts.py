@@ -10,6 +10,8 @@ import textwrap
 import numpy as np
 import pytest
 
+from tests.conftest import NO_RACE
+
 UNSEEDED = textwrap.dedent("""
     import torch
     from torch import nn
@@ -42,7 +44,7 @@ UNSEEDED = textwrap.dedent("""
 def _compare(run_cli, tmp_path, *args):
     out = tmp_path / "out"
     code, stdout, err = run_cli("compare", *args, "--iter", "4", "--rounds", "2", "--threads", "1",
-                                "--timeout", "120", "-o", out)
+                                "--timeout", "120", *NO_RACE, "-o", out)
     assert code == 0, err
     return json.loads((out / "report.json").read_text()), stdout
 

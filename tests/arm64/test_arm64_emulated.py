@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from mobilize.arm64.run import missing
-from tests.arm64.conftest import RECIPES
+from tests.arm64.arm64_files import RECIPES
 
 pytestmark = [pytest.mark.arm64, pytest.mark.skipif(missing() is not None, reason=f"arm64: {missing()}")]
 

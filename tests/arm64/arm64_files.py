@@ -1,5 +1,7 @@
 """The files the arm64 tests run, built once per session from the tiny test model (shared by the Python-child
-checks and the native aarch64 programs)."""
+checks and the native aarch64 programs).  Not a conftest.py: a second conftest module without a package
+replaces ``tests/conftest.py`` in sys.modules, and ``from conftest import ...`` elsewhere then fails; tests/conftest.py
+loads it as a plugin (``pytest_plugins``), so its session fixture is built once, and only when an arm64 test asks."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
-if ! { .venv/bin/python -c "import mobilize, torch, executorch, onnxruntime, tqdm, pytest, openvino, ray, torch_pruning" 2>/dev/null && [ -x .venv/bin/ruff ]; } \
+if ! { .venv/bin/python -c "import mobilize, torch, executorch, onnxruntime, tqdm, pytest, xdist, openvino, ray, torch_pruning" 2>/dev/null && [ -x .venv/bin/ruff ]; } \
    || [ pyproject.toml -nt .venv/.mobilize-installed ]; then
     .venv/bin/pip install --quiet --upgrade pip
     .venv/bin/pip install --quiet "torch==2.13.0"

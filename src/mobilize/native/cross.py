@@ -4,11 +4,11 @@ Debian's ``g++-aarch64-linux-gnu`` builds them against the aarch64 wheels in the
 ``scripts/setup-arm64.sh`` makes (LibTorch from the aarch64 torch wheel, ExecuTorch from the aarch64
 executorch wheel), through ``cpp/toolchain-aarch64.cmake``.  Benchmarks are cached like the host's
 (``$MOBILIZE_CACHE_DIR/native/bench_<family>-aarch64-<key>``), keyed by the cross compiler, the wheel
-versions and the sources; ``mobilize.arm64.native`` runs them under QEMU.
+versions and the sources; ``mobilize.arm64.native`` runs them under QEMU.  With the root and the cross
+compiler in place (not a doctest: the default suite runs before the arm64 root exists on a fresh machine)::
 
-    >>> from mobilize.native.cross import build_binary_aarch64
-    >>> build_binary_aarch64("executorch").path.name    # ~35 s the first time, then instant
-    'bench_executorch'
+    from mobilize.native.cross import build_binary_aarch64
+    build_binary_aarch64("executorch").path.name    # 'bench_executorch'; ~35 s the first time, then instant
 """
 
 from __future__ import annotations

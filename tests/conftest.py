@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 
@@ -60,13 +61,35 @@ def tiny_input() -> torch.Tensor:
     return torch.randn(INPUT_SHAPE, generator=torch.Generator().manual_seed(1))
 
 
+def once_per_run(tmp_path_factory, name: str, make):
+    """``make(folder)`` once per test run: (its JSON-able result, the folder), shared by every pytest-xdist worker
+    (a session fixture runs once per worker otherwise; the heavy ones are real compare runs and exports).  Users
+    of the folder read it, never write to it."""
+    import json
+
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder, done = root / f"shared-{name}", root / f"shared-{name}.json"
+    with FileLock(str(root / f"shared-{name}.lock")):
+        if not done.exists():
+            folder.mkdir(exist_ok=True)
+            done.write_text(json.dumps(make(folder)))
+    return json.loads(done.read_text()), folder
+
+
 @pytest.fixture(scope="session")
 def artifacts(tmp_path_factory) -> dict[str, Path]:
     """A TinyNet artifact per format: torchscript (.pt, with a bundled input), lite (.ptl),
     exported program (.pt2), executorch (.pte, XNNPACK), onnx (.onnx), tflite (.tflite, mobilize's litert exporter)."""
+    made, _ = once_per_run(tmp_path_factory, "artifacts", lambda out: {k: str(v) for k, v in _artifacts(out).items()})
+    return {k: Path(v) for k, v in made.items()}
+
+
+def _artifacts(out: Path) -> dict[str, Path]:
     from torch.utils.bundled_inputs import augment_model_with_bundled_inputs, bundle_large_tensor
 
-    out = tmp_path_factory.mktemp("artifacts")
     model, x = tiny_model(), tiny_input()
     scripted = torch.jit.script(model)
     augment_model_with_bundled_inputs(scripted, [(bundle_large_tensor(x),)])
@@ -140,14 +163,16 @@ variants:
 
 @pytest.fixture(scope="session")
 def misbehaving_run(tmp_path_factory):
-    from mobilize.cli.main import main
+    def make(tmp: Path) -> int:
+        from mobilize.cli.main import main
 
-    tmp = tmp_path_factory.mktemp("compare")
-    (tmp / "plan.yaml").write_text(MISBEHAVING_PLAN)
-    code = main(["compare", "zoo:toy_classifier", "--plan", str(tmp / "plan.yaml"), "--input_dims", "1,3,32,32",
-                 "--data", "sample-photos:6", "--accuracy-samples", "4", "--iter", "6", "--rounds", "2",
-                 "--threads", "1", "--timeout", "30", "-o", str(tmp / "out")])
-    return code, tmp / "out"
+        (tmp / "plan.yaml").write_text(MISBEHAVING_PLAN)
+        return main(["compare", "zoo:toy_classifier", "--plan", str(tmp / "plan.yaml"), "--input_dims", "1,3,32,32",
+                     "--data", "sample-photos:6", "--accuracy-samples", "4", "--iter", "6", "--rounds", "2",
+                     "--threads", "1", "--timeout", "30", "-o", str(tmp / "out")])
+
+    code, folder = once_per_run(tmp_path_factory, "misbehaving", make)
+    return code, folder / "out"
 
 
 

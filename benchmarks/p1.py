@@ -1,7 +1,7 @@
 """P1: the file mobilize recommends (and tune's pick) against files hand-built with each tool's documented defaults.
 
 Same model (the default, MobileNetV2 x0.5 on digits, 96x96), same bare loop for every file (mobilize's
-Session for the runtime, ``timed_loop`` over a prepared input), interleaved rounds (the order rotates each
+Session for the runtime, ``warm_round``: compare's untimed warm-up, then ``timed_loop`` over a prepared input), interleaved rounds (the order rotates each
 round), top-1 of each file on digits:test.  Hand-built, each with the tool's documented defaults and nothing
 else: ONNX Runtime fp32 (``torch.onnx.export``) and static QDQ int8 (``quantize_static`` on 100 digits:train
 samples: MinMax, per-tensor, reduce_range off); OpenVINO fp32 (``convert_model`` + ``save_model``) and NNCF int8
@@ -29,7 +29,7 @@ import torch
 
 from mobilize.accuracy.stats import ratio_ci
 from mobilize.artifact import Artifact
-from mobilize.bench.harness import timed_loop
+from mobilize.bench.harness import warm_round
 from mobilize.bench.racing import ESTIMATOR, geometric_mean
 from mobilize.bench.rounds import schedule
 from mobilize.runtimes.base import open_session
@@ -152,7 +152,7 @@ def mobilize_files(args, out: Path) -> dict[str, Path]:
 
 
 def time_files(files: dict[str, Path], xs, ys, threads: int, rounds: int, iterations: int):
-    """Every file in one bare loop (mobilize's Session, ``timed_loop`` over a prepared input), interleaved rounds;
+    """Every file in one bare loop (mobilize's Session, ``warm_round`` over a prepared input), interleaved rounds;
     its top-1 on (xs, ys).  Returns the RoundTimes, the round medians (ms) and top-1 (%) per name."""
     sessions, prepared, top1 = {}, {}, {}
     for name, path in files.items():
@@ -160,7 +160,7 @@ def time_files(files: dict[str, Path], xs, ys, threads: int, rounds: int, iterat
         sessions[name], prepared[name] = s, s.prepare(xs[0])
         correct = sum(int(s.run(sample)[0].reshape(-1).argmax()) == y for sample, y in zip(xs, ys))
         top1[name] = 100.0 * correct / len(ys)
-    got = schedule(list(files), lambda n, k: timed_loop(sessions[n].run_prepared, prepared[n], k), rounds, iterations)
+    got = schedule(list(files), lambda n, k: warm_round(sessions[n].run_prepared, prepared[n], k), rounds, iterations)
     for s in sessions.values():
         s.close()
     return got, {n: got[n].round_medians_ms for n in files}, top1

@@ -92,13 +92,11 @@ class BareSessions:
             self.sessions[v.name], self.native[v.name] = session, native
         del source
 
-    def run_round(self, name: str, n: int, warmup: int):
-        from mobilize.bench.harness import timed_loop
+    def run_round(self, name: str, n: int):
+        from mobilize.bench.harness import warm_round
 
         session, native = self.sessions[name], self.native[name]
-        for _ in range(warmup):
-            session.run_prepared(native)
-        return timed_loop(session.run_prepared, native, n)
+        return warm_round(session.run_prepared, native, n)  # as a worker answers compare's Bench
 
     def close(self) -> None:
         for s in self.sessions.values():
@@ -119,7 +117,7 @@ def with_bare_rounds(threads: int, bare_times: dict):
 
                 def either(name, n):
                     if name.startswith("bare:"):
-                        return bare.run_round(name[5:], n, runner.ROUND_WARMUP)  # as a worker's Bench
+                        return bare.run_round(name[5:], n)
                     return run_round(name, n)
 
                 paired = [m for n in names for m in ((n, f"bare:{n}") if n in bare.sessions else (n,))]
@@ -160,7 +158,7 @@ def with_own_rounds(own_times: dict, own_peaks: dict):
                     if not name.startswith("own:"):
                         return run_round(name, n)
                     w = own[name[4:]]
-                    w.send(runner.Bench(n, runner.ROUND_WARMUP))
+                    w.send(runner.Bench(n, runner.ROUND_WARMUP_RUNS, runner.ROUND_WARMUP_S))
                     got = w.expect(runner.Times, self.cfg.timeout_s)
                     return got.times_ns, got.total_ns
 
@@ -259,6 +257,7 @@ def lean_files(args) -> list[Path]:
 
 def lean_vs_torch(args) -> int:
     from mobilize.accuracy.stats import ratio_ci, spread_percent
+    from mobilize.bench.harness import ROUND_WARMUP_RUNS, ROUND_WARMUP_S
     from mobilize.compare.messages import Bench, Job, TimerReady, Times
     from mobilize.compare.runner import Worker
     from mobilize.compare.timing import write_inputs
@@ -290,7 +289,7 @@ def lean_vs_torch(args) -> int:
     try:
         for i in range(args.rounds):
             for key in keys[i % len(keys):] + keys[:i % len(keys)]:  # the order rotates: no kind always goes first
-                workers[key].send(Bench(per_round, warmup=3))
+                workers[key].send(Bench(per_round, ROUND_WARMUP_RUNS, ROUND_WARMUP_S))
                 got = workers[key].expect(Times, 600).times_ns
                 times[key] += got
                 medians[key].append(statistics.median(got) / 1e6)

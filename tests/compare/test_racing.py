@@ -34,7 +34,7 @@ class FakeMachine:
     def race(self, candidates=None, min_rounds=3, budget_s=20.0):
         names = list(self.medians)
         race = Race(names, candidates or names, min_rounds, budget_s, clock=self.clock)
-        got = schedule(names, self.run_round, min_rounds, 5, warmup=0, settle_s=0.0, race=race)
+        got = schedule(names, self.run_round, min_rounds, 5, warmup=0, race=race)
         return race.record, got
 
 

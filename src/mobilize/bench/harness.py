@@ -61,6 +61,33 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+ROUND_WARMUP_RUNS = 3
+ROUND_WARMUP_S = 0.05
+"""Untimed runs before every interleaved round: at least this many runs and this long.  Measured on a 2-core AMD
+EPYC VM (the default model's files, per-run times right after another runtime's round): every runtime needs
+10-20 runs (5-10 ms) to reach its steady speed, XNNPACK's the longest (first run 2x its steady time), and after
+300 ms idle even 25 ms was not enough.  With 3 warm-up runs and 10 timed, compare read LiteRT 1.75x slower than
+a bare loop and recommended a file 1.34x slower than the fastest; with 50 ms, both agree."""
+
+
+def warm_up(fn: Callable[[Any], Any], native: Any, runs: int = ROUND_WARMUP_RUNS,
+            seconds: float = ROUND_WARMUP_S) -> int:
+    """Run ``fn(native)`` untimed until both ``runs`` runs and ``seconds`` have passed; returns the runs made."""
+    end = time.perf_counter() + seconds
+    done = 0
+    while done < runs or time.perf_counter() < end:
+        fn(native)
+        done += 1
+    return done
+
+
+def warm_round(fn: Callable[[Any], Any], native: Any, iterations: int, runs: int = ROUND_WARMUP_RUNS,
+               seconds: float = ROUND_WARMUP_S) -> tuple[list[int], int]:
+    """One interleaved round: :func:`warm_up`, then :func:`timed_loop`."""
+    warm_up(fn, native, runs, seconds)
+    return timed_loop(fn, native, iterations)
+
+
 def timed_loop(fn: Callable[[Any], Any], native: Any, iterations: int) -> tuple[list[int], int]:
     """Per-iteration times (ns) and the wall time of the whole loop (ns).
 

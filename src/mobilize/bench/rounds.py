@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from mobilize.bench.harness import timed_loop
+from mobilize.bench.harness import warm_round
 from mobilize.bench.stats import BenchStats
 
 if TYPE_CHECKING:
     from mobilize.bench.racing import Race
 
-SETTLE_S = 0.05
-"""Pause after each round: idle runtimes' thread pools (ONNX Runtime, XNNPACK, OpenMP) keep spinning for
-a few milliseconds after a run and would steal the next variant's cores."""
+# No pause between rounds: idle runtimes' thread pools (ONNX Runtime, XNNPACK, OpenMP) spin for a few milliseconds
+# after a run, but the next round's untimed warm-up (:data:`mobilize.bench.harness.ROUND_WARMUP_S`) outlasts
+# them, while a pause let the machine idle, which slowed the next round's start (measured: 50 ms pauses made
+# LiteRT read 1.5x slower than back-to-back rounds; 300 ms, 1.9x).
 
 
 @dataclasses.dataclass
@@ -38,8 +38,7 @@ RunRound = Callable[[str, int], "tuple[list[int], int] | None"]
 
 
 def schedule(names: Iterable[str], run_round: RunRound, rounds: int, iterations: int | Callable[[str], int],
-             warmup: int = 3, settle_s: float = SETTLE_S,
-             after_round: Callable[[int], None] | None = None, race: Race | None = None) -> dict[str, RoundTimes]:
+             warmup: int = 3, after_round: Callable[[int], None] | None = None, race: Race | None = None) -> dict[str, RoundTimes]:
     """Warm every variant, then ``rounds`` rounds visiting each in turn (the order rotates each round).
 
     With a ``race`` (:class:`mobilize.bench.racing.Race`) the race decides after each round who runs the next
@@ -53,8 +52,6 @@ def schedule(names: Iterable[str], run_round: RunRound, rounds: int, iterations:
         r += 1
         order = alive[r % len(alive):] + alive[: r % len(alive)]
         for name in order:
-            if settle_s:
-                time.sleep(settle_s)
             got = run_round(name, per(name))
             if got is None:
                 alive.remove(name)
@@ -77,8 +74,7 @@ def interleaved(variants: dict[str, tuple[Callable[[Any], Any], Any]], rounds: i
 
     def run_round(name: str, n: int) -> tuple[list[int], int]:
         fn, native = variants[name]
-        return timed_loop(fn, native, n)
+        return warm_round(fn, native, n)
 
-    rounds_out = schedule(variants, run_round, rounds, lambda n: (iterations_for or {}).get(n, iterations), warmup,
-                          settle_s=0.0)
+    rounds_out = schedule(variants, run_round, rounds, lambda n: (iterations_for or {}).get(n, iterations), warmup)
     return {n: r.stats() for n, r in rounds_out.items()}

@@ -96,12 +96,11 @@ class _Hosted:
     def bench(self, command: Bench) -> Times:
         import torch
 
-        from mobilize.bench.harness import peak_rss_mb, timed_loop
+        from mobilize.bench.harness import peak_rss_mb, warm_round
 
         torch.backends.quantized.engine = self.engine
-        for _ in range(command.warmup):
-            self.session.run_prepared(self.native)
-        times, total = timed_loop(self.session.run_prepared, self.native, command.iterations)
+        times, total = warm_round(self.session.run_prepared, self.native, command.iterations, command.warmup,
+                                  command.warmup_s)
         return Times(times, total, peak_rss_mb())
 
 

@@ -136,7 +136,9 @@ class TimerReady:
 class Bench:
     iterations: int
     warmup: int = 0
-    """Untimed runs first: after another process's round, this one's weights are out of the caches."""
+    """Untimed runs first, at least this many and for at least ``warmup_s`` seconds: after another process's round
+    this runtime needs time to reach its steady speed (:data:`mobilize.bench.harness.ROUND_WARMUP_S`)."""
+    warmup_s: float = 0.0
     variant: str | None = None
     """Which of a timing host's variants runs the round (None: the worker's only one)."""
 

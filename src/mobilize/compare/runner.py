@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from mobilize.accuracy.stats import ratio_ci, spread_percent
 from mobilize.accuracy.verify import DEFAULT_POLICY, Kind, Policy, Verdict, assess
+from mobilize.bench.harness import ROUND_WARMUP_RUNS, ROUND_WARMUP_S
 from mobilize.bench.racing import DEFAULT_TIME_BUDGET_S, ESTIMATOR, Race, RaceRecord, geometric_mean
 from mobilize.bench.rounds import schedule
 from mobilize.compare.messages import (
@@ -29,10 +30,6 @@ from mobilize.outcome import Outcome
 from mobilize.paths import make_temp_dir, remove_stale
 from mobilize.process import Child, Lost
 
-ROUND_WARMUP = 3
-"""Untimed runs at the start of every timed round: the previous round ran another process, whose data
-evicted this variant's weights from the caches (measured: without it, compare's p50 read 12-32% above a
-bare loop over the same file)."""
 
 Progress = Callable[[int, int, str], None]
 """Called with (steps done, steps in total, what is happening now)."""
@@ -453,7 +450,7 @@ class PlanRun:
 
         def run_round(name: str, n: int):
             w = self.workers[name]
-            w.send(Bench(n, ROUND_WARMUP))
+            w.send(Bench(n, ROUND_WARMUP_RUNS, ROUND_WARMUP_S))
             try:
                 msg = w.expect(Times, cfg.timeout_s)
             except StageFailure as exc:

@@ -58,14 +58,13 @@ def time_file(conn, job: Job, enter: Callable[[str], None]) -> None:
 
 def serve_rounds(conn, session, native: Any) -> None:
     """Answer ``Bench`` with ``Times`` until ``Stop``."""
-    from mobilize.bench.harness import peak_rss_mb, timed_loop
+    from mobilize.bench.harness import peak_rss_mb, warm_round
 
     while True:
         command = conn.recv()
         if isinstance(command, Bench):
-            for _ in range(command.warmup):
-                session.run_prepared(native)
-            times, total = timed_loop(session.run_prepared, native, command.iterations)
+            times, total = warm_round(session.run_prepared, native, command.iterations, command.warmup,
+                                      command.warmup_s)
             conn.send(Times(times, total, peak_rss_mb()))
         elif isinstance(command, Stop):
             session.close()

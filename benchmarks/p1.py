@@ -1,15 +1,16 @@
 """P1: the file mobilize recommends (and tune's pick) against files hand-built with each tool's documented defaults.
 
 Same model (the default, MobileNetV2 x0.5 on digits, 96x96), same bare loop for every file (mobilize's
-Session for the runtime, ``warm_round``: compare's untimed warm-up, then ``timed_loop`` over a prepared input), interleaved rounds (the order rotates each
-round), top-1 of each file on digits:test.  Hand-built, each with the tool's documented defaults and nothing
+Session for the runtime, ``warm_round``: compare's untimed warm-up, then ``timed_loop`` over a prepared input),
+interleaved rounds (the order rotates each round), top-1 of each file on digits:test.  Hand-built, each with the tool's documented defaults and nothing
 else: ONNX Runtime fp32 (``torch.onnx.export``) and static QDQ int8 (``quantize_static`` on 100 digits:train
 samples: MinMax, per-tensor, reduce_range off); OpenVINO fp32 (``convert_model`` + ``save_model``) and NNCF int8
 (``nncf.quantize``); ExecuTorch fp32 and PT2E int8 (``XNNPACKQuantizer`` with
 ``get_symmetric_quantization_config()``), lowered to XNNPACK; LiteRT fp32 (``litert_torch.convert``).
 mobilize's files: ``recommended`` in a compare report.json, and the winner of a tune-report.json (run here
-when the folders have none: ``mobilize compare`` and ``mobilize tune --prune --max-drop 1``).  Ratios use the
-estimator compare races with (geometric mean of paired round ratios, t interval); the last line is P1.
+when the folders have none: ``mobilize compare`` and ``mobilize tune --prune --max-drop 1 --runtimes
+onnxruntime,executorch,litert``).  Ratios use the estimator compare races with (geometric mean of paired round
+ratios, t interval); the last line is P1.
 
     .venv/bin/python benchmarks/p1.py [--rounds 9] [--iter 50] [--threads N] [--out out/p1]
         [--compare-dir DIR] [--tune-dir DIR] [--no-mobilize] [--only NAME,...]
@@ -39,6 +40,8 @@ from mobilize.zoo import ZOO
 
 MODEL = "digits_mobilenet_v2"
 CALIBRATION_SAMPLES = 100
+TUNE_RUNTIMES = "onnxruntime,executorch,litert"
+"""tune searches every runtime it knows (its default is ONNX Runtime alone)."""
 
 
 def onnx_fp32(model, x, out: Path) -> Path:
@@ -135,9 +138,9 @@ def mobilize_files(args, out: Path) -> dict[str, Path]:
         print(f"running mobilize compare -o {compare_dir} ...", flush=True)
         subprocess.run([*exe, "compare", "-o", str(compare_dir)], check=True, stdout=subprocess.DEVNULL)
     if not (tune_dir / "tune-report.json").exists():
-        print(f"running mobilize tune --prune --max-drop 1 -o {tune_dir} ...", flush=True)
+        print(f"running mobilize tune --prune --max-drop 1 --runtimes {TUNE_RUNTIMES} -o {tune_dir} ...", flush=True)
         subprocess.run([*exe, "tune", f"zoo:{MODEL}", "--data", "digits:test", "--max-drop", "1", "--prune",
-                        "-o", str(tune_dir)], check=True, stdout=subprocess.DEVNULL)
+                        "--runtimes", TUNE_RUNTIMES, "-o", str(tune_dir)], check=True, stdout=subprocess.DEVNULL)
     report = json.loads((compare_dir / "report.json").read_text())
     files = {}
     rec = report.get("recommended")

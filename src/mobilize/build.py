@@ -68,8 +68,11 @@ def prepare(model: Any, recipe: Recipe, ctx: Context, echo: Callable[[str], None
 
 
 def build(model: Any, recipe: Recipe, ctx: Context, stem: str | Path | None,
-          echo: Callable[[str], None] | None = None) -> BuildResult:
-    """Passes, then every exporter of the recipe; artifacts are written as ``stem`` + each suffix."""
+          echo: Callable[[str], None] | None = None, made_by: Recipe | None = None) -> BuildResult:
+    """Passes, then every exporter of the recipe; artifacts are written as ``stem`` + each suffix.
+
+    ``made_by``: the whole recipe the manifests record, when ``model`` already went through its first steps
+    (tune exports one pruned model per runtime, and quantizes the fp32 ONNX file it built)."""
     from mobilize.exporters import EXPORTERS
 
     module = prepare(model, recipe, ctx, echo)
@@ -80,7 +83,7 @@ def build(model: Any, recipe: Recipe, ctx: Context, stem: str | Path | None,
         if echo:
             echo(f"export {step.name}")
         exporter = EXPORTERS.get(step.name)(step.config)
-        art = exporter.export(module, ctx, Path(stem), recipe.to_dict())
+        art = exporter.export(module, ctx, Path(stem), (made_by or recipe).to_dict())
         expectation = exporter.expectation(ctx)
         built.append(Built(art, expectation.kind, dict(getattr(exporter, "details", None) or {})))
     return BuildResult(module, ctx, built)

@@ -51,8 +51,8 @@ class Recipe:
         if unknown:
             raise ConfigError(f"recipe '{name}' has unknown key(s): {', '.join(sorted(unknown))}",
                               hint="keys: name, description, passes, exports, runtime")
-        passes = tuple(_step(PASSES, s, "pass") for s in data.get("passes") or [])
-        exports = tuple(_step(EXPORTERS, s, "exporter") for s in data.get("exports") or [])
+        passes = tuple(parse_step(PASSES, s, "pass") for s in data.get("passes") or [])
+        exports = tuple(parse_step(EXPORTERS, s, "exporter") for s in data.get("exports") or [])
         if not exports and not allow_no_export:
             raise ConfigError(f"recipe '{data.get('name', name)}' has no exports", hint="add e.g. exports: [torchscript]")
         runtime = RuntimeOptions.from_dict(data.get("runtime"))
@@ -90,7 +90,8 @@ class Recipe:
         return changed
 
 
-def _step(registry, raw: Any, kind: str) -> Step:
+def parse_step(registry, raw: Any, kind: str) -> Step:
+    """One recipe step as a recipe file writes it (``name`` or ``{name: {options}}``), its options checked."""
     if isinstance(raw, str):
         name, options = raw, {}
     elif isinstance(raw, dict) and len(raw) == 1:

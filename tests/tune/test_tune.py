@@ -185,6 +185,25 @@ def test_tune_prune_on_the_trained_default_model(tmp_path, capsys):
     assert "MACs" in out and "best thread count" in out
 
 
+def test_each_prune_level_is_pruned_once_and_exported_by_every_searched_runtime(trained, tmp_path):
+    from mobilize.tune import _Search, candidate_recipes, prune_key
+    from mobilize.tune.prune import prune_recipes
+
+    recipes = prune_recipes((0.3,), candidate_recipes(["onnxruntime", "executorch", "litert"]), finetune_steps=2)
+    assert [name for name, _, _ in recipes] == ["prune30-onnx-fp32", "prune30-onnx-int8-minmax",
+                                                "prune30-executorch-fp32", "prune30-executorch-int8",
+                                                "prune30-litert-fp32", "prune30-litert-int8"]
+    assert len({prune_key(r) for _, r, _ in recipes}) == 1 and prune_key(candidate_recipes(["litert"])[0][1]) == ""
+    et = dict((n, r) for n, r, _ in recipes)["prune30-executorch-fp32"]
+    assert [s.name for s in et.passes] == ["prune", "fuse"]  # the runtime's own passes follow the prune
+    search = _Search(trained, [SPEC], "digits:test", "digits:train", tmp_path, "p", Policy(max_drop_points=5),
+                     lambda _: None, 16)
+    first = search.pruned_module(recipes[0][1])
+    assert search.pruned_module(et) is first  # pruned and fine-tuned once, exported by every runtime
+    facts = search.pruned[prune_key(et)]
+    assert facts["finetune"]["steps"] == 2 and facts["macs_after"] < facts["macs_before"]
+
+
 def test_why_not_faster_names_ops_and_cpu(plain_pair):
     from mobilize.tune.why import why_not_faster
 
@@ -262,6 +281,8 @@ def test_prune_level_is_a_candidate_with_macs_params_and_accuracy_interval(train
         assert p["finetune"]["steps"] == 3 and p["finetune"]["distill"] is True
         assert c.top1_ci[0] <= c.top1 <= c.top1_ci[1]
         assert c.recipe.passes[0].name == "prune"  # the recipe rebuilds the pruned file
+        manifest = json.loads(c.path.with_name(c.path.name + ".manifest.json").read_text())
+        assert "prune" in manifest["recipe"]["passes"][0]  # and the file's manifest says it was pruned
     assert {c.kind for c in pruned.values()} == {"changed"}  # a pruned model promises no SQNR against the float one
     assert {c.verdict.rule for c in pruned.values()}.isdisjoint({"float-sqnr", "quantized-sqnr"})
     data = json.loads((tmp_path / "tune-report.json").read_text())

@@ -30,7 +30,7 @@ def add_parser(sub) -> None:
     budget.add_argument("--max-drop", type=float, metavar="POINTS",
                         help="points of the task's measure a candidate may lose (top-1 for a classifier)")
     budget.add_argument("--min-cosine", type=float, metavar="C", help="mean cosine to the float outputs (no labels)")
-    p.add_argument("--runtimes", default="onnxruntime", help="comma-separated: onnxruntime, executorch "
+    p.add_argument("--runtimes", default="onnxruntime", help="comma-separated: onnxruntime, executorch, litert "
                                                              "(default: onnxruntime)")
     p.add_argument("--time-budget", metavar="T", help="stop searching after T (e.g. 90s, 10m); the best so far wins")
     p.add_argument("--samples", type=int, default=200, help="evaluation samples (default: 200)")
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     check_at_least(args.samples, 1, "--samples")
     runtimes = [r.strip() for r in args.runtimes.split(",") if r.strip()]
     if not runtimes:
-        raise ConfigError("--runtimes is empty", hint="choose from: onnxruntime, executorch")
+        raise ConfigError("--runtimes is empty", hint="choose from: onnxruntime, executorch, litert")
     candidate_recipes(runtimes)
     task, metric = task_from_args(args)
     from mobilize.target import Target

@@ -1,7 +1,7 @@
 """``mobilize tune``: the fastest artifact within an accuracy budget.
 
 The search builds every candidate recipe (ONNX fp32; ONNX static int8 with MinMax, Entropy and
-Percentile calibration; ExecuTorch fp32 and int8 when asked for), checks each against the float
+Percentile calibration; ExecuTorch and LiteRT fp32 and int8 when asked for), checks each against the float
 model on real samples with the verify core (:func:`mobilize.accuracy.verify.assess`, as compare judges, with
 the user's :class:`~mobilize.accuracy.verify.Policy`), and when an ONNX int8 candidate misses
 the budget it localises the layers that cost accuracy (:mod:`mobilize.backends.onnxruntime.drift`) and keeps
@@ -32,7 +32,7 @@ from typing import Any, Callable, Sequence
 from mobilize.accuracy.verify import DEFAULT_POLICY, Kind, Policy, Verdict
 from mobilize.errors import ConfigError
 
-RUNTIMES = ("onnxruntime", "executorch")
+RUNTIMES = ("onnxruntime", "executorch", "litert")
 CALIBRATIONS = ("minmax", "entropy", "percentile")
 EVAL_SAMPLES = 200
 """Labelled samples every candidate is judged on (the same for all, so differences are paired)."""
@@ -160,12 +160,20 @@ def candidate_recipes(runtimes: Sequence[str], calibration_samples: int = 100) -
             for cal in CALIBRATIONS:
                 out.append((f"onnx-int8-{cal}", onnx_recipe(f"onnx-int8-{cal}", quantize="static", calibration=cal,
                                                             calibration_samples=calibration_samples), rt))
-        elif rt == "executorch":
-            out.append(("executorch-fp32", load_recipe("executorch-fp32"), rt))
-            out.append(("executorch-int8", load_recipe("executorch-int8"), rt))
+        elif rt in ("executorch", "litert"):
+            for precision in ("fp32", "int8"):
+                out.append((f"{rt}-{precision}", load_recipe(f"{rt}-{precision}"), rt))
         else:
             raise ConfigError(f"tune does not search runtime '{rt}'", hint=f"choose from: {', '.join(RUNTIMES)}")
     return out
+
+
+def prune_key(recipe: Any) -> str:
+    """The configuration of ``recipe``'s leading prune pass ('' when it does not start with one)."""
+    passes = recipe.passes
+    if not passes or passes[0].name != "prune":
+        return ""
+    return json.dumps(passes[0].to_dict(), sort_keys=True, default=str)
 
 
 class _Search:
@@ -220,6 +228,9 @@ class _Search:
         self.fp32_onnx_after: dict[str, Path] = {}
         """The fp32 ONNX file per sequence of passes ("" for none): int8 candidates quantize it, built once."""
         self.pruned: dict[str, dict[str, Any] | None] = {}
+        """What each prune configuration did (:func:`mobilize.tune.prune.facts`), by :func:`prune_key`."""
+        self.pruned_modules: dict[str, Any] = {}
+        """The pruned, fine-tuned model per prune configuration: made once, exported by every runtime's candidate."""
 
     @property
     def fp32_onnx(self) -> Path | None:
@@ -244,6 +255,7 @@ class _Search:
         passes = json.dumps([p.to_dict() for p in c.recipe.passes], sort_keys=True, default=str) \
             if c.recipe.passes else ""
         fp32 = c.name.endswith("onnx-fp32")
+        pruning = prune_key(c.recipe)
         t0 = time.perf_counter()
         if key not in self.cache:
             # ONNX int8 variants quantize the fp32 ONNX file built once after the same passes (same graph)
@@ -253,21 +265,34 @@ class _Search:
 
                 source = Artifact(path=self.fp32_onnx_after[passes], format="onnx", input_specs=list(self.specs))
                 recipe = dataclasses.replace(c.recipe, passes=())
-            result = build(source, recipe, self.context(), self.work / f"{self.stem}-{key}")
+            elif pruning:  # pruned and fine-tuned once per configuration; each runtime exports that model
+                source, recipe = self.pruned_module(c.recipe), dataclasses.replace(c.recipe,
+                                                                                   passes=c.recipe.passes[1:])
+            result = build(source, recipe, self.context(), self.work / f"{self.stem}-{key}", made_by=c.recipe)
             built = result.artifacts[0]
-            if "prune" in result.context.details:
-                from mobilize.tune.prune import facts
-
-                self.pruned[passes] = facts(result.context.details["prune"])
-            # what it promises vs the float model; an int8 file quantized from the pruned fp32 ONNX is changed too
-            kind = Kind.CHANGED if passes in self.pruned else result.kind
+            # what it promises vs the float model: a pruned model, and every file made from it, is changed
+            kind = Kind.CHANGED if pruning else result.kind
             self.cache[key] = (built.artifact.path, kind)
         c.path, c.kind = self.cache[key]
-        c.pruned = self.pruned.get(passes) if passes else None
+        c.pruned = self.pruned.get(pruning) if pruning else None
         if fp32 and c.runtime == "onnxruntime":
             self.fp32_onnx_after[passes] = c.path
         c.build_s = time.perf_counter() - t0
         self.judge(c)
+
+    def pruned_module(self, recipe: Any) -> Any:
+        """The float model after ``recipe``'s leading prune pass (pruning, BatchNorm re-estimation, the distilled
+        fine-tune), made on the first call per prune configuration."""
+        from mobilize.build import prepare
+        from mobilize.tune.prune import facts
+
+        pruning = prune_key(recipe)
+        if pruning not in self.pruned_modules:
+            ctx = self.context()
+            self.pruned_modules[pruning] = prepare(self.module, dataclasses.replace(recipe, passes=recipe.passes[:1]),
+                                                   ctx)
+            self.pruned[pruning] = facts(ctx.details.get("prune"))
+        return self.pruned_modules[pruning]
 
     def outputs(self, path: Path, samples: Sequence[Sequence[Any]] | None = None) -> list[list[Any]]:
         from mobilize.runtimes.base import open_session
@@ -309,7 +334,7 @@ def tune(module: Any, input_specs: Sequence[Any], *, data: str, calibration: str
     ``data`` gives the (labelled, if possible) samples every candidate is judged on; ``calibration``
     the samples int8 ranges are calibrated on (default: ``data``), and the labelled samples a pruned
     candidate's distilled fine-tune trains on.  ``prune``: fractions of the MACs structured pruning removes, one
-    level each (:mod:`mobilize.tune.prune`; ``prune_finetune_steps`` caps the fine-tune, 0: one epoch).
+    level each (:mod:`mobilize.tune.prune`; ``prune_finetune_steps`` caps the fine-tune, 0: no cap).
     ``target`` decides CPU-dependent choices (``--target``).  ``thread_search``: time the winner at 1..cores
     threads and state the best count.  ``task``/``metric``: the measure the budget is judged on
     (:mod:`mobilize.accuracy.tasks`; None: guessed from the float model's outputs)."""
@@ -350,7 +375,7 @@ def tune(module: Any, input_specs: Sequence[Any], *, data: str, calibration: str
         from mobilize.tune.prune import prune_recipes
 
         recipes = candidate_recipes(runtimes, calibration_samples)
-        recipes += prune_recipes(prune, prune_finetune_steps, calibration_samples) if prune else []
+        recipes += prune_recipes(prune, recipes, prune_finetune_steps) if prune else []
         for name, recipe, runtime in recipes:
             if out_of_time(f"{name} and later candidates not tried"):
                 break

@@ -90,7 +90,7 @@ def best_threads(path: Path, sample: list, cores: int, rounds: int, iterations: 
 
 def _rounds(runs: dict[str, tuple[Path, int]], sample: list, rounds: int, iterations: int) -> dict[str, list[float]]:
     """name -> (file, threads): interleaved rounds of every session in this process; name -> round medians."""
-    from mobilize.bench.harness import timed_loop
+    from mobilize.bench.harness import warm_round
     from mobilize.bench.rounds import schedule
     from mobilize.runtimes.base import open_session
 
@@ -100,7 +100,7 @@ def _rounds(runs: dict[str, tuple[Path, int]], sample: list, rounds: int, iterat
             s = open_session(artifact(path, None), threads=threads)
             sessions[name] = s
             prepared[name] = s.prepare(sample)
-        got = schedule(list(runs), lambda n, k: timed_loop(sessions[n].run_prepared, prepared[n], k), rounds,
+        got = schedule(list(runs), lambda n, k: warm_round(sessions[n].run_prepared, prepared[n], k), rounds,
                        iterations)
     finally:
         for s in sessions.values():

@@ -4,7 +4,7 @@ The default model's IR, fp32 and int8, built by mobilize (the ``runtimes`` plan'
 ``openvino-int8`` recipes, int8 calibrated on digits:train), or taken from a compare folder that has them.
 For each IR and thread count, interleaved rounds (the order flips each round) of:
 
-- mobilize: the Session and ``timed_loop`` compare's timing workers use (``run_prepared`` on one digits:test
+- mobilize: the Session and ``warm_round`` compare's timing workers use (``run_prepared`` on one digits:test
   sample), the median of the round; then the same loop again reading the request's own ``latency`` after each
   run (OpenVINO measures it in C++ around the inference alone, outside the Python call); and, before both, the
   loop mobilize ran until it bound prepared inputs once (``infer(inputs, share_inputs=True)`` every run);
@@ -42,14 +42,13 @@ from pathlib import Path
 import numpy as np
 
 from mobilize.artifact import Artifact
-from mobilize.bench.harness import timed_loop
+from mobilize.bench.harness import warm_round
 from mobilize.runtimes.base import open_session
 from mobilize.sources.data import open_data
 from mobilize.target import host_cpu
 from mobilize.zoo import DEFAULT_MODEL, ZOO
 
 IRS = ("openvino-fp32", "openvino-int8")
-WARMUP = 10
 _MEDIAN = re.compile(r"Median:\s+([\d.]+) (ms|us)")
 _PROPERTY = re.compile(r"^\[ INFO \]   ([A-Z_]+): (.*)$", re.M)
 
@@ -127,12 +126,8 @@ def mobilize_round(session, native, iterations: int) -> tuple[float, float, floa
     def passed_each_run(arrays):
         return list(request.infer(arrays, share_inputs=True).values())
 
-    for _ in range(WARMUP):
-        passed_each_run(native)
-    before, _ = timed_loop(passed_each_run, native, iterations)
-    for _ in range(WARMUP):
-        session.run_prepared(native)
-    times, _ = timed_loop(session.run_prepared, native, iterations)
+    before, _ = warm_round(passed_each_run, native, iterations)
+    times, _ = warm_round(session.run_prepared, native, iterations)  # as compare's workers time a round
     latencies = []
     for _ in range(iterations):
         session.run_prepared(native)
@@ -200,7 +195,7 @@ def main() -> int:
     for name, threads, precision, a, lat, b, before in rows:
         print(f"{name:<15}{threads:>8}{precision:>10}{a:>11.3f} ms{lat:>14.3f} ms{b:>12.3f} ms{a / b:>7.3f}"
               f"{lat / b:>17.3f}{before:>14.3f} ms{before / b:>7.3f}")
-    print("ratio: mobilize p50 (wall time of Session.run_prepared in timed_loop, as compare times) / benchmark_app's "
+    print("ratio: mobilize p50 (wall time of Session.run_prepared in warm_round, as compare times) / benchmark_app's "
           "median; ratio (latency): the request's own C++-measured latency in mobilize's loop / benchmark_app's "
           "median (benchmark_app reports that same request.latency); inputs each run: mobilize's loop before the inputs "
           "were bound once (infer(inputs, share_inputs=True) every run), its median and ratio")

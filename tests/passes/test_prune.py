@@ -209,6 +209,24 @@ def test_finetune_with_distillation_takes_steps_and_changes_weights():
     assert tuned.training is False
 
 
+def test_finetune_is_seeded_and_leaves_the_callers_random_state_alone():
+    """Dropout draws from the fine-tune's own seed: a different global RNG state gives the same weights."""
+    from mobilize.passes._prune_train import FinetuneOptions, finetune
+
+    def tuned(global_seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Flatten(), nn.Linear(12, 16), nn.ReLU(), nn.Dropout(0.5), nn.Linear(16, 3))
+        x, y = torch.randn(32, 12), torch.arange(32) % 3
+        torch.manual_seed(global_seed)
+        finetune(model, None, [(x[:16], y[:16]), (x[16:], y[16:])], FinetuneOptions(epochs=2, lr=1e-2))
+        return model[1].weight.detach().clone(), torch.rand(1)
+
+    (w1, after1), (w2, after2) = tuned(1), tuned(2)
+    assert torch.equal(w1, w2)
+    torch.manual_seed(1)
+    assert torch.equal(after1, torch.rand(1)) and not torch.equal(after1, after2)  # the caller's stream goes on
+
+
 @pytest.mark.parametrize("labelled_data", [None, False])
 def test_finetune_without_labelled_data_names_the_fix(labelled_data, tmp_path):
     data = None if labelled_data is None else open_data(unlabelled_npz(tmp_path))

@@ -26,7 +26,9 @@ FINETUNE = {"finetune_epochs": 8, "finetune_lr": 2e-3, "distill_weight": 0.8, "f
 the loss 0.8 distillation + 0.2 cross-entropy.  Measured on the default model pruned by 50% of its MACs (top-1
 on all 539 digits:test samples, float 98.89%, trained on the 1,258 of digits:train, 2-core AMD EPYC): one epoch
 at the pass's defaults (5e-4, 0.5) 94.99%; 3 epochs 96.66%; 10 epochs 97.22%; 8 epochs at 2e-3 and 0.8 98.70%
-(90 s), 5 epochs 98.14%; Taylor importance with 1e-3 98.52%.  70% of the MACs at the same settings: 97.22%."""
+(90 s), 5 epochs 98.14%; Taylor importance with 1e-3 98.52%.  70% of the MACs at the same settings: 97.22%.
+Those runs drew dropout from the script's seed; with the fine-tune's own seed (tune, benchmarks/p1.py) 50%
+gives 97.77% and 30% 98.70%."""
 PRUNED_CANDIDATES = ("onnx-fp32", "onnx-int8-minmax", "executorch-fp32", "executorch-int8", "litert-fp32",
                      "litert-int8")
 """Which of the unpruned candidates each level repeats (the other ONNX calibrations would triple the ONNX int8

@@ -38,7 +38,8 @@ RunRound = Callable[[str, int], "tuple[list[int], int] | None"]
 
 
 def schedule(names: Iterable[str], run_round: RunRound, rounds: int, iterations: int | Callable[[str], int],
-             warmup: int = 3, after_round: Callable[[int], None] | None = None, race: Race | None = None) -> dict[str, RoundTimes]:
+             warmup: int = 3, after_round: Callable[[int], None] | None = None,
+             race: Race | None = None) -> dict[str, RoundTimes]:
     """Warm every variant, then ``rounds`` rounds visiting each in turn (the order rotates each round).
 
     With a ``race`` (:class:`mobilize.bench.racing.Race`) the race decides after each round who runs the next

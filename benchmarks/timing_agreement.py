@@ -3,9 +3,8 @@
 Runs `mobilize compare` on a model (default zoo:mobilenet_v2, 2 threads) and adds, to compare's own
 timed rounds, one *bare* round per variant: the same artifact file (or, for eager variants, the same
 prepared module) opened in this one process and timed in a plain `for` loop around `run_prepared`,
-same threads, same input, same untimed warm-up runs. Each bare round comes right after (or, where
-the rotation wraps, right before) compare's round of the same variant, so whatever the host does
-meanwhile hits both columns alike.
+same threads, same input, same untimed warm-up runs. Each bare round comes right after compare's round
+of the same variant, so whatever the host does meanwhile hits both columns alike.
 
 Why interleaved and not "compare first, bare loops afterwards": on this shared 2-core VM the same
 file's p50 drifts by 20-40% within seconds with nothing else running (ONNX fp32 MobileNetV2 at
@@ -103,6 +102,37 @@ class BareSessions:
             s.close()
 
 
+def paired_schedule(original, twinned, twin_round, twin_times: dict):
+    """compare's ``schedule`` where every round of a variant in ``twinned`` is followed at once by a round of its
+    twin (``twin_round(name, n)``), so both meet the same machine state; the twins' RoundTimes go to
+    ``twin_times``.  The twins stay out of compare's own rounds, so its race decides as it does without them (as
+    schedule entries of their own they were raced out as non-candidates after the first round)."""
+    import statistics
+
+    from mobilize.bench.rounds import RoundTimes
+
+    def schedule(names, run_round, rounds, iterations, warmup=3, **kw):
+        warmed = set() if warmup > 0 else set(twinned)
+
+        def with_twin(name, n):
+            got = run_round(name, n)
+            if got is None or name not in twinned:
+                return got
+            times, total = twin_round(name, n)
+            if name not in warmed:  # schedule's first call per variant is its warm-up
+                warmed.add(name)
+                return got
+            rt = twin_times.setdefault(name, RoundTimes())
+            rt.times_ns.extend(times)
+            rt.total_ns += total
+            rt.round_medians_ms.append(statistics.median(times) / 1e6)
+            return got
+
+        return original(names, with_twin, rounds, iterations, warmup=warmup, **kw)
+
+    return schedule
+
+
 def with_bare_rounds(threads: int, bare_times: dict):
     """A PlanRun whose timed rounds also visit a bare in-process loop of every timed variant."""
     from mobilize.compare import runner
@@ -112,21 +142,7 @@ def with_bare_rounds(threads: int, bare_times: dict):
             bare = BareSessions(self, threads)
             original = runner.schedule
 
-            def schedule(names, run_round, rounds, iterations, warmup=3, **kw):
-                names = list(names)
-
-                def either(name, n):
-                    if name.startswith("bare:"):
-                        return bare.run_round(name[5:], n)
-                    return run_round(name, n)
-
-                paired = [m for n in names for m in ((n, f"bare:{n}") if n in bare.sessions else (n,))]
-                out = original(paired, either, rounds, iterations, warmup=warmup, **kw)
-                for key in [k for k in out if k.startswith("bare:")]:
-                    bare_times[key[5:]] = out.pop(key)
-                return out
-
-            runner.schedule = schedule
+            runner.schedule = paired_schedule(original, bare.sessions, bare.run_round, bare_times)
             try:
                 super()._rounds()
             finally:
@@ -151,24 +167,13 @@ def with_own_rounds(own_times: dict, own_peaks: dict):
                     own[name] = solo.open(name, w.job, self.cfg.timeout_s)[0]
             original = runner.schedule
 
-            def schedule(names, run_round, rounds, iterations, warmup=3, **kw):
-                names = list(names)
+            def own_round(name, n):
+                w = own[name]
+                w.send(runner.Bench(n, runner.ROUND_WARMUP_RUNS, runner.ROUND_WARMUP_S))
+                got = w.expect(runner.Times, self.cfg.timeout_s)
+                return got.times_ns, got.total_ns
 
-                def either(name, n):
-                    if not name.startswith("own:"):
-                        return run_round(name, n)
-                    w = own[name[4:]]
-                    w.send(runner.Bench(n, runner.ROUND_WARMUP_RUNS, runner.ROUND_WARMUP_S))
-                    got = w.expect(runner.Times, self.cfg.timeout_s)
-                    return got.times_ns, got.total_ns
-
-                paired = [m for n in names for m in ((n, f"own:{n}") if n in own else (n,))]
-                out = original(paired, either, rounds, iterations, warmup=warmup, **kw)
-                for key in [k for k in out if k.startswith("own:")]:
-                    own_times[key[4:]] = out.pop(key)
-                return out
-
-            runner.schedule = schedule
+            runner.schedule = paired_schedule(original, own, own_round, own_times)
             try:
                 super()._rounds()
             finally:
@@ -383,7 +388,7 @@ def main() -> int:
                             "bare_round_medians_ms": rt.round_medians_ms}
         print(f"{v['name']:<20} {v['latency_ms_p50']:>10.2f}ms {bare_p50:>8.2f}ms {ratio:>7.3f} "
               f"{ci.low:>7.3f}-{ci.high:<7.3f} {v.get('round_spread_percent') or 0:>13.0f}% "
-              f"{spread_percent(rt.round_medians_ms):>10.0f}%  {verdict}")
+              f"{spread_percent(rt.round_medians_ms) or 0:>10.0f}%  {verdict}")
     print(f"worst deviation {worst:.1%}; outside {args.tolerance:.0%}: {', '.join(outside) or 'none'}; "
           f"off by more than {args.tolerance:.0%} beyond noise: {', '.join(biased) or 'none'}")
     verdict = "PASS" if not outside else ("NOISE: every deviation past the band is inside the machine's "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -90,10 +91,19 @@ def test_compare_verify_on_without_root_fails_before_any_work(run_cli, monkeypat
 
 def _setup(env_extra: dict[str, str], user: bool = False) -> subprocess.CompletedProcess:
     env = {**os.environ, "MOBILIZE_ARM64_ROOT": "/nonexistent/arm64", **env_extra}
-    cmd = ["bash", str(REPO / "scripts" / "setup-arm64.sh")]
-    if user:
-        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+    script = REPO / "scripts" / "setup-arm64.sh"
+    if not user:
+        return subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=60)
+    # the unprivileged user may not reach the checkout (a clone in a 0700 folder such as mktemp -d's): it runs a
+    # copy in a folder anyone can read (the script stops at its root check, before it needs the rest of the repo)
+    with tempfile.TemporaryDirectory() as folder:
+        copy = Path(folder) / "scripts" / "setup-arm64.sh"
+        copy.parent.mkdir()
+        shutil.copyfile(script, copy)
+        for path in (Path(folder), copy.parent):
+            path.chmod(0o755)
+        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "bash", str(copy)]
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60, cwd="/")
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,

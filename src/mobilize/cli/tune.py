@@ -35,7 +35,7 @@ def add_parser(sub) -> None:
     p.add_argument("--time-budget", metavar="T", help="stop searching after T (e.g. 90s, 10m); the best so far wins")
     p.add_argument("--samples", type=int, default=200, help="evaluation samples (default: 200)")
     p.add_argument("--prune", nargs="?", const="", metavar="LEVELS",
-                   help="also search structured pruning (fractions of the MACs removed, default 0.3,0.5), each with a "
+                   help="also search structured pruning (fractions of the MACs removed, default 0.3,0.5,0.7), each with a "
                         "fine-tune distilled from the float model on the labelled --calibration data")
     p.add_argument("--target", default="host", choices=["host", "arm64", "x86-avx2", "x86-vnni"],
                    help="the device the files are for (decides ONNX reduce_range)")

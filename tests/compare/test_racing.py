@@ -103,6 +103,30 @@ def test_recommend_takes_the_race_leader_and_prints_the_estimator_inside_its_int
     assert low <= ratio <= high and math.isclose(ratio, 2.0, rel_tol=0.01)
 
 
+def test_recommend_cites_the_comparison_that_decided_when_the_leader_changed_mid_race():
+    """c is dropped against the early leader b; a then overtakes and separates from b.  The reason names b and
+    the race's own numbers for it, not c over the three rounds c ran (which once read "0.97x as fast as the
+    next" under a race-separated verdict)."""
+    from mobilize.compare.results import VariantResult
+    from mobilize.compare.runner import recommend
+    from mobilize.outcome import Outcome
+
+    m = FakeMachine({"a": [0.8, 1.3, 1.1] + [0.5] * 30, "b": [1.0] * 33, "c": [1.5, 1.6, 1.4] * 11})
+    rec, got = m.race()
+    assert rec.leader == "a" and rec.stopped == "separated"
+    assert {d.name: d.against for d in rec.dropped} == {"c": "b", "b": "a"}
+    results = []
+    for name, rt in got.items():
+        r = VariantResult(name, outcome=Outcome.OK)
+        r.latency, r.latency_ms_round_medians = rt.stats().to_json(), rt.round_medians_ms
+        results.append(r)
+    reason = recommend(results, rec)["reason"]
+    b = next(d for d in rec.dropped if d.name == "b")
+    assert f"{b.ratio:.2f}x as fast as b, the last variant it raced" in reason, reason
+    assert f"{b.after_round} paired rounds" in reason and "1 other(s) dropped earlier" in reason
+    assert b.low > 1 and "as fast as c" not in reason
+
+
 def test_compare_report_keeps_the_race(run_cli, tmp_path):
     from mobilize.report.json_report import schema
 

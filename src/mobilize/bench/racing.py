@@ -58,6 +58,9 @@ class Drop:
     """How many times as fast the leader is (the estimator), with its interval below."""
     low: float | None = None
     high: float | None = None
+    against: str | None = None
+    """The leader of the round it was dropped in (``race-separated``): the leader may change later, so a
+    variant dropped early was measured against that leader, not the final one."""
 
     def to_json(self) -> dict[str, Any]:
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
@@ -171,7 +174,7 @@ class Race:
                 continue
             ci = ratio_ci(round_medians_ms[name], round_medians_ms[leader])
             if ci.significant and ci.ratio > 1:
-                self._drop(name, "race-separated", _slower(leader, ci, rec.rounds), ci)
+                self._drop(name, "race-separated", _slower(leader, ci, rec.rounds), ci, against=leader)
         racing = [n for n in self.alive if n in self.candidates]
         racing.sort(key=lambda n: n != leader)
         if len(racing) == 1:
@@ -180,10 +183,10 @@ class Race:
             return self._stop("time-budget", racing)
         return list(self.alive)
 
-    def _drop(self, name: str, rule: str, reason: str, ci: RatioCI | None = None) -> None:
+    def _drop(self, name: str, rule: str, reason: str, ci: RatioCI | None = None, against: str | None = None) -> None:
         self.alive.remove(name)
         self.record.dropped.append(Drop(name, self.record.rounds, rule, reason,
-                                        *((ci.ratio, ci.low, ci.high) if ci else ())))
+                                        *((ci.ratio, ci.low, ci.high) if ci else (None, None, None)), against))
 
     def _stop(self, why: str, contenders: list[str]) -> list[str]:
         self.record.stopped, self.record.contenders = why, contenders

@@ -512,7 +512,8 @@ class PlanRun:
 def recommend(results: list[VariantResult], race: RaceRecord | None) -> dict[str, Any] | None:
     """The race's leader (:mod:`mobilize.bench.racing`), or the OK variant with the lowest geometric mean of its
     round medians when there was no race; the candidates still within noise when the time budget ran out make
-    a tie (all named).  Every ratio and interval here is the race's one estimator."""
+    a tie (all named); a separated leader is explained by the last variant it raced itself.  Every ratio and
+    interval here is the race's one estimator."""
     ok = {r.name: r for r in results if r.outcome == Outcome.OK and r.latency_ms_round_medians}
     if not ok:
         return None
@@ -530,6 +531,13 @@ def recommend(results: list[VariantResult], race: RaceRecord | None) -> dict[str
         reason = (f"fastest OK variant at {at}, but {raced} still within noise of {', '.join(tied)} "
                   f"({best.name} is {first.ratio:.2f}x as fast as {tied[0]}, 95% CI {first.low:.2f}-{first.high:.2f} "
                   f"includes 1): a tie [rule race-tie]")
+    elif race is not None and (last := _last_separated(race, best.name)) is not None:
+        earlier = [d.name for d in race.dropped if d.rule == "race-separated" and d is not last]
+        reason = (f"fastest OK variant at {at}; {last.ratio:.2f}x as fast as {last.name}, the last variant it raced "
+                  f"(95% CI {last.low:.2f}-{last.high:.2f}, {last.after_round} paired rounds) [rule race-separated]")
+        if earlier:
+            reason += (f"; {len(earlier)} other(s) dropped earlier, each slower beyond noise than the leader of "
+                       f"its round (report.json racing.dropped)")
     elif others:
         name, ci = min(others.items(), key=lambda kv: kv[1].ratio)
         reason = (f"fastest OK variant at {at}; {ci.ratio:.2f}x as fast as the next, {name} (95% CI "
@@ -538,6 +546,15 @@ def recommend(results: list[VariantResult], race: RaceRecord | None) -> dict[str
         reason = f"the only OK variant timed ({at})"
     return {"name": best.name, "reason": reason, "tied": tied, "verdict": budget,
             "estimator": race.estimator if race is not None else ESTIMATOR}
+
+
+def _last_separated(race: RaceRecord, leader: str):
+    """The race's decisive comparison: the last variant dropped as slower beyond noise than ``leader`` itself.
+    Comparing the leader with every other OK variant over all their rounds would mix in variants dropped
+    early against another leader, over the few rounds they shared (seen: "0.97x as fast as the next ... 5
+    paired rounds" under a race-separated verdict)."""
+    mine = [d for d in race.dropped if d.rule == "race-separated" and d.against == leader and d.ratio is not None]
+    return max(mine, key=lambda d: d.after_round) if mine else None
 
 
 def run_plan(cfg: CompareConfig, plan, progress: Progress | None = None,

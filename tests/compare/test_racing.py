@@ -89,7 +89,7 @@ def test_recommend_takes_the_race_leader_and_prints_the_estimator_inside_its_int
     from mobilize.compare.runner import recommend
     from mobilize.outcome import Outcome
 
-    m = FakeMachine({"fast": NOISY, "slow": [2 * x for x in NOISY]})
+    m = FakeMachine({"slower": [3 * x for x in NOISY], "fast": NOISY, "slow": [2 * x for x in NOISY]})
     rec, got = m.race()
     results = []
     for name, rt in got.items():
@@ -98,6 +98,7 @@ def test_recommend_takes_the_race_leader_and_prints_the_estimator_inside_its_int
         results.append(r)
     out = recommend(results, rec)
     assert out["name"] == "fast" and out["tied"] == [] and "race-separated" in out["reason"]
+    assert "as fast as slow," in out["reason"]  # of the two dropped in the same round, the closer one
     ratio = float(out["reason"].split("; ")[1].split("x as fast")[0])
     low, high = (float(x) for x in out["reason"].split("95% CI ")[1].split(",")[0].split("-"))
     assert low <= ratio <= high and math.isclose(ratio, 2.0, rel_tol=0.01)
@@ -122,8 +123,8 @@ def test_recommend_cites_the_comparison_that_decided_when_the_leader_changed_mid
         results.append(r)
     reason = recommend(results, rec)["reason"]
     b = next(d for d in rec.dropped if d.name == "b")
-    assert f"{b.ratio:.2f}x as fast as b, the last variant it raced" in reason, reason
-    assert f"{b.after_round} paired rounds" in reason and "1 other(s) dropped earlier" in reason
+    assert f"{b.ratio:.2f}x as fast as b, the closest variant it raced to the end" in reason, reason
+    assert f"{b.after_round} paired rounds" in reason and "1 other(s) dropped as slower" in reason
     assert b.low > 1 and "as fast as c" not in reason
 
 

@@ -533,11 +533,12 @@ def recommend(results: list[VariantResult], race: RaceRecord | None) -> dict[str
                   f"includes 1): a tie [rule race-tie]")
     elif race is not None and (last := _last_separated(race, best.name)) is not None:
         earlier = [d.name for d in race.dropped if d.rule == "race-separated" and d is not last]
-        reason = (f"fastest OK variant at {at}; {last.ratio:.2f}x as fast as {last.name}, the last variant it raced "
-                  f"(95% CI {last.low:.2f}-{last.high:.2f}, {last.after_round} paired rounds) [rule race-separated]")
+        reason = (f"fastest OK variant at {at}; {last.ratio:.2f}x as fast as {last.name}, the closest variant it "
+                  f"raced to the end (95% CI {last.low:.2f}-{last.high:.2f}, {last.after_round} paired rounds) "
+                  f"[rule race-separated]")
         if earlier:
-            reason += (f"; {len(earlier)} other(s) dropped earlier, each slower beyond noise than the leader of "
-                       f"its round (report.json racing.dropped)")
+            reason += (f"; {len(earlier)} other(s) dropped as slower beyond noise than the leader of their round "
+                       f"(report.json racing.dropped)")
     elif others:
         name, ci = min(others.items(), key=lambda kv: kv[1].ratio)
         reason = (f"fastest OK variant at {at}; {ci.ratio:.2f}x as fast as the next, {name} (95% CI "
@@ -549,12 +550,13 @@ def recommend(results: list[VariantResult], race: RaceRecord | None) -> dict[str
 
 
 def _last_separated(race: RaceRecord, leader: str):
-    """The race's decisive comparison: the last variant dropped as slower beyond noise than ``leader`` itself.
+    """The race's decisive comparison: the last variant dropped as slower beyond noise than ``leader`` itself
+    (of several dropped in that round, the closest).
     Comparing the leader with every other OK variant over all their rounds would mix in variants dropped
     early against another leader, over the few rounds they shared (seen: "0.97x as fast as the next ... 5
     paired rounds" under a race-separated verdict)."""
     mine = [d for d in race.dropped if d.rule == "race-separated" and d.against == leader and d.ratio is not None]
-    return max(mine, key=lambda d: d.after_round) if mine else None
+    return max(mine, key=lambda d: (d.after_round, -d.ratio)) if mine else None
 
 
 def run_plan(cfg: CompareConfig, plan, progress: Progress | None = None,

@@ -167,6 +167,30 @@ def test_cli_time_budget_and_budget_flags(capsys):
     capsys.readouterr()  # argparse's usage text
     code = main(["tune", "zoo:toy_classifier", "--data", "digits", "--max-drop", "1", "--prune", "0.3,1.5"])
     assert_one_line_error(code, capsys.readouterr().err, "--prune levels must be between 0 and 1")
+    code = main(["tune", "zoo:toy_classifier", "--data", "digits", "--max-drop", "1", "--prune", "--prune-steps", "-1"])
+    assert_one_line_error(code, capsys.readouterr().err, "--prune-steps must not be negative")
+
+
+def test_the_fine_tune_is_capped_by_default_and_the_pruned_line_says_how_long_it_trained():
+    """8 epochs over a user's 60,000 labelled samples would take hours per level: tune caps the steps (--prune-steps)
+    and prints the steps each level trained."""
+    import argparse
+    import inspect
+
+    from mobilize.cli.tune import add_parser
+    from mobilize.tune import candidate_recipes, tune
+    from mobilize.tune.prune import FINETUNE_MAX_STEPS, line, prune_recipes
+
+    assert inspect.signature(tune).parameters["prune_finetune_steps"].default == FINETUNE_MAX_STEPS > 0
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    args = parser.parse_args(["tune", "m.py:Net", "--data", "digits", "--max-drop", "1", "--prune"])
+    assert args.prune_steps == FINETUNE_MAX_STEPS
+    recipes = prune_recipes((0.5,), candidate_recipes(["onnxruntime"]), FINETUNE_MAX_STEPS)
+    assert {r.passes[0].config.finetune_max_steps for _, r, _ in recipes} == {FINETUNE_MAX_STEPS}
+    facts = {"macs_before": 100, "macs_after": 50, "macs_reduction_percent": 50.0, "params_before": 10,
+             "params_after": 5, "params_reduction_percent": 50.0, "finetune": {"steps": 320, "epochs": 8}}
+    assert line("prune50-onnx-fp32", facts, 98.3, (97.2, 99.3)).endswith("fine-tuned 320 steps (8 epoch(s))")
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ from typing import Any
 
 from mobilize.cli.inputs import add_input_flags, add_task_flags
 from mobilize.errors import ConfigError
+from mobilize.tune.prune import FINETUNE_MAX_STEPS
 
 
 def add_parser(sub) -> None:
@@ -37,6 +38,9 @@ def add_parser(sub) -> None:
     p.add_argument("--prune", nargs="?", const="", metavar="LEVELS",
                    help="also search structured pruning (fractions of the MACs removed, default 0.3,0.5,0.7), each with a "
                         "fine-tune distilled from the float model on the labelled --calibration data")
+    p.add_argument("--prune-steps", type=int, default=FINETUNE_MAX_STEPS, metavar="N",
+                   help=f"most optimizer steps (batches of 32) each level's fine-tune takes (default {FINETUNE_MAX_STEPS}; "
+                        "0: no cap, 8 full epochs however large --calibration is)")
     p.add_argument("--target", default="host", choices=["host", "arm64", "x86-avx2", "x86-vnni"],
                    help="the device the files are for (decides ONNX reduce_range)")
     p.add_argument("-o", "--output", default="out", metavar="DIR", help="output folder (default: out)")
@@ -88,6 +92,9 @@ def run(args: argparse.Namespace) -> int:
     from mobilize.tune.prune import parse_levels
 
     prune = parse_levels(args.prune) if args.prune is not None else ()
+    if args.prune_steps < 0:
+        raise ConfigError(f"--prune-steps must not be negative, got {args.prune_steps}",
+                          hint="give the most fine-tune steps per level, or 0 for no cap")
     Target.parse(args.target)
     stem = model_stem(args.model)
     bound_args = bound_args_from_args(args)
@@ -107,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
                               trust_pickle=args.trust_pickle, bound_args=bound_args, data=args.data, calibration=calibration, policy=policy,
                               runtimes=runtimes, out_dir=out, stem=stem, time_budget_s=budget_s,
                               eval_samples=args.samples, task=task, metric=metric, prune=prune,
-                              target=args.target)
+                              prune_finetune_steps=args.prune_steps, target=args.target)
     except BaseException:
         if not cache_was_there:
             shutil.rmtree(cache, ignore_errors=True)  # half a cache of a failed run only misleads the next one

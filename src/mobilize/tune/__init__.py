@@ -31,6 +31,7 @@ from typing import Any, Callable, Sequence
 
 from mobilize.accuracy.verify import DEFAULT_POLICY, Kind, Policy, Verdict
 from mobilize.errors import ConfigError
+from mobilize.tune.prune import FINETUNE_MAX_STEPS
 
 RUNTIMES = ("onnxruntime", "executorch", "litert")
 CALIBRATIONS = ("minmax", "entropy", "percentile")
@@ -327,14 +328,14 @@ def tune(module: Any, input_specs: Sequence[Any], *, data: str, calibration: str
          stem: str = "model", time_budget_s: float | None = None, eval_samples: int = EVAL_SAMPLES,
          calibration_samples: int = 100, max_exclusions: int = MAX_EXCLUSIONS, rounds: int = ROUNDS,
          iterations: int = ITERATIONS, echo: Callable[[str], None] = lambda _text: None, target: str = "host",
-         prune: Sequence[float] = (), prune_finetune_steps: int = 0, thread_search: bool = True, task: str | None = None,
+         prune: Sequence[float] = (), prune_finetune_steps: int = FINETUNE_MAX_STEPS, thread_search: bool = True, task: str | None = None,
          metric: str | None = None) -> TuneResult:
     """Search recipes for the fastest artifact within ``policy``'s budget; write it, its recipe and a report.
 
     ``data`` gives the (labelled, if possible) samples every candidate is judged on; ``calibration``
     the samples int8 ranges are calibrated on (default: ``data``), and the labelled samples a pruned
     candidate's distilled fine-tune trains on.  ``prune``: fractions of the MACs structured pruning removes, one
-    level each (:mod:`mobilize.tune.prune`; ``prune_finetune_steps`` caps the fine-tune, 0: no cap).
+    level each (:mod:`mobilize.tune.prune`; ``prune_finetune_steps`` caps each level's fine-tune, 0: no cap).
     ``target`` decides CPU-dependent choices (``--target``).  ``thread_search``: time the winner at 1..cores
     threads and state the best count.  ``task``/``metric``: the measure the budget is judged on
     (:mod:`mobilize.accuracy.tasks`; None: guessed from the float model's outputs)."""

@@ -32,6 +32,10 @@ at the pass's defaults (5e-4, 0.5) 94.99%; 3 epochs 96.66%; 10 epochs 97.22%; 8 
 (90 s), 5 epochs 98.14%; Taylor importance with 1e-3 98.52%.  70% of the MACs at the same settings: 97.22%.
 Those runs drew dropout from the script's seed; with the fine-tune's own seed (tune, benchmarks/p1.py) 50%
 gives 97.77% and 30% 98.70%."""
+FINETUNE_MAX_STEPS = 2000
+"""tune's default cap on each level's fine-tune (``--prune-steps``): 2,000 steps of 32 samples, 64,000 samples.
+The default model's 8 epochs over 1,258 samples take 320 steps (~60 s on a 2-core AMD EPYC); with tens of
+thousands of labelled samples, 8 epochs would take hours per level, the cap about 6 minutes there."""
 PRUNED_CANDIDATES = ("onnx-fp32", "onnx-int8-minmax", "executorch-fp32", "executorch-int8", "litert-fp32",
                      "litert-int8")
 """Which of the unpruned candidates each level repeats (the other ONNX calibrations would triple the ONNX int8
@@ -90,6 +94,8 @@ def facts(details: dict[str, Any] | None) -> dict[str, Any] | None:
 def line(name: str, pruned: dict[str, Any], top1: float | None, top1_ci: Sequence[float] | None) -> str:
     acc = (f"top-1 {top1:.2f}% (95% CI {top1_ci[0]:.2f}-{top1_ci[1]:.2f})" if top1 is not None and top1_ci else
            "no labels: top-1 not measured")
+    ft = pruned.get("finetune") or {}
+    steps = f", fine-tuned {ft['steps']} steps ({ft['epochs']} epoch(s))" if ft.get("steps") else ""
     return (f"{name}: MACs {pruned['macs_before']:,} -> {pruned['macs_after']:,} "
             f"(-{pruned['macs_reduction_percent']:.1f}%), params {pruned['params_before']:,} -> "
-            f"{pruned['params_after']:,} (-{pruned['params_reduction_percent']:.1f}%), {acc}")
+            f"{pruned['params_after']:,} (-{pruned['params_reduction_percent']:.1f}%), {acc}{steps}")

@@ -69,15 +69,21 @@ def wait_for_line(proc: subprocess.Popen, fragment: str, timeout_s: float = 120)
 
 
 def children(pid: int) -> list[int]:
-    found = []
+    """Every descendant of ``pid``: compare forks its torch workers from a fork server, its own child."""
+    parents = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            if int(fields[1]) == pid:
-                found.append(int(entry.name))
+            parents[int(entry.name)] = int(fields[1])
+    found, todo = [], [pid]
+    while todo:
+        of = todo.pop()
+        mine = [p for p, parent in parents.items() if parent == of]
+        found += mine
+        todo += mine
     return found
 
 

@@ -109,7 +109,7 @@ class Worker:
             on_start(self)
 
         self.child = Child(target or worker.main, (job,), log_path=job.log_path, capture_stderr=True,
-                           on_start=started)
+                           on_start=started, preload=target is None and job.kind != "time")
 
     def expect(self, kind: type, timeout_s: float) -> Any:
         """The next message of type ``kind``; raises StageFailure on error, crash or timeout."""

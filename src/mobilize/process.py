@@ -26,8 +26,9 @@ from typing import Any, Callable, Iterator
 
 PRELOAD = ("mobilize.process", "torch", "mobilize.compare.worker")
 """What the fork server of ``preload`` children imports once.  The server is started from :func:`start_ignoring_sigint`
-like every child, so it and every child forked from it keep SIGINT blocked; it exits when this process ends (its
-pipe from here closes), and its children die with it (``PR_SET_PDEATHSIG``)."""
+like every child, so it and every child forked from it keep SIGINT blocked; a child forked from it dies with this process
+(it watches this process's pidfd; ``PR_SET_PDEATHSIG`` covers the server), and the server exits once this process
+and its children have ended (its "alive" pipe closes)."""
 
 
 class Lost(Exception):
@@ -55,6 +56,12 @@ class Child:
         ctx = multiprocessing.get_context("forkserver" if preload else "spawn")
         if preload:  # effective when this process starts its fork server, i.e. for the first such child
             ctx.set_forkserver_preload(list(PRELOAD))
+            # the fork server starts multiprocessing's resource tracker first, which unblocks SIGINT in the calling
+            # thread when it starts it (bpo-33613's mask, undone with SIG_UNBLOCK): started here, before the mask
+            # below, the server and every child forked from it keep SIGINT blocked
+            from multiprocessing import resource_tracker
+
+            resource_tracker.ensure_running()
         self.conn, child_end = ctx.Pipe()
         self.log_path = str(log_path) if log_path else None
         self.process = ctx.Process(target=_bootstrap, daemon=True, args=(
@@ -250,7 +257,11 @@ def _raise_interrupt(signum, frame) -> None:
 
 
 def _die_with_parent(parent_pid: int) -> None:
-    """Linux: the child gets SIGKILL when the parent dies (even by SIGKILL), so no orphan keeps working."""
+    """Linux: the child gets SIGKILL when the parent dies (even by SIGKILL), so no orphan keeps working.
+
+    A spawned child's parent is the caller: ``PR_SET_PDEATHSIG`` does it.  A child forked from the fork server has
+    the server as its parent, and the server outlives the caller as long as any of its children hold its "alive"
+    pipe, so such a child also watches the caller itself (a pidfd, readable when that process ends)."""
     try:
         import ctypes
 
@@ -259,8 +270,34 @@ def _die_with_parent(parent_pid: int) -> None:
     except (OSError, AttributeError):
         return
     parent = os.getppid()
-    if parent != parent_pid and _parent_of(parent) != parent_pid:  # the parent (or, forked from the fork server,
-        os._exit(1)                                                 # the server's parent) died before prctl took effect
+    if parent == parent_pid:
+        return
+    if _parent_of(parent) != parent_pid:  # the parent (or the fork server's parent) died before prctl took effect
+        os._exit(1)
+    _watch(parent_pid)
+
+
+def _watch(pid: int) -> None:
+    """SIGKILL this process once ``pid`` has ended (a daemon thread blocked on its pidfd)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (OSError, AttributeError):  # no pidfd (Linux < 5.3): poll
+        fd = None
+
+    def wait() -> None:
+        import select
+        import time
+
+        if fd is not None:
+            select.select([fd], [], [])
+        else:
+            while _parent_of(pid) is not None:
+                time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    if _parent_of(pid) is None:  # already gone
+        os._exit(1)
+    threading.Thread(target=wait, name="mobilize-parent-watch", daemon=True).start()
 
 
 def _parent_of(pid: int) -> int | None:

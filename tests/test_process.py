@@ -1,0 +1,61 @@
+"""The process engine (:mod:`mobilize.process`): spawned children and children forked from the torch-preloading
+server compare uses for its torch workers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from mobilize.process import Child
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_preloaded_child_comes_with_torch_a_spawned_one_without_and_both_keep_sigint_blocked():
+    forked = Child(_describe(), preload=True)
+    spawned = Child(_describe())
+    try:
+        f, s = forked.recv(120), spawned.recv(120)
+    finally:
+        forked.close()
+        spawned.close()
+    assert f["torch"] and not s["torch"]  # lean timing workers (spawned) must not carry torch
+    assert f["sigint_blocked"] and s["sigint_blocked"]  # Ctrl-C is the parent's to handle
+    assert s["parent"] == os.getpid()
+    assert f["parent"] != os.getpid() and f["grandparent"] == os.getpid()  # forked from the server, our child
+
+
+def test_a_preloaded_child_dies_when_its_parent_is_killed():
+    """The parent killed outright (SIGKILL, no clean-up): its fork server sees its pipe close and exits, and the
+    worker forked from the server dies with it (PR_SET_PDEATHSIG), so nothing keeps running."""
+    script = ("import sys, time\nfrom mobilize.process import Child\nfrom tests.process_children import sleep_forever\n"
+              "c = Child(sleep_forever, preload=True)\nprint(c.recv(120), flush=True)\ntime.sleep(600)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]))
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    try:
+        worker = int(proc.stdout.readline())
+        assert _alive(worker)
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 10
+    while _alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(worker)
+
+
+def _describe():
+    from tests.process_children import describe
+
+    return describe
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

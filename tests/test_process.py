@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from mobilize.process import Child
+from tests.cli.test_hardening import alive as _alive
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,10 +53,3 @@ def _describe():
 
     return describe
 
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"

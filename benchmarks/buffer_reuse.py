@@ -18,7 +18,7 @@ import torch
 
 from mobilize.bench.rounds import interleaved
 from mobilize.exporters import EXPORTERS
-from mobilize.context import Context
+from mobilize.core.context import Context
 from mobilize.runtimes.base import RuntimeOptions, open_session
 from mobilize.sources.data import open_data
 from mobilize.sources.models import resolve_model

@@ -22,14 +22,14 @@ import torch
 
 from mobilize.accuracy.metrics import top1
 from mobilize.bench.rounds import interleaved
-from mobilize.build import build
-from mobilize.context import Context
+from mobilize.pipeline.build import build
+from mobilize.core.context import Context
 from mobilize.passes._prune_count import count_macs, count_params, layer_table
-from mobilize.plan import load_plan
+from mobilize.plans.plan import load_plan
 from mobilize.runtimes.base import open_session
 from mobilize.sources.data import open_data
-from mobilize.sources.inputs import InputSpec
-from mobilize.target import host_cpu
+from mobilize.core.inputs import InputSpec
+from mobilize.core.target import host_cpu
 from mobilize.zoo import ZOO
 
 SPEC = InputSpec((1, 3, 96, 96))

@@ -34,7 +34,7 @@ from mobilize.camera.encode import encode_frame  # noqa: E402
 from mobilize.camera.frames import parse_frame_spec  # noqa: E402
 from mobilize.native.frames import bench_native_frames  # noqa: E402
 from mobilize.sources.data import open_data  # noqa: E402
-from mobilize.sources.inputs import InputSpec  # noqa: E402
+from mobilize.core.inputs import InputSpec  # noqa: E402
 
 SPEC = "nv21:1920x1080"
 OUT = Path("out/frame_to_answer")

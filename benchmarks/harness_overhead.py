@@ -19,7 +19,7 @@ import torch
 from mobilize.bench.harness import timed_loop
 from mobilize.bench.stats import BenchStats
 from mobilize.runtimes.base import open_session
-from mobilize.sources.inputs import make_random_inputs
+from mobilize.core.inputs import make_random_inputs
 from mobilize.sources.models import resolve_model
 
 

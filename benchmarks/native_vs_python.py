@@ -36,9 +36,9 @@ from mobilize.bench.stats import BenchStats
 from mobilize.native.build import build_binary
 from mobilize.native.runner import FAMILY_FOR_FORMAT, RUNTIME_FOR_FORMAT, run_binary
 from mobilize.native.tensorfile import write_tensors
-from mobilize.recipe import Recipe
-from mobilize.sources.inputs import InputSpec, make_random_inputs
-from mobilize.target import host_cpu
+from mobilize.pipeline.recipe import Recipe
+from mobilize.core.inputs import InputSpec, make_random_inputs
+from mobilize.core.target import host_cpu
 
 SPEC = InputSpec((1, 3, 224, 224))
 RECIPE = {"name": "native-vs-python", "passes": ["fuse"], "exports": [
@@ -63,7 +63,7 @@ def python_worker(fmt: str, path: str, threads: int, warmup: int, iterations: in
     """One Python round in this (fresh) process; prints its timings as JSON."""
     import resource
 
-    from mobilize.artifact import Artifact, Format
+    from mobilize.core.artifact import Artifact, Format
     from mobilize.bench.harness import timed_loop
     from mobilize.native.tensorfile import read_tensors
     from mobilize.runtimes.base import open_session
@@ -147,7 +147,7 @@ def main() -> None:
 
 
 def _format(name: str):
-    from mobilize.artifact import Format
+    from mobilize.core.artifact import Format
 
     return Format(name)
 

@@ -22,13 +22,13 @@ from pathlib import Path
 
 import torch
 
-from mobilize.artifact import Artifact
+from mobilize.core.artifact import Artifact
 from mobilize.bench.harness import timed_loop
 from mobilize.exporters import EXPORTERS
-from mobilize.context import Context
+from mobilize.core.context import Context
 from mobilize.runtimes.base import open_session
 from mobilize.sources.data import open_data
-from mobilize.sources.inputs import InputSpec
+from mobilize.core.inputs import InputSpec
 from mobilize.zoo import ZOO
 
 SPEC = InputSpec((1, 3, 224, 224))

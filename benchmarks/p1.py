@@ -29,13 +29,13 @@ from pathlib import Path
 import torch
 
 from mobilize.accuracy.stats import ratio_ci
-from mobilize.artifact import Artifact
+from mobilize.core.artifact import Artifact
 from mobilize.bench.harness import warm_round
 from mobilize.bench.racing import ESTIMATOR, geometric_mean
 from mobilize.bench.rounds import schedule
 from mobilize.runtimes.base import open_session
 from mobilize.sources.data import open_data
-from mobilize.target import host_cpu
+from mobilize.core.target import host_cpu
 from mobilize.zoo import ZOO
 
 MODEL = "digits_mobilenet_v2"

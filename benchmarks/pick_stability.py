@@ -25,7 +25,7 @@ from p1 import MODEL, time_files
 from mobilize.accuracy.stats import ratio_ci
 from mobilize.bench.racing import ESTIMATOR, geometric_mean
 from mobilize.sources.data import open_data
-from mobilize.target import host_cpu
+from mobilize.core.target import host_cpu
 from mobilize.zoo import ZOO
 
 

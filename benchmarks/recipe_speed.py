@@ -16,9 +16,9 @@ import torch
 from mobilize.bench.rounds import interleaved
 from mobilize.backends.torchscript.exporter import TorchScriptConfig, TorchScriptExporter
 from mobilize.passes import PASSES
-from mobilize.context import Context
+from mobilize.core.context import Context
 from mobilize.sources.data import open_data
-from mobilize.sources.inputs import InputSpec
+from mobilize.core.inputs import InputSpec
 from mobilize.zoo import ZOO
 
 

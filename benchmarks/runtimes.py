@@ -30,15 +30,15 @@ from pathlib import Path
 
 import torch
 
-from mobilize.artifact import Artifact
+from mobilize.core.artifact import Artifact
 from mobilize.bench.harness import timed_loop
-from mobilize.build import Built, build, verify_artifact
-from mobilize.context import Context
-from mobilize.plan import load_plan
+from mobilize.pipeline.build import Built, build, verify_artifact
+from mobilize.core.context import Context
+from mobilize.plans.plan import load_plan
 from mobilize.runtimes.base import open_session
 from mobilize.sources.data import open_data
-from mobilize.sources.inputs import InputSpec
-from mobilize.target import host_cpu
+from mobilize.core.inputs import InputSpec
+from mobilize.core.target import host_cpu
 from mobilize.zoo import ZOO
 
 SPEC = InputSpec((1, 3, 224, 224))

@@ -57,12 +57,12 @@ class BareSessions:
     def __init__(self, run, threads: int):
         import torch
 
-        from mobilize.artifact import Artifact
-        from mobilize.build import prepare
-        from mobilize.context import Context
+        from mobilize.core.artifact import Artifact
+        from mobilize.pipeline.build import prepare
+        from mobilize.core.context import Context
         from mobilize.runtimes.base import RuntimeOptions, open_session
         from mobilize.sources.data import open_data
-        from mobilize.sources.inputs import apply_memory_format
+        from mobilize.core.inputs import apply_memory_format
         from mobilize.sources.models import ModelSource, resolve_model
 
         torch.set_num_threads(threads)  # as every compare worker does
@@ -190,7 +190,7 @@ def host_vs_own(args) -> int:
     from mobilize.accuracy.stats import ratio_ci, spread_percent
     from mobilize.bench.racing import Race
     from mobilize.compare import runner
-    from mobilize.target import host_cpu
+    from mobilize.core.target import host_cpu
 
     class NoRace(Race):  # every variant runs every round: the comparison needs all of them paired
         def after_round(self, r, medians):
@@ -239,10 +239,10 @@ def host_vs_own(args) -> int:
 def lean_files(args) -> list[Path]:
     """The files to time: those under ``--from`` whose runtime needs no torch, else built from ``--recipes``."""
     import mobilize
-    from mobilize.artifact import format_for_path
+    from mobilize.core.artifact import format_for_path
     from mobilize.backends import default_runtime
     from mobilize.compare.timing import lean_runtime
-    from mobilize.errors import ConfigError
+    from mobilize.core.errors import ConfigError
 
     def lean(path: Path) -> bool:
         try:
@@ -268,7 +268,7 @@ def lean_vs_torch(args) -> int:
     from mobilize.compare.timing import write_inputs
     from mobilize.sources.data import open_data
     from mobilize.sources.models import resolve_model
-    from mobilize.target import host_cpu
+    from mobilize.core.target import host_cpu
 
     files = lean_files(args)
     if not files:
@@ -349,7 +349,7 @@ def main() -> int:
     import mobilize
     from mobilize.accuracy.stats import ratio_ci, spread_percent
     from mobilize.compare import runner
-    from mobilize.target import host_cpu
+    from mobilize.core.target import host_cpu
 
     out = Path(args.output or tempfile.mkdtemp(prefix="timing-agreement-"))
     bare: dict = {}

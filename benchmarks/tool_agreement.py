@@ -41,11 +41,11 @@ from pathlib import Path
 
 import numpy as np
 
-from mobilize.artifact import Artifact
+from mobilize.core.artifact import Artifact
 from mobilize.bench.harness import warm_round
 from mobilize.runtimes.base import open_session
 from mobilize.sources.data import open_data
-from mobilize.target import host_cpu
+from mobilize.core.target import host_cpu
 from mobilize.zoo import DEFAULT_MODEL, ZOO
 
 IRS = ("openvino-fp32", "openvino-int8")
@@ -57,9 +57,9 @@ def build_irs(out: Path, reuse: bool) -> dict[str, Path]:
     """The two IRs from the runtimes plan's recipes, as compare builds them for the default model."""
     if reuse and all((out / f"{DEFAULT_MODEL}-{n}.xml").exists() for n in IRS):
         return {n: out / f"{DEFAULT_MODEL}-{n}.xml" for n in IRS}
-    from mobilize.build import build
-    from mobilize.context import Context
-    from mobilize.plan import load_plan
+    from mobilize.pipeline.build import build
+    from mobilize.core.context import Context
+    from mobilize.plans.plan import load_plan
 
     zoo = ZOO.get(DEFAULT_MODEL)
     model = zoo.build().eval()

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 from mobilize.accuracy.verify import Policy
-from mobilize.paths import model_stem
-from mobilize.sources.facts import calibration_for, default_data
+from mobilize.core.paths import model_stem
+from mobilize.plans.facts import calibration_for, default_data
 from mobilize.sources.models import resolve_model
 from mobilize.tune import _time, tune
 from mobilize.tune.why import why_not_faster
@@ -33,7 +33,7 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=100)
     ap.add_argument("--time-budget", type=float, default=600.0, help="seconds of search per model")
     args = ap.parse_args()
-    from mobilize.target import host_cpu
+    from mobilize.core.target import host_cpu
 
     print(f"CPU: {host_cpu().describe()}", flush=True)
     for ref in args.models.split(","):

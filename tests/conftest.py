@@ -107,9 +107,9 @@ def _artifacts(out: Path) -> dict[str, Path]:
         pte = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()]).to_executorch()
         paths["executorch"].write_bytes(pte.buffer)
         torch.onnx.export(model, (x,), str(paths["onnx"]), dynamo=False, input_names=["input"])
-    from mobilize.context import Context
+    from mobilize.core.context import Context
     from mobilize.exporters import EXPORTERS
-    from mobilize.sources.inputs import InputSpec
+    from mobilize.core.inputs import InputSpec
 
     paths["tflite"] = EXPORTERS.get("litert")().export(model, Context(input_specs=[InputSpec(INPUT_SHAPE)]),
                                                        out / "tiny").path

@@ -35,7 +35,7 @@ step's config class from its registry)."""
 MEASURE = {"accuracy", "bench", "lint", "profile", "report"}
 ORCHESTRATORS = {"compare", "tune", "sweep", "plan", "api", "cli", "build", "isolate", "process", "native",
                  "camera"}
-SHARED_FOR_BACKENDS = {"mobilize.backends", "mobilize.backends.base", "mobilize.exporters", "mobilize.exporters.base",
+SHARED_FOR_BACKENDS = {"mobilize.backends", "mobilize.core.backend", "mobilize.exporters", "mobilize.exporters.base",
                        "mobilize.runtimes", "mobilize.runtimes.base", "mobilize.runtimes.torch_session",
                        "mobilize.runtimes.native_stderr"}
 """What every backend may use: the registry views and the base classes (public, shared by all engines)."""
@@ -140,7 +140,7 @@ def test_every_module_keeps_the_layer_rules():
     ("mobilize.backends.onnxruntime.runtime", "def f():\n    from mobilize.tune import tune\n",
      "never imports an orchestrator"),
     ("mobilize.sweep.runner", "from mobilize.api import bench\n", "only the CLI"),
-    ("mobilize.recipe", "def f():\n    from mobilize.compare.runner import run_plan\n", "core imports nothing above"),
+    ("mobilize.core.artifact", "def f():\n    from mobilize.compare.runner import run_plan\n", "core imports nothing above"),
 ])
 def test_a_planted_violation_is_caught(planted_in, line, rule):
     modules = sources()
@@ -163,9 +163,9 @@ def runners(modules: dict[str, str]) -> set[str]:
 def test_one_function_runs_passes_and_exporters():
     """Only build.py instantiates passes and exporters from their registries and runs them
     (``PASSES.get(name)(config)(...)``, ``EXPORTERS.get(name)(config).export(...)``)."""
-    assert runners(sources()) == {"mobilize.build"}
+    assert runners(sources()) == {"mobilize.pipeline.build"}
     planted = {**sources(), "mobilize.tune": sources()["mobilize.tune"] + "\nEXPORTERS.get('onnx')(None).export(m, c, s)\n"}
-    assert runners(planted) == {"mobilize.build", "mobilize.tune"}
+    assert runners(planted) == {"mobilize.pipeline.build", "mobilize.tune"}
 
 
 METRICS = ("cosine", "sqnr", "agreement", "top1", "max_abs", "drop", "within")
@@ -232,9 +232,9 @@ def test_seven_engines_one_folder_each():
                                                     "openvino", "torchscript"]
 
 
-BROAD_CATCHES = {("mobilize.errors", "third_party_failure"): "the one translation helper (bug or user error)",
+BROAD_CATCHES = {("mobilize.core.errors", "third_party_failure"): "the one translation helper (bug or user error)",
                  ("mobilize.cli.main", "_dispatch"): "the CLI's last resort (a bug: exit 1)",
-                 ("mobilize.isolate", "_child_main"): "the isolation boundary (sent to the parent)",
+                 ("mobilize.pipeline.isolate", "_child_main"): "the isolation boundary (sent to the parent)",
                  ("mobilize.compare.worker", "main"): "compare's worker process boundary (sent to the parent)",
                  ("mobilize.compare.host", "_answer"): "the shared timing host's boundary for each variant it holds "
                                                        "(sent to the parent; its other variants go on)"}

@@ -1,31 +1,52 @@
 """mobilize: turn a trained PyTorch model into the fastest artifact that still gives the right answers.
 
-Importing this package is cheap: torch and the runtimes load when first used.
+Importing this package is cheap and loads nothing else: each public name below is imported from its module
+when first used (PEP 562), so ``import mobilize.core.errors`` never loads the command-line face.
 """
 
-from mobilize.accuracy.verify import Kind, Policy, Verdict
-from mobilize.compare.runner import CompareConfig  # before the api: the function `compare` must win the name
-from mobilize.api import bench, compare, load, optimize
-from mobilize.lint import LintConfig, lint  # noqa: E402  (after the subpackage import: the function wins the name)
-from mobilize.artifact import Artifact, Format
-from mobilize.bench.harness import BenchConfig
-from mobilize.errors import (
-    AccuracyError,
-    BackendUnavailableError,
-    ConfigError,
-    ExportError,
-    InternalError,
-    MobilizeError,
-    UnsupportedModelError,
-    UserError,
-)
-from mobilize.sources.inputs import InputSpec, parse_input_specs
-from mobilize.sources.models import ModelSource, resolve_model
+import sys
+import types
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "AccuracyError", "Artifact", "BackendUnavailableError", "BenchConfig", "CompareConfig", "ConfigError",
-    "ExportError", "Format", "InputSpec", "InternalError", "Kind", "LintConfig", "MobilizeError", "ModelSource", "Policy",
-    "UnsupportedModelError", "UserError", "Verdict", "bench", "compare", "lint", "load", "optimize", "parse_input_specs",
-    "resolve_model",
-]
+_PUBLIC = {
+    "Kind": "mobilize.accuracy.verify", "Policy": "mobilize.accuracy.verify", "Verdict": "mobilize.accuracy.verify",
+    "CompareConfig": "mobilize.compare.runner",
+    "bench": "mobilize.api", "compare": "mobilize.api", "load": "mobilize.api", "optimize": "mobilize.api",
+    "lint": "mobilize.lint", "LintConfig": "mobilize.lint",
+    "Artifact": "mobilize.core.artifact", "Format": "mobilize.core.artifact",
+    "BenchConfig": "mobilize.bench.harness",
+    "AccuracyError": "mobilize.core.errors", "BackendUnavailableError": "mobilize.core.errors",
+    "ConfigError": "mobilize.core.errors", "ExportError": "mobilize.core.errors",
+    "InternalError": "mobilize.core.errors", "MobilizeError": "mobilize.core.errors",
+    "UnsupportedModelError": "mobilize.core.errors", "UserError": "mobilize.core.errors",
+    "InputSpec": "mobilize.core.inputs", "parse_input_specs": "mobilize.core.inputs",
+    "ModelSource": "mobilize.sources.models", "resolve_model": "mobilize.sources.models",
+}
+__all__ = sorted(_PUBLIC)
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mobilize.accuracy.verify import Kind, Policy, Verdict  # noqa: F401
+
+
+def __getattr__(name: str):
+    import importlib
+
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'mobilize' has no attribute '{name}'")
+    value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    globals()[name] = value
+    return value
+
+
+class _Face(types.ModuleType):
+    """``mobilize.compare``, ``mobilize.bench`` and ``mobilize.lint`` are functions that share their names with
+    subpackages; importing a subpackage must not replace the function (Python sets the parent's attribute)."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in _PUBLIC and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Face

@@ -15,17 +15,17 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from mobilize.bench.harness import BenchConfig, benchmark
-from mobilize.errors import ConfigError
+from mobilize.core.errors import ConfigError
 from mobilize.runtimes.base import open_session, session_class
-from mobilize.sources.inputs import InputSpec, make_random_inputs
-from mobilize.artifact import artifact_size_bytes
+from mobilize.core.inputs import InputSpec, make_random_inputs
+from mobilize.core.artifact import artifact_size_bytes
 from mobilize.sources.models import module_size_bytes, resolve_model
 
 from mobilize.report.json_report import SCHEMA_VERSION  # noqa: E402  (one definition for every JSON output)
-from mobilize.checks import default_threads
+from mobilize.core.checks import default_threads
 from mobilize.compare.run import compare
-from mobilize.paths import check_output_dir, model_stem
-from mobilize.sources.facts import calibration_for, default_data, input_names, model_facts_isolated
+from mobilize.core.paths import check_output_dir, model_stem
+from mobilize.plans.facts import calibration_for, default_data, input_names, model_facts_isolated
 
 __all__ = ["SCHEMA_VERSION", "bench", "build_and_verify", "calibration_for", "check_output_dir", "compare", "default_data",
            "default_threads", "load", "model_facts_isolated", "model_stem", "optimize"]
@@ -42,7 +42,7 @@ def bench(reference: str, config: BenchConfig = BenchConfig(), *,
     runtime, threads, no_inputs, bundled_input = config.runtime, config.threads, config.no_inputs, config.bundled_input
     input_specs = list(config.input_specs) or None
     data, seed, trust_pickle, io_binding = config.data, config.seed, config.trust_pickle, config.io_binding
-    from mobilize.checks import check_at_least, check_threads
+    from mobilize.core.checks import check_at_least, check_threads
     from mobilize.runtimes.base import RuntimeOptions
 
     check_threads(threads)
@@ -152,11 +152,11 @@ def optimize(
     when every artifact was built and verified: a failed run leaves no artifact and no manifest."""
     import shutil
 
-    from mobilize import paths
-    from mobilize.isolate import run_isolated
-    from mobilize.recipe import Recipe, load_recipe
+    from mobilize.core import paths
+    from mobilize.pipeline.isolate import run_isolated
+    from mobilize.pipeline.recipe import Recipe, load_recipe
     from mobilize.sources.data import open_data
-    from mobilize.target import Target
+    from mobilize.core.target import Target
 
     from mobilize.sources.models import check_reference
 
@@ -190,12 +190,12 @@ def build_and_verify(reference: str, recipe: dict[str, Any], out_dir: str, data:
                      task: str | None = None, progress: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
     """optimize's work (in its child process): resolve the model, run the recipe, verify every artifact."""
 
-    from mobilize.build import build, verify_artifact
-    from mobilize.context import Context
-    from mobilize.errors import AccuracyError
-    from mobilize.recipe import Recipe
+    from mobilize.pipeline.build import build, verify_artifact
+    from mobilize.core.context import Context
+    from mobilize.core.errors import AccuracyError
+    from mobilize.pipeline.recipe import Recipe
     from mobilize.sources.data import open_data
-    from mobilize.target import Target, host_cpu
+    from mobilize.core.target import Target, host_cpu
 
     recipe = Recipe.from_dict(recipe, recipe.get("name", "custom"))
     source = resolve_model(reference, trust_pickle=trust_pickle, bound_args=bound_args)
@@ -233,7 +233,7 @@ def build_and_verify(reference: str, recipe: dict[str, Any], out_dir: str, data:
             if verdict.reference_warning and verdict.reference_warning not in ctx.notes:
                 ctx.notes.append(verdict.reference_warning)
         if "delegation" in built.details or art.path.suffix in (".pte", ".bpte"):  # an op count was printed
-            from mobilize.build import verify_inputs
+            from mobilize.pipeline.build import verify_inputs
             from mobilize.profile import time_notes
 
             # a few runs: ETDump weighs each op by time for the cost of running the file a few times
@@ -254,7 +254,7 @@ def build_and_verify(reference: str, recipe: dict[str, Any], out_dir: str, data:
 def _check_forward(source: Any, ctx: Any, reference: str) -> None:
     """One forward of the model on seeded inputs before any export: a model that fails on the given input
     shape, or returns no tensor at all, is told so here, in one line, instead of deep inside an exporter."""
-    from mobilize.errors import UnsupportedModelError
+    from mobilize.core.errors import UnsupportedModelError
 
     if not hasattr(source, "module") or not ctx.input_specs or any(d <= 0 for s in ctx.input_specs for d in s.shape):
         return

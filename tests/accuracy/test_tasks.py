@@ -12,7 +12,7 @@ from mobilize.accuracy import task_measures
 from mobilize.accuracy.metrics import compare_outputs
 from mobilize.accuracy.tasks import Task, apply_task, guess_task, load_metric, measure_task
 from mobilize.accuracy.verify import Policy, judge, judge_task
-from mobilize.errors import ConfigError, UnsupportedModelError
+from mobilize.core.errors import ConfigError, UnsupportedModelError
 from mobilize.runtimes.base import flatten_outputs
 from tests.task_models import BoxHead, ColumnCtc, DigitEmbedder, DigitSegmenter, SplitBoxHead, digits
 

@@ -11,7 +11,7 @@ import torch
 from mobilize.accuracy.metrics import compare_outputs
 from mobilize.accuracy.stats import paired_drop_ci, ratio_ci
 from mobilize.accuracy.verify import DEFAULT_POLICY, Kind, Policy, assess, judge, judge_budget, verify_close
-from mobilize.outcome import Outcome
+from mobilize.core.outcome import Outcome
 
 
 def logits(n=200, classes=10, seed=0, scale=1.0):

@@ -15,7 +15,7 @@ RECIPES = ["executorch-fp32", "executorch-int8", "executorch-fp16", "onnx-fp32",
 
 
 def _recipe(name: str):
-    from mobilize.recipe import Recipe, load_recipe
+    from mobilize.pipeline.recipe import Recipe, load_recipe
 
     if name == "lite-fp32":
         return Recipe.from_dict({"name": name, "passes": ["fuse"], "exports": [{"lite": {"optimize": "none"}}]})
@@ -24,10 +24,10 @@ def _recipe(name: str):
 
 @pytest.fixture(scope="session")
 def built(tmp_path_factory) -> dict:
-    from mobilize.build import build
-    from mobilize.context import Context
+    from mobilize.pipeline.build import build
+    from mobilize.core.context import Context
     from mobilize.sources.data import open_data
-    from mobilize.sources.inputs import InputSpec
+    from mobilize.core.inputs import InputSpec
     from tests.conftest import INPUT_SHAPE, tiny_model
 
     out = tmp_path_factory.mktemp("arm64")

@@ -19,7 +19,7 @@ def checked(built) -> dict:
     from mobilize.arm64.run import run_children
     from mobilize.arm64.verdict import check_outputs
     from mobilize.sources.data import open_data
-    from mobilize.sources.inputs import InputSpec
+    from mobilize.core.inputs import InputSpec
     from tests.conftest import INPUT_SHAPE
 
     xs, _ = open_data("sample-photos").labelled_sample_lists([InputSpec(INPUT_SHAPE)], 4)

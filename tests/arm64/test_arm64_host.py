@@ -14,7 +14,7 @@ import torch
 
 from mobilize.arm64 import kind_of
 from mobilize.arm64.verdict import check_outputs, flag, summary
-from mobilize.errors import InternalError
+from mobilize.core.errors import InternalError
 from tests.conftest import assert_one_line_error
 
 REPO = Path(__file__).resolve().parents[2]

@@ -35,7 +35,7 @@ def files(built) -> dict:
 
 
 def _host_outputs(path, inputs) -> list[torch.Tensor]:
-    from mobilize.artifact import Artifact
+    from mobilize.core.artifact import Artifact
     from mobilize.runtimes.base import runtime_for
 
     artifact = Artifact.from_file(path)
@@ -51,7 +51,7 @@ def test_native_benchmark_built_for_aarch64_runs_under_qemu(files, fmt, run_cli,
     from mobilize.arm64.native import bench_native_arm64
     from mobilize.bench.harness import BenchConfig
     from mobilize.native.cross import elf_machine
-    from mobilize.sources.inputs import make_random_inputs
+    from mobilize.core.inputs import make_random_inputs
 
     report = bench_native_arm64(str(files[fmt]), BenchConfig(warmup=1, iterations=3, threads=1),
                                 echo=lambda line: None)
@@ -63,7 +63,7 @@ def test_native_benchmark_built_for_aarch64_runs_under_qemu(files, fmt, run_cli,
     assert 0 < arm["ms_per_iter_not_latency"]["min"] <= arm["ms_per_iter_not_latency"]["max"]
     # the aarch64 kernels computed the host's answer (random-with-seed:0 input, as the host harness picks it)
     [spec] = [s for s in report["input_specs"]]
-    from mobilize.sources.inputs import InputSpec
+    from mobilize.core.inputs import InputSpec
 
     expected = _host_outputs(files[fmt], make_random_inputs([InputSpec(tuple(spec["shape"]))], 0))
     assert len(report["_outputs"]) == len(expected) > 0
@@ -91,10 +91,10 @@ def test_emitted_app_built_for_aarch64_prints_top5_and_summary(files, tmp_path, 
     import numpy as np
 
     from mobilize.arm64.native import apps_on_arm64
-    from mobilize.artifact import Format
+    from mobilize.core.artifact import Format
     from mobilize.native.app import emit_app
     from mobilize.native.cross import elf_machine
-    from mobilize.sources.inputs import InputSpec
+    from mobilize.core.inputs import InputSpec
     from tests.conftest import INPUT_SHAPE
 
     app = emit_app(files["executorch"], Format("executorch"), tmp_path / "app", InputSpec(INPUT_SHAPE))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mobilize.camera import FrameConfig, FrameConverter, FrameError
-from mobilize.errors import ConfigError, UserError
+from mobilize.core.errors import ConfigError, UserError
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from mobilize.bench.harness import BenchConfig
 from mobilize.camera import FrameConverter
 from mobilize.camera.bench import bench_frames
 from mobilize.camera.frames import frame_config_for, load_frames, parse_frame_spec
-from mobilize.sources.inputs import InputSpec, MemoryFormat
+from mobilize.core.inputs import InputSpec, MemoryFormat
 from mobilize.zoo import ZOO
 
 MODEL = "zoo:toy_classifier"

@@ -336,7 +336,7 @@ def test_bad_input(run_cli, tmp_path, artifacts, bpte, name):
 
 def test_every_truncation_of_a_bundled_program_is_refused(bpte, tmp_path):
     """Not just 10/50/99 %: lengths all through the file, and every one of its last 256 bytes."""
-    from mobilize.errors import UnsupportedModelError
+    from mobilize.core.errors import UnsupportedModelError
     from mobilize.backends.executorch.pte import check_complete
 
     data = bpte.read_bytes()

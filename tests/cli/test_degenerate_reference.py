@@ -39,7 +39,7 @@ def test_optimize_and_tune_call_checks_against_a_constant_model_vacuous(run_cli,
     assert art["verify"]["fidelity"]["outcome"] == "OK"  # the file is still what the exporter promised
     assert "VACUOUS (the float model's output does not depend on the input" in out
 
-    from mobilize.sources.inputs import InputSpec
+    from mobilize.core.inputs import InputSpec
     from mobilize.sources.models import resolve_model
     from mobilize.tune import tune
 

@@ -178,8 +178,8 @@ def test_sigterm_and_sigkill_during_optimize(tmp_path, run_cli):
 
 
 def test_temp_names_carry_the_pid_and_stale_ones_are_removed(tmp_path):
-    from mobilize.artifact import atomic_path
-    from mobilize.paths import make_temp_dir, owner_pid, remove_stale
+    from mobilize.core.artifact import atomic_path
+    from mobilize.core.paths import make_temp_dir, owner_pid, remove_stale
 
     with atomic_path(tmp_path / "m.pte") as tmp:
         assert owner_pid(tmp.name) == os.getpid() and tmp.name.startswith(".m.")

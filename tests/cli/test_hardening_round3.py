@@ -184,7 +184,7 @@ def test_the_terminal_filter_keeps_order_and_drops_only_noise(tmp_path):
     """Lines written straight to fd 2 (as C++ does) and through sys.stderr, interleaved, with a child process
     that inherits the descriptor: the noise goes, the rest arrives whole and in order."""
     script = ("import os, subprocess, sys\n"
-              "from mobilize.noise import filtered_terminal\n"
+              "from mobilize.core.noise import filtered_terminal\n"
               "with filtered_terminal() as dropped:\n"
               "    os.write(2, b'W0000 00:00 text_format.cc:417] Error parsing\\n')\n"
               "    print('first', file=sys.stderr)\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mobilize.sources.inputs import parse_input_specs
+from mobilize.core.inputs import parse_input_specs
 from tests.conftest import NO_RACE, assert_one_line_error
 from tests.user_models import ScalarVad, write_encoder_npz
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from mobilize.recipe import Recipe, builtin_recipe_names, dump_recipe, load_recipe
+from mobilize.pipeline.recipe import Recipe, builtin_recipe_names, dump_recipe, load_recipe
 from tests.conftest import assert_one_line_error
 
 USER_MODEL = '''

@@ -23,9 +23,9 @@ def onnx_test_model(name: str) -> Path:
 @pytest.fixture(scope="module")
 def mobilize_onnx(tmp_path_factory) -> Path:
     """An ONNX file written by mobilize's own exporter."""
-    from mobilize.context import Context
+    from mobilize.core.context import Context
     from mobilize.exporters import EXPORTERS
-    from mobilize.sources.inputs import InputSpec
+    from mobilize.core.inputs import InputSpec
     from tests.conftest import tiny_model
 
     out = tmp_path_factory.mktemp("foreign")
@@ -66,7 +66,7 @@ def test_an_onnx_file_from_the_onnx_package_gets_verdicts(run_cli, tmp_path):
 
 
 def test_a_named_plan_keeps_what_builds_from_the_file(mobilize_onnx):
-    from mobilize.plan_file import plan_for_file
+    from mobilize.plans.file import plan_for_file
 
     plan, left_out = plan_for_file("runtimes", "onnx")
     assert [v.name for v in plan.variants][:2] == ["onnx-fp32", "onnx-int8"]

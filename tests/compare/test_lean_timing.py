@@ -75,7 +75,7 @@ def _hosted_job(tmp_path, name: str, module, width: int) -> Job:
     import torch
 
     from mobilize.compare.host import write_bundle
-    from mobilize.sources.inputs import InputSpec
+    from mobilize.core.inputs import InputSpec
     from mobilize.sources.models import ModelSource
 
     shape = (1, width) if isinstance(width, int) else width

@@ -9,8 +9,8 @@ import sys
 import pytest
 import torch
 
-from mobilize.artifact import Artifact
-from mobilize.errors import BackendUnavailableError, ConfigError
+from mobilize.core.artifact import Artifact
+from mobilize.core.errors import BackendUnavailableError, ConfigError
 from mobilize.runtimes import RUNTIMES
 from mobilize.runtimes.base import RuntimeOptions
 from mobilize.sources.models import ModelSource, resolve_model
@@ -90,8 +90,8 @@ EXPORTER_OPTIONS: dict[str, dict] = {}  # per-exporter options for the contract 
 
 
 def test_every_recipe_and_plan_parses():
-    from mobilize.plan import builtin_plan_names, load_plan
-    from mobilize.recipe import builtin_recipe_names, load_recipe
+    from mobilize.plans.plan import builtin_plan_names, load_plan
+    from mobilize.pipeline.recipe import builtin_recipe_names, load_recipe
 
     assert "seed" in builtin_recipe_names() and "default" in builtin_plan_names()
     for name in builtin_recipe_names():
@@ -103,9 +103,9 @@ def test_every_recipe_and_plan_parses():
 @pytest.mark.parametrize("name", __import__("mobilize.exporters", fromlist=["EXPORTERS"]).EXPORTERS.names())
 def test_exporter_contract(name, tmp_path):
     from mobilize.exporters import EXPORTERS
-    from mobilize.context import Context
+    from mobilize.core.context import Context
     from mobilize.runtimes.base import open_session
-    from mobilize.sources.inputs import InputSpec
+    from mobilize.core.inputs import InputSpec
     from tests.conftest import INPUT_SHAPE
 
     cls = EXPORTERS.get(name)
@@ -152,9 +152,9 @@ PASS_EXCLUDED: dict[str, str] = {}
 def test_pass_contract(name):
     import copy
 
-    from mobilize.context import Context
+    from mobilize.core.context import Context
     from mobilize.passes import PASSES
-    from mobilize.sources.inputs import InputSpec
+    from mobilize.core.inputs import InputSpec
     from tests.conftest import INPUT_SHAPE
 
     if name in PASS_EXCLUDED:

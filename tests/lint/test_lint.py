@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mobilize.lint import LintConfig, Rule, Severity, lint, summary_dict
-from mobilize.sources.inputs import InputSpec
+from mobilize.core.inputs import InputSpec
 
 SMALL = [InputSpec((1, 3, 32, 32))]
 NO_TARGETS = LintConfig(targets=())

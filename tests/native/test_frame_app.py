@@ -17,10 +17,10 @@ from mobilize.camera import FrameConverter
 from mobilize.camera.frames import frame_config_for, parse_frame_spec
 from mobilize.native.app import FRAME_SPEC, emit_apps
 from mobilize.native.frames import bench_native_frames
-from mobilize.recipe import Recipe
+from mobilize.pipeline.recipe import Recipe
 from mobilize.runtimes.base import open_session
 from mobilize.sources.data import open_data
-from mobilize.sources.inputs import InputSpec
+from mobilize.core.inputs import InputSpec
 from mobilize.sources.models import resolve_model
 
 

@@ -20,12 +20,12 @@ import torch
 
 from mobilize.api import bench
 from mobilize.bench.harness import BenchConfig
-from mobilize.errors import BackendUnavailableError, ConfigError, UserError
+from mobilize.core.errors import BackendUnavailableError, ConfigError, UserError
 from mobilize.native import build as native_build
 from mobilize.native.runner import bench_native
 from mobilize.native.tensorfile import read_tensors, write_tensors
-from mobilize.recipe import Recipe
-from mobilize.sources.inputs import InputSpec
+from mobilize.pipeline.recipe import Recipe
+from mobilize.core.inputs import InputSpec
 
 SPEC = InputSpec((1, 3, 32, 32))
 QUICK = BenchConfig(warmup=1, iterations=3)

@@ -9,7 +9,7 @@ import pytest
 def test_aarch64_build_without_the_cross_compiler_is_a_one_line_refusal(monkeypatch, tmp_path):
     import sys
 
-    from mobilize.errors import BackendUnavailableError
+    from mobilize.core.errors import BackendUnavailableError
     from mobilize.native.cross import cross_toolchain, elf_machine
 
     monkeypatch.setenv("MOBILIZE_AARCH64_CXX", str(tmp_path / "no-such-g++"))

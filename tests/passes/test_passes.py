@@ -6,12 +6,12 @@ import pytest
 import torch
 from torch import nn
 
-from mobilize.errors import ConfigError, UnsupportedModelError
+from mobilize.core.errors import ConfigError, UnsupportedModelError
 from mobilize.passes import PASSES
-from mobilize.context import Context
+from mobilize.core.context import Context
 from mobilize.passes.quantize import QuantizeConfig
 from mobilize.sources.data import open_data
-from mobilize.sources.inputs import InputSpec
+from mobilize.core.inputs import InputSpec
 from mobilize.zoo import ZOO
 
 
@@ -237,7 +237,7 @@ def test_qat_fine_tunes_and_converts(digits_model):
 
 def test_unknown_engine_is_refused():
     with pytest.raises(ConfigError, match="bad engine 'arm'"):
-        from mobilize.config import build_config
+        from mobilize.core.config import build_config
 
         build_config(QuantizeConfig, {"engine": "arm"}, "quantize")
 

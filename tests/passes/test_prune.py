@@ -10,13 +10,13 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from mobilize.config import build_config
-from mobilize.context import Context
-from mobilize.errors import ConfigError
+from mobilize.core.config import build_config
+from mobilize.core.context import Context
+from mobilize.core.errors import ConfigError
 from mobilize.passes import PASSES
 from mobilize.passes.prune import PruneConfig
 from mobilize.sources.data import open_data
-from mobilize.sources.inputs import InputSpec
+from mobilize.core.inputs import InputSpec
 from mobilize.zoo import ZOO
 
 pytest.importorskip("torch_pruning")
@@ -124,8 +124,8 @@ def test_structured_prunes_concat_and_residual_consistently():
 def test_structured_model_exports_to_executorch_and_onnx_and_runs(tmp_path):
     """The built-in recipe prune-structured (+ an ONNX export) on the branchy model: both files load, run
     and match the pruned model."""
-    from mobilize.build import build, verify_artifact
-    from mobilize.recipe import Recipe, load_recipe
+    from mobilize.pipeline.build import build, verify_artifact
+    from mobilize.pipeline.recipe import Recipe, load_recipe
     from mobilize.runtimes.base import open_session
 
     recipe = load_recipe("prune-structured")
@@ -249,8 +249,8 @@ def test_options_are_checked_and_order_is_enforced():
 
 
 def test_recipes_and_the_compress_plan_load():
-    from mobilize.plan import load_plan
-    from mobilize.recipe import load_recipe
+    from mobilize.plans.plan import load_plan
+    from mobilize.pipeline.recipe import load_recipe
 
     for name, method in [("prune-structured", "structured"), ("prune-unstructured", "unstructured")]:
         recipe = load_recipe(name)

@@ -42,11 +42,11 @@ def sample() -> torch.Tensor:
 
 def export_pte(model: nn.Module, path_stem, **options):
     """Through mobilize's ExecuTorch exporter (so the .delegation.json side file is written)."""
-    from mobilize.context import Context
+    from mobilize.core.context import Context
     from mobilize.exporters import EXPORTERS
     from mobilize.backends.executorch.exporter import ExecuTorchConfig
     from mobilize.sources.data import open_data
-    from mobilize.sources.inputs import InputSpec
+    from mobilize.core.inputs import InputSpec
 
     data = open_data("sample-photos") if options.get("quantize") else None
     ctx = Context(input_specs=[InputSpec(SHAPE)], data=data)

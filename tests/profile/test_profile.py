@@ -35,7 +35,7 @@ def pool_ptes(tmp_path_factory):
 
 
 def _wall_ms(path, x, runs=15) -> float:
-    from mobilize.artifact import Artifact
+    from mobilize.core.artifact import Artifact
     from mobilize.runtimes.base import open_session
 
     with open_session(Artifact.from_file(path), threads=1) as s:

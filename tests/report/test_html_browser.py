@@ -110,7 +110,7 @@ def test_the_profile_of_a_model_fx_cannot_trace_adds_up_and_its_labels_fit(tmp_p
     """The per-layer MAC chart of a non-FX-traceable model (long module paths): its rows partition the total and
     every label stays inside the chart (the start of long labels was clipped)."""
     from mobilize.lint import LintConfig, lint_section
-    from mobilize.sources.inputs import InputSpec
+    from mobilize.core.inputs import InputSpec
     from tests.lint.test_lint import NotTraceable
 
     class Deep(NotTraceable):

@@ -8,8 +8,8 @@ import jsonschema
 import pytest
 
 from mobilize.bench.stats import BenchStats
-from mobilize.compare.results import VARIANT_JSON_SKIPS, VariantResult
-from mobilize.outcome import Outcome
+from mobilize.report.results import VARIANT_JSON_SKIPS, VariantResult
+from mobilize.core.outcome import Outcome
 from mobilize.report.json_report import json_type, schema
 
 

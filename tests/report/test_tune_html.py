@@ -17,7 +17,7 @@ from mobilize.report.tune_html import render_tune_html, write_tune_html
 def tune_report() -> dict:
     """A tune-report.json as :class:`mobilize.tune.TuneResult` writes it, from the real dataclasses."""
     from mobilize.accuracy.verify import Kind, Policy, Verdict
-    from mobilize.outcome import Outcome
+    from mobilize.core.outcome import Outcome
     from mobilize.profile.core import OpTime, TimeProfile
     from mobilize.tune import Candidate, TuneResult, onnx_recipe
     from mobilize.backends.onnxruntime.drift import LayerError

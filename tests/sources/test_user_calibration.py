@@ -10,11 +10,11 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from mobilize.build import build, verify_artifact
-from mobilize.context import Context
-from mobilize.recipe import load_recipe
+from mobilize.pipeline.build import build, verify_artifact
+from mobilize.core.context import Context
+from mobilize.pipeline.recipe import load_recipe
 from mobilize.sources.data import open_data
-from mobilize.sources.inputs import InputSpec
+from mobilize.core.inputs import InputSpec
 from tests.user_models import TOKENS, TwoInputEncoder, write_encoder_npz
 
 SPECS = [InputSpec((1, TOKENS), "int64"), InputSpec((1, TOKENS), "int64")]

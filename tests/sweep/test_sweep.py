@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import importlib
-from mobilize.errors import UserError
+from mobilize.core.errors import UserError
 from mobilize.cli.main import main as cli_main
 from mobilize.sweep import ModelJob, SweepConfig, sweep
 from mobilize.sweep.fingerprint import FingerprintMismatch, host_fingerprint, latency_ratio

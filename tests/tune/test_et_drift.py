@@ -74,10 +74,10 @@ def test_keeping_the_layer_float_meets_a_budget_plain_int8_misses(tuned):
 
 
 def test_exclude_keeps_the_modules_float_in_the_pte_and_the_recipe_rebuilds_it(trained, tuned, tmp_path):
-    from mobilize.artifact import Artifact
-    from mobilize.build import build
-    from mobilize.context import Context
-    from mobilize.recipe import dump_recipe, load_recipe
+    from mobilize.core.artifact import Artifact
+    from mobilize.pipeline.build import build
+    from mobilize.core.context import Context
+    from mobilize.pipeline.recipe import dump_recipe, load_recipe
     from mobilize.runtimes.base import open_session
     from mobilize.sources.data import open_data
 
@@ -105,10 +105,10 @@ def test_exclude_keeps_the_modules_float_in_the_pte_and_the_recipe_rebuilds_it(t
 
 
 def test_exclude_names_must_be_submodules(trained, tmp_path):
-    from mobilize.build import build
-    from mobilize.context import Context
-    from mobilize.errors import ConfigError
-    from mobilize.recipe import Recipe
+    from mobilize.pipeline.build import build
+    from mobilize.core.context import Context
+    from mobilize.core.errors import ConfigError
+    from mobilize.pipeline.recipe import Recipe
 
     recipe = Recipe.from_dict({"name": "x", "exports": [{"executorch": {"quantize": "int8", "exclude": ["conv_1"]}}]})
     with pytest.raises(ConfigError, match="no submodule named 'conv_1'.*") as err:

@@ -28,9 +28,9 @@ def plain_pair(trained, tmp_path_factory):
 
 
 def _onnx_pair(model, tmp_path):
-    from mobilize.build import build
-    from mobilize.context import Context
-    from mobilize.recipe import load_recipe
+    from mobilize.pipeline.build import build
+    from mobilize.core.context import Context
+    from mobilize.pipeline.recipe import load_recipe
     from mobilize.sources.data import open_data
 
     fp32 = build(model, load_recipe("onnx-fp32"), Context(input_specs=[SPEC]), tmp_path / "fp32").artifacts[0]
@@ -78,9 +78,9 @@ def test_hostile_layer_is_localised_on_the_onnx_route(trained, plain_pair, tmp_p
 
 
 def _rebuilt_outputs(model, recipe_path, tmp_path, samples):
-    from mobilize.build import build
-    from mobilize.context import Context
-    from mobilize.recipe import load_recipe
+    from mobilize.pipeline.build import build
+    from mobilize.core.context import Context
+    from mobilize.pipeline.recipe import load_recipe
     from mobilize.runtimes.base import open_session
     from mobilize.sources.data import open_data
 
@@ -91,7 +91,7 @@ def _rebuilt_outputs(model, recipe_path, tmp_path, samples):
 
 
 def _outputs(path, samples):
-    from mobilize.artifact import Artifact
+    from mobilize.core.artifact import Artifact
     from mobilize.runtimes.base import open_session
 
     with open_session(Artifact.from_file(path), threads=1) as s:
@@ -99,7 +99,7 @@ def _outputs(path, samples):
 
 
 def test_exclusion_keeps_the_hostile_layer_in_float_and_meets_the_budget(trained, tmp_path):
-    from mobilize.recipe import dump_recipe
+    from mobilize.pipeline.recipe import dump_recipe
     from mobilize.tune import tune
 
     h = hostile(trained)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from mobilize.sources.inputs import InputSpec
+from mobilize.core.inputs import InputSpec
 
 SPEC = InputSpec((1, 3, 8, 8))
 

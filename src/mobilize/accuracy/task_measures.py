@@ -29,7 +29,7 @@ import math
 from typing import Any, Sequence
 
 from mobilize.accuracy.metrics import as_float64
-from mobilize.errors import UnsupportedModelError
+from mobilize.core.errors import UnsupportedModelError
 
 SCORE_THRESHOLD = 0.25
 """Detection: boxes scored below this are not detections (YOLO's default confidence threshold)."""

@@ -39,7 +39,7 @@ from typing import Any, Callable, Sequence
 
 from mobilize.accuracy import task_measures
 from mobilize.accuracy.metrics import Comparison, as_float64
-from mobilize.errors import ConfigError, UserError
+from mobilize.core.errors import ConfigError, UserError
 
 
 class Task(enum.StrEnum):
@@ -80,7 +80,7 @@ class TaskChoice:
 def guess_task(reference: Sequence[Sequence[Any]], labels: Sequence[int] | None = None,
                names: Sequence[str] | None = None) -> TaskChoice:
     """The task the float model's outputs look like (first sample's shapes, output names, values)."""
-    from mobilize.sources.inputs import shape_text
+    from mobilize.core.inputs import shape_text
 
     first = [as_float64(t) for t in reference[0]]
     shapes = [tuple(t.shape) for t in first]
@@ -195,7 +195,7 @@ def measure_task(task: Task | str, candidate, reference, labels, metric: Callabl
 
 def call_metric(fn: Callable, name: str, outputs, reference_outputs, labels) -> float:
     """The user's metric on these outputs; anything it raises or returns other than a finite number is the user's."""
-    from mobilize.errors import headline, translate_errors
+    from mobilize.core.errors import headline, translate_errors
 
     with translate_errors(UserError, f"--metric {name}",  # the user's own code: what it raises is theirs to fix
                           message=lambda exc: f"--metric {name} raised {type(exc).__name__}: {headline(exc)}"):
@@ -227,7 +227,7 @@ def load_metric(spec: str) -> Callable:
     if module_spec is None or module_spec.loader is None:
         raise ConfigError(f"--metric file {file} is not a Python file")
     module = importlib.util.module_from_spec(module_spec)
-    from mobilize.errors import headline, translate_errors
+    from mobilize.core.errors import headline, translate_errors
 
     failed = lambda exc: f"importing --metric file {file} failed: {type(exc).__name__}: {headline(exc)}"  # noqa: E731
     with translate_errors(UserError, f"importing --metric file {file}", message=failed):  # the user's own file

@@ -19,8 +19,8 @@ import math
 from typing import Any, Sequence
 
 from mobilize.accuracy.metrics import Comparison, as_float64, compare_outputs
-from mobilize.errors import ConfigError
-from mobilize.outcome import Outcome
+from mobilize.core.errors import ConfigError
+from mobilize.core.outcome import Outcome
 
 __all__ = ["Kind", "Policy", "Verdict", "Assessment", "assess", "judge", "judge_budget", "judge_task", "judge_steps", "verify_close", "compare_outputs",
            "DEFAULT_POLICY", "degenerate_reference", "against_both", "FIDELITY", "QUALITY"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from mobilize.errors import BackendUnavailableError, ConfigError
+from mobilize.core.errors import BackendUnavailableError, ConfigError
 
 __all__ = ["require_arm64", "report_lines", "verify_file", "kind_of"]
 
@@ -71,10 +71,10 @@ def verify_file(path: str, *, model: str | None = None, data: str | None = None,
     from mobilize.accuracy.verify import DEFAULT_POLICY
     from mobilize.arm64.run import run_child
     from mobilize.arm64.verdict import check_outputs
-    from mobilize.artifact import Artifact
+    from mobilize.core.artifact import Artifact
     from mobilize.runtimes.base import flatten_outputs
     from mobilize.sources.data import dataclass_replace_batch, open_data
-    from mobilize.sources.inputs import make_random_inputs
+    from mobilize.core.inputs import make_random_inputs
 
     require_arm64(cpu)
     policy = policy or DEFAULT_POLICY

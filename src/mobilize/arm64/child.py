@@ -57,8 +57,8 @@ def run(folder: Path) -> dict:
     import numpy as np
     import torch
 
-    from mobilize.artifact import Artifact
-    from mobilize.errors import UserError, third_party_failure, typed_headline
+    from mobilize.core.artifact import Artifact
+    from mobilize.core.errors import UserError, third_party_failure, typed_headline
     from mobilize.runtimes.base import open_session
 
     request = json.loads((folder / "request.json").read_text())

@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 
 from mobilize.arm64.run import check_cpu, missing, run_children
 from mobilize.arm64.verdict import check_outputs, failed_check, flag
-from mobilize.errors import UserError
+from mobilize.core.errors import UserError
 
 DEFAULT_SAMPLES = 64
 """Samples per variant under emulation (the first of compare's accuracy samples): 0.1-0.5 s each on QEMU."""

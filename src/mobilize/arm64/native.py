@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from mobilize.arm64.run import CPU_MODELS, DEFAULT_CPU, describe_cpu, root_dir
-from mobilize.errors import ConfigError, InternalError, UserError
+from mobilize.core.errors import ConfigError, InternalError, UserError
 
 LIBRARY_PATH = "/opt/mobilize/site/torch/lib:/opt/mobilize/site/executorch/lib"
 """Where the root's aarch64 wheels keep the runtimes' shared libraries."""
@@ -84,7 +84,7 @@ def bench_native_arm64(reference: str, config=None, *, cpu: str = DEFAULT_CPU,
     from mobilize.arm64 import require_arm64
     from mobilize.bench.harness import BenchConfig
     from mobilize.bench.stats import BenchStats
-    from mobilize.checks import default_threads
+    from mobilize.core.checks import default_threads
     from mobilize.native.cross import build_binary_aarch64
     from mobilize.native.runner import FAMILY_FOR_FORMAT, input_args, native_target, run_binary
     from mobilize.report.json_report import SCHEMA_VERSION
@@ -211,7 +211,7 @@ def apps_on_arm64(apps, *, cpu: str = DEFAULT_CPU, echo: Callable[[str], None] =
     """``optimize --emit-app DIR --target arm64``: each app built for aarch64 and run once under QEMU; returns the
     runs and notes for the apps that could not be (no arm64 root, a failed build), each saying why."""
     from mobilize.arm64.run import missing
-    from mobilize.errors import BackendUnavailableError
+    from mobilize.core.errors import BackendUnavailableError
 
     why = missing()
     if why:

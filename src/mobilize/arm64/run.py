@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
-from mobilize.errors import BackendUnavailableError, UserError
+from mobilize.core.errors import BackendUnavailableError, UserError
 
 CPU_MODELS = {
     "cortex-a76": "Armv8.2-A: fp16 arithmetic and dotprod, no i8mm (Raspberry Pi 5; phones' big cores 2019-2022)",
@@ -47,7 +47,9 @@ BINFMT = Path("/proc/sys/fs/binfmt_misc/qemu-aarch64")
 
 
 def root_dir() -> Path:
-    return Path(os.environ.get("MOBILIZE_ARM64_ROOT") or Path.home() / ".cache" / "mobilize" / "arm64")
+    from mobilize.core.paths import arm64_root
+
+    return arm64_root()
 
 
 def missing() -> str | None:
@@ -66,7 +68,7 @@ def missing() -> str | None:
 
 def check_cpu(cpu: str) -> str:
     if cpu not in CPU_MODELS:
-        from mobilize.registry import did_you_mean
+        from mobilize.core.registry import did_you_mean
 
         raise UserError(f"unknown arm64 CPU model '{cpu}'; {did_you_mean(cpu, list(CPU_MODELS))}")
     return cpu

@@ -20,8 +20,8 @@ from typing import Any, Sequence
 
 from mobilize.accuracy.metrics import compare_outputs
 from mobilize.accuracy.verify import DEFAULT_POLICY, Policy, Verdict, assess
-from mobilize.errors import InternalError
-from mobilize.outcome import Outcome
+from mobilize.core.errors import InternalError
+from mobilize.core.outcome import Outcome
 
 __all__ = ["Arm64Check", "check_outputs", "failed_check", "flag", "judge_outputs", "summary"]
 

@@ -2,7 +2,7 @@
 
 Nothing outside a backend imports its modules: exporters and runtimes are found through the
 ``EXPORTERS`` and ``RUNTIMES`` views over these descriptors, and lint, profile, tune, bench and
-the native runners ask the lookups in :mod:`mobilize.backends.base`.  Adding an engine is one new folder.
+the native runners ask the lookups in :mod:`mobilize.core.backend`.  Adding an engine is one new folder.
 
     >>> sorted(BACKENDS.names())
     ['eager', 'executorch', 'litert', 'nnapi', 'onnxruntime', 'openvino', 'torchscript']
@@ -10,7 +10,7 @@ the native runners ask the lookups in :mod:`mobilize.backends.base`.  Adding an 
     ('executorch', 'onnxruntime')
 """
 
-from mobilize.backends.base import (  # noqa: F401  (the package's public face)
+from mobilize.core.backend import (  # noqa: F401  (the package's public face)
     BACKENDS, Backend, all_backends, entries, suffixes, format_for_suffix, claim,
     backend_for_format, formats, default_runtime, side_files, checker_for, profiler_for,
     profilable_formats, lint_targets, drift_for, tool,

@@ -110,7 +110,7 @@ def timed_loop(fn: Callable[[Any], Any], native: Any, iterations: int) -> tuple[
 def benchmark(session: Any, inputs: Sequence[Any], config: BenchConfig = BenchConfig(),
               echo: Callable[[str], None] = print) -> BenchResult:
     if config.iterations < 1:
-        from mobilize.errors import ConfigError
+        from mobilize.core.errors import ConfigError
 
         raise ConfigError(f"--iter must be at least 1, got {config.iterations}")
     echo("Starting benchmark.")

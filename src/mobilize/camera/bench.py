@@ -24,7 +24,7 @@ import numpy as np
 
 from mobilize.bench.harness import BenchConfig, peak_rss_mb
 from mobilize.bench.stats import BenchStats
-from mobilize.errors import ConfigError
+from mobilize.core.errors import ConfigError
 from mobilize.runtimes.base import open_session, session_class
 from mobilize.sources.models import resolve_model
 
@@ -75,7 +75,7 @@ def top_k(outputs: list, k: int = TOP_K) -> list[tuple[int, float]]:
 def bench_frames(reference: str, config: BenchConfig = BenchConfig(), *, spec: FrameSpec, source: str | None = None,
                  resize: str = "nearest", echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Time frame -> input -> inference -> top-k; the report of ``mobilize.api.bench`` with a ``frames`` block."""
-    from mobilize.checks import check_at_least, check_threads, default_threads
+    from mobilize.core.checks import check_at_least, check_threads, default_threads
     from mobilize.report.json_report import SCHEMA_VERSION
 
     check_threads(config.threads)
@@ -104,7 +104,7 @@ def bench_frames(reference: str, config: BenchConfig = BenchConfig(), *, spec: F
         details = session.details()
     finally:
         session.close()
-    from mobilize.artifact import artifact_size_bytes
+    from mobilize.core.artifact import artifact_size_bytes
     from mobilize.sources.models import module_size_bytes
 
     path = getattr(target, "path", None)

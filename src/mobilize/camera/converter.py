@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from mobilize.errors import UserError
+from mobilize.core.errors import UserError
 
 from .config import FrameConfig, Layout, OutputDtype, OutputLayout
 from .plan import Plan, build_plan

@@ -2,7 +2,7 @@
 frames, or a synthetic moving pattern), and the `FrameConfig` that turns them into a model's input.
 
     >>> from mobilize.camera.frames import parse_frame_spec, frame_config_for
-    >>> from mobilize.sources.inputs import InputSpec, MemoryFormat
+    >>> from mobilize.core.inputs import InputSpec, MemoryFormat
     >>> spec = parse_frame_spec("nv21:1920x1080:90")
     >>> spec
     FrameSpec(layout='nv21', width=1920, height=1080, rotation=90)
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mobilize.errors import ConfigError, UserError
-from mobilize.sources.inputs import InputSpec, MemoryFormat
+from mobilize.core.errors import ConfigError, UserError
+from mobilize.core.inputs import InputSpec, MemoryFormat
 
 from .config import IMAGENET_MEAN, IMAGENET_STD, FrameConfig, Layout
 from .encode import encode_frame, moving_pattern

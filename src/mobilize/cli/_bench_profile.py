@@ -29,7 +29,7 @@ def add_profile(report: dict[str, Any], reference: str, args: argparse.Namespace
     from mobilize.api import _choose_inputs
     from mobilize.profile import profile_file
     from mobilize.runtimes.base import open_session
-    from mobilize.sources.inputs import parse_input_specs
+    from mobilize.core.inputs import parse_input_specs
     from mobilize.sources.models import resolve_model
 
     specs = parse_input_specs(args.input_dims, args.input_type, args.input_memory_format) if args.input_dims else None

@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-from mobilize.artifact import atomic_write_text
+from mobilize.core.artifact import atomic_write_text
 from mobilize.cli.inputs import add_input_flags, bound_args_from_args, input_specs_from_args
 
 
@@ -77,8 +77,8 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from mobilize.api import bench
     from mobilize.bench.harness import BenchConfig
-    from mobilize.checks import check_at_least, check_threads
-    from mobilize.errors import ConfigError
+    from mobilize.core.checks import check_at_least, check_threads
+    from mobilize.core.errors import ConfigError
 
     reference = args.model_pos or args.model
     if args.from_log:
@@ -161,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
 def _check_on(args: argparse.Namespace) -> None:
     """``--on arm64`` runs the aarch64 build of the native benchmark; what it cannot combine with, in one line."""
     from mobilize.arm64.run import check_cpu
-    from mobilize.errors import ConfigError
+    from mobilize.core.errors import ConfigError
 
     if not args.native:
         raise ConfigError("--on arm64 runs the native benchmark built for aarch64: add --native",
@@ -176,14 +176,14 @@ def _refuse_unmeasured(reference: str, runtime: str | None) -> None:
     """A runtime that only checks numbers on this host (``measures_latency = False``) gives no latency figure."""
     from pathlib import Path
 
-    from mobilize.errors import ConfigError
+    from mobilize.core.errors import ConfigError
     from mobilize.runtimes import RUNTIMES
     from mobilize.runtimes.base import runtime_for
 
     if runtime is None and not Path(reference).is_file():
         return
     if runtime is None:
-        from mobilize.artifact import Artifact
+        from mobilize.core.artifact import Artifact
 
         cls = runtime_for(Artifact.from_file(reference).format)
     else:

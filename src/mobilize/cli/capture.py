@@ -18,8 +18,7 @@ class CapturedLog:
     def tail(self, lines: int = 3) -> list[str]:
         if self.path is None or not self.path.is_file():
             return []
-        from mobilize import noise
-
+        from mobilize.core import noise
         return noise.tail(self.path.read_text(errors="replace").splitlines(), lines)
 
 

@@ -2,14 +2,14 @@
 the model reference (built in a child process for a user's code, so a crash in its constructor is
 one line), its input shapes, and each data source (readable, not empty, labelled where the budget
 needs labels, shaped for the model).  Output paths are checked by ``main`` from each command's
-``outputs`` declaration; numbers by :mod:`mobilize.checks`.
+``outputs`` declaration; numbers by :mod:`mobilize.core.checks`.
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from mobilize.errors import ConfigError
+from mobilize.core.errors import ConfigError
 
 MODEL_CHECK_TIMEOUT_S = 300.0
 """How long building a user's model may take in the check's child process."""
@@ -18,7 +18,7 @@ MODEL_CHECK_TIMEOUT_S = 300.0
 def check_model(reference: str, *, command: str, input_specs: Sequence[Any] = (), trust_pickle: bool = False,
                 pytorch_only: bool = False, bound_args: dict[str, Any] | None = None) -> tuple[list[Any], list[str]]:
     """The model's input specs (``input_specs`` if given, else its own) and forward input names."""
-    from mobilize.sources.facts import model_facts_isolated
+    from mobilize.plans.facts import model_facts_isolated
 
     facts = model_facts_isolated(reference, trust_pickle, len(input_specs), MODEL_CHECK_TIMEOUT_S,
                                  bound_args=bound_args)
@@ -35,7 +35,7 @@ def check_data(reference: str, flag: str, specs: Sequence[Any], names: Sequence[
                labelled_for: str | None = None) -> None:
     """``reference`` opens, has samples, has labels when ``labelled_for`` (the option that needs them) is
     given, and feeds inputs shaped for ``specs``."""
-    from mobilize.sources.facts import check_data_fits
+    from mobilize.plans.facts import check_data_fits
     from mobilize.sources.data import open_data
 
     source = open_data(reference)

@@ -68,10 +68,10 @@ def run(args: argparse.Namespace) -> int:
 
     from mobilize.accuracy.verify import Policy
     from mobilize.api import compare
-    from mobilize.checks import check_threads
+    from mobilize.core.checks import check_threads
     from mobilize.cli.progress import Progress
     from mobilize.compare.runner import CompareConfig, ReferenceFailed
-    from mobilize.outcome import Outcome
+    from mobilize.core.outcome import Outcome
     from mobilize.report.terminal import format_table, summary_lines
 
     check_threads(args.threads, "--threads")

@@ -50,8 +50,8 @@ def task_from_args(args: argparse.Namespace) -> tuple[str | None, str | None]:
 
 def input_specs_from_args(args: argparse.Namespace) -> list | None:
     """The specs ``--input_dims`` / ``--input_type`` give, or None when the model's own are to be used."""
-    from mobilize.errors import ConfigError
-    from mobilize.sources.inputs import parse_input_specs
+    from mobilize.core.errors import ConfigError
+    from mobilize.core.inputs import parse_input_specs
 
     if getattr(args, "input_type", None) and not args.input_dims:
         raise ConfigError("--input_type needs --input_dims", hint='e.g. --input_dims "1,128;1,128" --input_type '
@@ -63,6 +63,6 @@ def input_specs_from_args(args: argparse.Namespace) -> list | None:
 
 
 def bound_args_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    from mobilize.sources.inputs import parse_bound_args
+    from mobilize.core.inputs import parse_bound_args
 
     return parse_bound_args(getattr(args, "bound_input", None))

@@ -49,10 +49,10 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mobilize.artifact import atomic_write_text
+    from mobilize.core.artifact import atomic_write_text
     from mobilize.cli.check import check_data, check_model
-    from mobilize.errors import ConfigError
-    from mobilize.isolate import run_isolated
+    from mobilize.core.errors import ConfigError
+    from mobilize.pipeline.isolate import run_isolated
     from mobilize.lint import LintConfig, parse_targets
     from mobilize.lint.terminal import format_report
     from mobilize.cli.inputs import bound_args_from_args, input_specs_from_args

@@ -30,15 +30,15 @@ def entries(kind: str) -> list[tuple[str, str]]:
                  + (" (the default model)" if n == DEFAULT_MODEL and "default model" not in ZOO.get(n).description
                     else "")) for n in ZOO.names()]
     if kind == "recipes":
-        from mobilize.recipe import builtin_recipe_names, load_recipe
+        from mobilize.pipeline.recipe import builtin_recipe_names, load_recipe
 
         return [(n, load_recipe(n).description) for n in builtin_recipe_names()]
     if kind == "plans":
-        from mobilize.plan import builtin_plan_names, load_plan
+        from mobilize.plans.plan import builtin_plan_names, load_plan
 
         return [(n, load_plan(n).description) for n in builtin_plan_names()]
     if kind == "targets":
-        from mobilize.target import TARGETS, Target
+        from mobilize.core.target import TARGETS, Target
 
         return [(n, Target.parse(n).describe()) for n in TARGETS]
     from mobilize.exporters import EXPORTERS

@@ -13,7 +13,7 @@ import sys
 import traceback
 from typing import Sequence
 
-from mobilize.errors import InternalError, MobilizeError
+from mobilize.core.errors import InternalError, MobilizeError
 
 SUBCOMMANDS = ("bench", "optimize", "compare", "list", "lint", "sweep", "tune", "verify")
 
@@ -63,9 +63,9 @@ def _main(argv: list[str]) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    from mobilize.paths import Outputs
+    from mobilize.core.paths import Outputs
 
-    from mobilize.noise import filtered_terminal
+    from mobilize.core.noise import filtered_terminal
 
     outputs = Outputs()
     with filtered_terminal(enabled=not (debug or getattr(args, "verbose", False))):
@@ -100,7 +100,7 @@ def _dispatch(args: argparse.Namespace, outputs, debug: bool) -> int:
 
 
 def _child_traceback(exc: BaseException) -> None:
-    """An error raised in a child process (mobilize.isolate) carries the child's traceback."""
+    """An error raised in a child process (mobilize.pipeline.isolate) carries the child's traceback."""
     trace = getattr(exc, "child_traceback", None)
     if trace:
         print(f"In the child process:\n{trace}", file=sys.stderr, end="")
@@ -109,12 +109,12 @@ def _child_traceback(exc: BaseException) -> None:
 def _terminate_like_interrupt() -> None:
     """SIGTERM (what `timeout` and CI cancellation send) is handled like Ctrl-C: the work in flight is
     recorded as interrupted, temporary files are removed, and the command says where its results are.
-    One handler for both (:func:`mobilize.process.on_interrupt`), installed before anything else, so an
+    One handler for both (:func:`mobilize.pipeline.process.on_interrupt`), installed before anything else, so an
     interrupt is never lost in a window and never cuts the start of a child process in two."""
     import signal
     import threading
 
-    from mobilize.process import on_interrupt
+    from mobilize.pipeline.process import on_interrupt
 
     if threading.current_thread() is not threading.main_thread():
         return
@@ -125,7 +125,7 @@ def _terminate_like_interrupt() -> None:
 
 def _internal(exc: BaseException, debug: bool) -> int:
     """A bug in mobilize: one line that says so, exit 1; the traceback with --debug."""
-    from mobilize.errors import headline
+    from mobilize.core.errors import headline
 
     if debug:
         traceback.print_exc()

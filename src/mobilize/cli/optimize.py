@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from mobilize.api import optimize
-    from mobilize.artifact import atomic_write_text
+    from mobilize.core.artifact import atomic_write_text
     from mobilize.cli.capture import capture_stderr
     from mobilize.cli.progress import Progress
 

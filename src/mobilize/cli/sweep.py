@@ -50,9 +50,9 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from mobilize.checks import check_at_least
+    from mobilize.core.checks import check_at_least
     from mobilize.cli.progress import Progress
-    from mobilize.errors import ConfigError
+    from mobilize.core.errors import ConfigError
     from mobilize.sweep import SweepConfig, sweep
     from mobilize.sweep.index import format_table
     from mobilize.sweep.jobs import ModelEntry, ModelJob, parse_models_text

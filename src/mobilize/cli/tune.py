@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from mobilize.cli.inputs import add_input_flags, add_task_flags
-from mobilize.errors import ConfigError
+from mobilize.core.errors import ConfigError
 from mobilize.tune.prune import FINETUNE_MAX_STEPS
 
 
@@ -70,11 +70,11 @@ def run(args: argparse.Namespace) -> int:
 
     from mobilize.accuracy.verify import Policy
     from mobilize.api import calibration_for, model_stem
-    from mobilize.artifact import atomic_write_text
-    from mobilize.checks import check_at_least, check_positive
+    from mobilize.core.artifact import atomic_write_text
+    from mobilize.core.checks import check_at_least, check_positive
     from mobilize.cli.check import check_data, check_model
     from mobilize.cli.inputs import bound_args_from_args, input_specs_from_args, task_from_args
-    from mobilize.isolate import run_isolated
+    from mobilize.pipeline.isolate import run_isolated
     from mobilize.tune import candidate_recipes, format_layers
 
     # Everything a user can get wrong is checked here, before the float model is built and evaluated.
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--runtimes is empty", hint="choose from: onnxruntime, executorch, litert")
     candidate_recipes(runtimes)
     task, metric = task_from_args(args)
-    from mobilize.target import Target
+    from mobilize.core.target import Target
     from mobilize.tune.prune import parse_levels
 
     prune = parse_levels(args.prune) if args.prune is not None else ()

@@ -46,8 +46,8 @@ def run(args: argparse.Namespace) -> int:
     from mobilize.accuracy.verify import Policy
     from mobilize.arm64 import verify_file
     from mobilize.arm64.verdict import summary
-    from mobilize.artifact import atomic_write_text
-    from mobilize.checks import check_at_least, check_positive
+    from mobilize.core.artifact import atomic_write_text
+    from mobilize.core.checks import check_at_least, check_positive
 
     check_at_least(args.samples, 1, "--samples")
     check_positive(args.timeout, "--timeout", " seconds")

@@ -44,7 +44,7 @@ def write_bundle(path: str, target: Any, specs: list, outputs: list) -> str:
 
     import torch
 
-    from mobilize.errors import typed_headline
+    from mobilize.core.errors import typed_headline
 
     module = getattr(target, "module", None)
     pickled = None
@@ -68,11 +68,11 @@ class _Hosted:
     def __init__(self, job: Job):
         import torch
 
-        from mobilize.artifact import Artifact
+        from mobilize.core.artifact import Artifact
         from mobilize.compare.timing import read_inputs
-        from mobilize.plan import Variant
+        from mobilize.plans.plan import Variant
         from mobilize.runtimes.base import open_session
-        from mobilize.sources.inputs import InputSpec, apply_memory_format
+        from mobilize.core.inputs import InputSpec, apply_memory_format
         from mobilize.sources.models import ModelSource
 
         bundle = torch.load(job.timing_bundle, weights_only=True)  # written by this run's own checking worker
@@ -117,7 +117,7 @@ def _restore_module_state(module) -> None:
 
 
 def _same_outputs(got: list, expected: list) -> None:
-    from mobilize.errors import InternalError
+    from mobilize.core.errors import InternalError
 
     scale = max((float(e.abs().max()) for e in expected if e.numel()), default=0.0)
     diff = max((float((g.float() - e.float()).abs().max()) for g, e in zip(got, expected) if e.numel()), default=0.0)
@@ -155,7 +155,7 @@ def serve_host(conn, job: Job, enter: Callable[[str], None]) -> None:
 def _answer(conn, name: str, stage: str, work: Callable[[], Any]) -> Any:
     """``work()``, or a ``HostedFailed`` for this variant alone: the host is a process boundary for each variant
     it holds (as :func:`mobilize.compare.worker.main` is for its one), so its other variants go on."""
-    from mobilize.errors import MobilizeError, headline, is_bug
+    from mobilize.core.errors import MobilizeError, headline, is_bug
 
     try:
         return work()
@@ -206,7 +206,7 @@ class TimingHost:
             self.worker.kill()
             raise StageFailure(exc.outcome, "bench", f"timing failed: {self.death}", exc.trace, exc.internal) from None
         if isinstance(msg, HostedFailed):
-            from mobilize.outcome import Outcome
+            from mobilize.core.outcome import Outcome
 
             raise StageFailure(Outcome.for_stage(msg.stage), msg.stage, msg.message, msg.trace, msg.internal)
         return msg

@@ -25,7 +25,7 @@ class TimingMemory:
         self.processes: dict[int, dict[str, Any]] = {}
 
     def sample(self, workers: dict[str, Any]) -> None:
-        """``workers``: variant name -> its timing worker (anything with ``child``, a :class:`mobilize.process.Child`)."""
+        """``workers``: variant name -> its timing worker (anything with ``child``, a :class:`mobilize.pipeline.process.Child`)."""
         now = 0.0
         seen: set[int] = set()
         for name, w in workers.items():

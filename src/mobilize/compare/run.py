@@ -6,11 +6,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Sequence
 
-from mobilize.checks import default_threads
-from mobilize.errors import ConfigError
-from mobilize.paths import check_output_dir
+from mobilize.core.checks import default_threads
+from mobilize.core.errors import ConfigError
+from mobilize.core.paths import check_output_dir
 from mobilize.report.json_report import SCHEMA_VERSION
-from mobilize.sources.facts import calibration_for, check_data_fits, default_data, model_facts_isolated
+from mobilize.plans.facts import calibration_for, check_data_fits, default_data, model_facts_isolated
 
 
 def compare(model: str | None = None, plan: Any = "default", config: Any = None, *, variants: Sequence[str] = (),
@@ -22,12 +22,12 @@ def compare(model: str | None = None, plan: Any = "default", config: Any = None,
     import datetime
 
     import mobilize
-    from mobilize.checks import check_at_least, check_positive, check_threads
+    from mobilize.core.checks import check_at_least, check_positive, check_threads
     from mobilize.compare.runner import CompareConfig, run_plan
-    from mobilize.paths import remove_previous
-    from mobilize.plan import Plan, load_plan
+    from mobilize.core.paths import remove_previous
+    from mobilize.plans.plan import Plan, load_plan
     from mobilize.report.json_report import write_reports
-    from mobilize.target import Target, host_cpu
+    from mobilize.core.target import Target, host_cpu
     from mobilize.zoo import DEFAULT_MODEL
 
     cfg = config or CompareConfig(model="")
@@ -44,7 +44,7 @@ def compare(model: str | None = None, plan: Any = "default", config: Any = None,
     facts = model_facts_isolated(model, cfg.trust_pickle, len(cfg.input_specs), cfg.timeout_s, dict(cfg.bound_args))
     plan_notes: list[str] = []
     if facts["format"] != "eager":  # a file made elsewhere is the reference; the variants are what builds from it
-        from mobilize.plan_file import plan_for_file
+        from mobilize.plans.file import plan_for_file
 
         plan, left_out = plan_for_file(plan, facts["format"])
         plan_notes = [f"plan: left out {names}: {why}" for names, why in left_out]
@@ -91,8 +91,8 @@ def compare(model: str | None = None, plan: Any = "default", config: Any = None,
 
 
 def _fit_default_plan(plan: Any, facts: dict[str, Any], specs: Sequence[Any]) -> tuple[Any, list[str]]:
-    """The default plan fitted to the model (:mod:`mobilize.plan_fit`), and notes saying what changed and why."""
-    from mobilize.plan_fit import fit_plan
+    """The default plan fitted to the model (:mod:`mobilize.plans.fit`), and notes saying what changed and why."""
+    from mobilize.plans.fit import fit_plan
 
     before = {v.name for v in plan.variants}
     fitted, left_out = fit_plan(plan, {"layers": facts.get("layers"), "input_types": [s.dtype for s in specs],

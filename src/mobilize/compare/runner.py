@@ -23,12 +23,12 @@ from mobilize.compare.messages import (
 from mobilize.compare.host import TimingHost
 from mobilize.compare.memory import TimingMemory
 from mobilize.compare.timing import lean_runtime
-from mobilize.compare.results import VariantResult
+from mobilize.report.results import VariantResult
 from mobilize.compare.stages import StageSeconds
-from mobilize.errors import InternalError, UserError
-from mobilize.outcome import Outcome
-from mobilize.paths import make_temp_dir, remove_stale
-from mobilize.process import Child, Lost
+from mobilize.core.errors import InternalError, UserError
+from mobilize.core.outcome import Outcome
+from mobilize.core.paths import make_temp_dir, remove_stale
+from mobilize.pipeline.process import Child, Lost
 
 
 Progress = Callable[[int, int, str], None]
@@ -92,7 +92,7 @@ class StageFailure(Exception):
 
 
 class Worker:
-    """A compare worker: a :class:`~mobilize.process.Child` running ``compare.worker.main`` (or the lean timing
+    """A compare worker: a :class:`~mobilize.pipeline.process.Child` running ``compare.worker.main`` (or the lean timing
     worker), its stderr in the job's log; ``expect`` waits for a message type within a deadline."""
 
     def __init__(self, job: Job, on_start: Callable[["Worker"], None] = lambda worker: None, target: Any = None):

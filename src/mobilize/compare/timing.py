@@ -34,9 +34,9 @@ def time_file(conn, job: Job, enter: Callable[[str], None]) -> None:
     """Load ``job.artifact`` in its runtime, run it once on the saved inputs, then serve timed rounds.
 
     In a ``time`` job nothing here imports torch (``TimerReady.torch_loaded`` says whether anything did)."""
-    from mobilize.artifact import Artifact
+    from mobilize.core.artifact import Artifact
     from mobilize.bench.harness import peak_rss_mb
-    from mobilize.plan import Variant
+    from mobilize.plans.plan import Variant
     from mobilize.runtimes.base import open_session
 
     enter("load")

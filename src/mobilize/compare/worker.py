@@ -4,7 +4,7 @@ Runs in a spawned process so a crash or hang in a runtime cannot take the sweep 
 the parent which stage it is in before entering it, so a crash is attributed to the right
 stage.  The float model is materialised once, by the reference job, whose weights every other
 job loads: a model initialised at random gives every variant the same weights.  Third-party
-stderr noise goes to the worker's log file (:class:`mobilize.process.Child` sends it there); its
+stderr noise goes to the worker's log file (:class:`mobilize.pipeline.process.Child` sends it there); its
 tail joins the note of a failed stage.
 """
 
@@ -16,7 +16,7 @@ import traceback
 from typing import Any
 
 from mobilize.compare.messages import Built, Failed, Job, LintDone, Ready, ReferenceDone, Stage
-from mobilize.runtime_options import one_thread
+from mobilize.core.runtime_options import one_thread
 
 
 def main(conn, job: Job) -> None:
@@ -64,7 +64,7 @@ def main(conn, job: Job) -> None:
         else:
             serve(conn, job, enter)
     except BaseException as exc:  # the process boundary: everything goes to the parent with its stage
-        from mobilize.errors import MobilizeError, headline, is_bug
+        from mobilize.core.errors import MobilizeError, headline, is_bug
 
         internal = is_bug(exc)
         text = str(exc) if isinstance(exc, MobilizeError) else f"{type(exc).__name__}: {headline(exc)}"
@@ -77,7 +77,7 @@ def main(conn, job: Job) -> None:
 
 
 def _specs(job: Job):
-    from mobilize.sources.inputs import InputSpec
+    from mobilize.core.inputs import InputSpec
 
     return [InputSpec.from_json(s) for s in job.input_specs]
 
@@ -89,7 +89,7 @@ def accuracy_set(job: Job) -> tuple[list[list], list[int] | None]:
     import torch
 
     from mobilize.sources.data import dataclass_replace_batch, open_data
-    from mobilize.sources.inputs import make_random_inputs
+    from mobilize.core.inputs import make_random_inputs
 
     cache = _accuracy_cache(job)
     if cache is not None and cache.exists():
@@ -163,7 +163,7 @@ def make_reference(job: Job) -> tuple[ReferenceDone, Any]:
         raw = [source.module(*x) for x in xs]
     outs = [[t.detach().float().clone() for t in flatten_outputs(r)] for r in raw]
     if not outs or not outs[0]:
-        from mobilize.errors import UnsupportedModelError
+        from mobilize.core.errors import UnsupportedModelError
 
         raise UnsupportedModelError("the model returned no tensors", hint="forward must return a tensor, a tuple "
                                                                            "or a dict of tensors")
@@ -200,7 +200,7 @@ def _file_reference(source, job: Job, xs: list, ys) -> ReferenceDone:
 def _lint_section(source, job: Job) -> tuple[dict | None, str | None]:
     """The architecture lint and per-layer profile for the report: module checks and MACs only (the target
     probes and timings are `mobilize lint`'s job).  A lint failure is a note, never a failed compare."""
-    from mobilize.errors import UserError, third_party_failure, typed_headline
+    from mobilize.core.errors import UserError, third_party_failure, typed_headline
     from mobilize.lint import LintConfig, lint_section
 
     try:
@@ -213,9 +213,9 @@ def _lint_section(source, job: Job) -> tuple[dict | None, str | None]:
 
 def _prepare(job: Job):
     """The reference model and the variant's context; no passes run yet."""
-    from mobilize.context import Context
-    from mobilize.plan import Variant
-    from mobilize.target import Target
+    from mobilize.core.context import Context
+    from mobilize.plans.plan import Variant
+    from mobilize.core.target import Target
 
     variant = Variant.from_dict(job.variant)
     source = load_model(job)
@@ -228,8 +228,8 @@ def _prepare(job: Job):
 def build_variant(job: Job) -> Built:
     from pathlib import Path
 
-    from mobilize.build import build, verify_artifact
-    from mobilize.errors import MobilizeError, headline
+    from mobilize.pipeline.build import build, verify_artifact
+    from mobilize.core.errors import MobilizeError, headline
 
     variant, source, ctx = _prepare(job)
     result = build(getattr(source, "module", source), variant.recipe, ctx, Path(job.out_dir) / variant.name)
@@ -249,12 +249,12 @@ def serve(conn, job: Job, enter) -> None:
 
     from mobilize.accuracy.metrics import compare_outputs
     from mobilize.accuracy.tasks import apply_task
-    from mobilize.artifact import Artifact
-    from mobilize.build import prepare
+    from mobilize.core.artifact import Artifact
+    from mobilize.pipeline.build import prepare
     from mobilize.compare.timing import serve_rounds
-    from mobilize.plan import Variant
+    from mobilize.plans.plan import Variant
     from mobilize.runtimes.base import open_session
-    from mobilize.sources.inputs import apply_memory_format
+    from mobilize.core.inputs import apply_memory_format
     from mobilize.sources.models import ModelSource
 
     notes: list[str] = []

@@ -1,12 +1,5 @@
 """Exporters: module → Artifact, one per format, each inside its backend's folder (found through ``BACKENDS``)."""
 
-from mobilize.registry import Registry
+from mobilize.core.backend import EXPORTERS  # noqa: F401  (the registry lives with the descriptors)
 
-
-def _index() -> dict[str, str]:
-    from mobilize.backends import entries
-
-    return {key: f"mobilize.backends.{b.name}.{entry}" for key, (b, entry) in entries("exporters").items()}
-
-
-EXPORTERS: Registry = Registry("exporter", index=_index)
+__all__ = ["EXPORTERS"]

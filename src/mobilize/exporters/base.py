@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from mobilize.accuracy.verify import Kind
-from mobilize.artifact import Artifact, Format, atomic_path
-from mobilize.context import Context
-from mobilize.errors import BackendUnavailableError, ExportError, MobilizeError, translate_errors, typed_headline
+from mobilize.core.artifact import Artifact, Format, atomic_path
+from mobilize.core.context import Context
+from mobilize.core.errors import BackendUnavailableError, ExportError, MobilizeError, translate_errors, typed_headline
 
 
 @dataclasses.dataclass(frozen=True)

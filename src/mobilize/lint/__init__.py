@@ -3,7 +3,7 @@
 Importing this package is cheap; ``lint()`` loads torch and the checks when called.
 
     >>> from mobilize.lint import LintConfig, lint
-    >>> from mobilize.sources.inputs import InputSpec
+    >>> from mobilize.core.inputs import InputSpec
     >>> report = lint("zoo:toy_classifier", LintConfig(targets=(), time=False), input_specs=[InputSpec((1, 3, 32, 32))])
     >>> [f.module for f in report.findings if f.rule == "channels"][:2]
     ['features.3', 'features.9']

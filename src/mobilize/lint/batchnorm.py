@@ -16,10 +16,10 @@ import copy
 import torch
 from torch import nn
 
-from mobilize.errors import headline
+from mobilize.core.errors import headline
 from mobilize.lint.graph import BNS, CONVS, ModelView
 from mobilize.lint.report import Finding, Rule, Severity
-from mobilize.passes._bn_fold import Blocked, bn_folds, bn_folds_in_sequentials
+from mobilize.passes.bn_fold import Blocked, bn_folds, bn_folds_in_sequentials
 
 _LOOKBACK = 4
 """How many single-input ops back from a BN to look for the conv that something separates it from."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Sequence
 
-from mobilize.errors import ConfigError
+from mobilize.core.errors import ConfigError
 
 def all_targets() -> tuple[str, ...]:
     """Every lint target a backend declares (its op-support probe), in the backends' order."""

@@ -12,12 +12,12 @@ import copy
 import time
 from typing import Any, Sequence
 
-from mobilize.errors import ConfigError
+from mobilize.core.errors import ConfigError
 from mobilize.lint import activations, batchnorm, channels, depthwise, residual, training
 from mobilize.lint.config import LintConfig
 from mobilize.lint.report import Finding, LintReport, Rule, Severity, TargetSupport
-from mobilize.runtime_options import one_thread
-from mobilize.sources.inputs import InputSpec
+from mobilize.core.runtime_options import one_thread
+from mobilize.core.inputs import InputSpec
 
 CHECKS = (channels.check, batchnorm.check, activations.check, depthwise.check, training.check, residual.check)
 """The check families, in report order."""
@@ -48,7 +48,7 @@ def _lint(model: Any, config: LintConfig, input_specs, data: str | None, trust_p
     from mobilize.lint.graph import ModelView
     from mobilize.lint.profile import build_profile
     from mobilize.lint.targets import ProbeInput, probe
-    from mobilize.sources.inputs import make_random_inputs
+    from mobilize.core.inputs import make_random_inputs
 
     timings: dict[str, float] = {}
     start = time.perf_counter()
@@ -94,7 +94,7 @@ def _measure_time(profile: Any, subject: Any, batches: list[list], data: str) ->
     import importlib.util
 
     from mobilize.backends import tool
-    from mobilize.errors import MobilizeError
+    from mobilize.core.errors import MobilizeError
 
     measure_time = tool("onnxruntime", "lint_timing")
 

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from mobilize.errors import third_party_failure
+from mobilize.core.errors import third_party_failure
 from mobilize.lowering.graph import source_location
 
 CONVS = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
@@ -130,7 +130,7 @@ class _MacCounter:
 def _real_count(module: nn.Module, example: list, counter: _MacCounter) -> None:
     """:func:`_count` on real tensors: a model whose forward fails on its inputs is the user's problem, told
     in one line (as the runtimes' first run tells it); a programming error of ours stays a bug."""
-    from mobilize.errors import UserError, translate_errors
+    from mobilize.core.errors import UserError, translate_errors
     from mobilize.runtimes.base import describe_tensor, first_error_line
 
     shapes = "; ".join(describe_tensor(t) for t in example) or "no inputs"

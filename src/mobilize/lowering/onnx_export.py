@@ -14,7 +14,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
-from mobilize.errors import ConfigError, UnsupportedModelError, third_party_failure, translate_errors
+from mobilize.core.errors import ConfigError, UnsupportedModelError, third_party_failure, translate_errors
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # torch.onnx log lines about the exporter's own environment, not about the user's model.
@@ -172,7 +172,7 @@ def check_static_inputs(proto: Any, specs: Sequence[Any]) -> None:
                               hint='give --input_dims, e.g. --input_dims "1,3,224,224"')
         fixed = [d if isinstance(d, int) and d > 0 else None for d in dims]
         if len(fixed) != len(spec.shape) or any(f is not None and f != s for f, s in zip(fixed, spec.shape)):
-            from mobilize.sources.inputs import shape_text
+            from mobilize.core.inputs import shape_text
 
             raise ConfigError(f"input '{inp.name}' is {shape_text([d if isinstance(d, int) else -1 for d in dims])} "
                               f"in the model, but the input spec is {shape_text(spec.shape)}", hint="fix --input_dims")

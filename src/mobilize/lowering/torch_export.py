@@ -11,7 +11,7 @@ import re
 import warnings
 from typing import Any, Sequence
 
-from mobilize.errors import ExportError, translate_errors
+from mobilize.core.errors import ExportError, translate_errors
 from mobilize.lowering.graph import frame_location, op_name, source_location
 
 _NOT_CORE = re.compile(r"Operator (?:torch\._ops\.)?([\w.]+?)(?:\.default)? is not in Core ATen opset")

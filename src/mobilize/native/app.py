@@ -17,9 +17,9 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from mobilize.artifact import Artifact, Format
-from mobilize.errors import BackendUnavailableError
-from mobilize.sources.inputs import InputSpec, make_random_inputs
+from mobilize.core.artifact import Artifact, Format
+from mobilize.core.errors import BackendUnavailableError
+from mobilize.core.inputs import InputSpec, make_random_inputs
 
 APP_SOURCES = {"torch": "app_torch.cpp", "executorch": "app_executorch.cpp"}
 APP_HEADERS = {"torch": ("tensor_file.h",),

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from mobilize.errors import BackendUnavailableError, ConfigError
+from mobilize.core.errors import BackendUnavailableError, ConfigError
 
 CPP_DIR = Path(__file__).parent / "cpp"
 SHARED_HEADERS = ("tensor_file.h", "bench_common.h", "bpte.h", "camera_convert.h", "frame_loop.h")

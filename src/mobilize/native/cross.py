@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from mobilize.errors import BackendUnavailableError, ConfigError
+from mobilize.core.errors import BackendUnavailableError, ConfigError
 from mobilize.native.build import (BENCH_SOURCES, CPP_DIR, FAMILIES, BuiltBinary, RuntimePackage, Toolchain,
                                    command_first_line, key_parts, cache_root, cached_build, cmake_build, find_toolchain)
 
@@ -43,9 +43,9 @@ def elf_machine(path: str | os.PathLike) -> int:
 
 
 def rootfs() -> Path:
-    from mobilize.arm64.run import root_dir
+    from mobilize.core.paths import arm64_root
 
-    return root_dir() / "rootfs"
+    return arm64_root() / "rootfs"
 
 
 def cross_toolchain() -> Toolchain:

@@ -15,7 +15,7 @@ from mobilize.bench.harness import BenchConfig
 from mobilize.bench.stats import BenchStats
 from mobilize.camera.bench import normalization
 from mobilize.camera.frames import FrameSpec, frame_config_for, load_frames, native_config
-from mobilize.errors import ConfigError, InternalError
+from mobilize.core.errors import ConfigError, InternalError
 
 STAGES = ("convert", "infer", "answer")
 
@@ -23,7 +23,7 @@ STAGES = ("convert", "infer", "answer")
 def bench_native_frames(reference: str, config: BenchConfig = BenchConfig(), *, spec: FrameSpec,
                         source: str | None = None, resize: str = "nearest",
                         echo: Callable[[str], None] = print) -> dict[str, Any]:
-    from mobilize.checks import default_threads
+    from mobilize.core.checks import default_threads
     from mobilize.native.build import ensure_binary
     from mobilize.native.runner import declared_input_specs, native_target, run_binary
     from mobilize.report.json_report import SCHEMA_VERSION

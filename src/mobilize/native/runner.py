@@ -20,8 +20,8 @@ from typing import Any, Callable, Sequence
 
 from mobilize.bench.harness import BenchConfig
 from mobilize.bench.stats import BenchStats
-from mobilize.errors import ConfigError, UserError
-from mobilize.sources.inputs import InputSpec, MemoryFormat, input_type_name, make_random_inputs
+from mobilize.core.errors import ConfigError, UserError
+from mobilize.core.inputs import InputSpec, MemoryFormat, input_type_name, make_random_inputs
 
 FAMILY_FOR_FORMAT = {"torchscript": "torch", "lite": "torch", "executorch": "executorch"}
 """Which native program runs a format."""
@@ -82,7 +82,7 @@ def bench_native(reference: str, config: BenchConfig = BenchConfig(), *,
     runtime, threads, no_inputs, bundled_input = config.runtime, config.threads, config.no_inputs, config.bundled_input
     input_specs = list(config.input_specs) or None
     data, seed, trust_pickle, io_binding = config.data, config.seed, config.trust_pickle, config.io_binding
-    from mobilize.checks import default_threads
+    from mobilize.core.checks import default_threads
     from mobilize.native.build import ensure_binary
     from mobilize.report.json_report import SCHEMA_VERSION
 
@@ -231,7 +231,7 @@ def _error_line(stderr: str) -> str:
 
 
 def _parse(machine: list[str], lines: list[str], outputs: list) -> NativeRun:
-    from mobilize.errors import InternalError
+    from mobilize.core.errors import InternalError
 
     summary: dict[str, str] = {}
     times: list[int] = []

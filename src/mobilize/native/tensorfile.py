@@ -10,7 +10,7 @@ import struct
 from pathlib import Path
 from typing import Sequence
 
-from mobilize.errors import InternalError
+from mobilize.core.errors import InternalError
 
 MAGIC = b"MBT1"
 DTYPE_CODES = {"uint8": 0, "int8": 1, "int16": 2, "int32": 3, "int64": 4, "float16": 5, "float32": 6, "float64": 7,

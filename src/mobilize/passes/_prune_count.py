@@ -13,7 +13,7 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 
-from mobilize.errors import UnsupportedModelError
+from mobilize.core.errors import UnsupportedModelError
 
 MACS_COUNTER = "torch.utils.flop_counter (FLOPs / 2 of conv, linear and matmul ops; one forward pass)"
 WEIGHTED = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d, nn.Linear)

@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import nn
 
-from mobilize.errors import BackendUnavailableError
+from mobilize.core.errors import BackendUnavailableError
 
 _CONVS = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
 ROOT_TYPES = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from mobilize.errors import ConfigError
+from mobilize.core.errors import ConfigError
 
 _BNS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
 

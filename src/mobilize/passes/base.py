@@ -13,8 +13,8 @@ import dataclasses
 import time
 from typing import Any, ClassVar
 
-from mobilize.errors import MobilizeError, UnsupportedModelError, translate_errors, typed_headline
-from mobilize.context import Context
+from mobilize.core.errors import MobilizeError, UnsupportedModelError, translate_errors, typed_headline
+from mobilize.core.context import Context
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,7 +9,7 @@ import torch
 
 from mobilize.passes import PASSES
 from mobilize.passes.base import Context, Pass, PassConfig
-from mobilize.sources.inputs import MemoryFormat
+from mobilize.core.inputs import MemoryFormat
 
 
 @PASSES.register("channels_last")

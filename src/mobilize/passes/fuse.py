@@ -16,9 +16,9 @@ import dataclasses
 import torch
 from torch import nn
 
-from mobilize.errors import ConfigError, clip, third_party_failure
+from mobilize.core.errors import ConfigError, clip, third_party_failure
 from mobilize.passes import PASSES
-from mobilize.passes._bn_fold import BNS as _BNS, bn_folds
+from mobilize.passes.bn_fold import BNS as _BNS, bn_folds
 from mobilize.passes.base import Context, Pass, PassConfig
 
 _CONVS = (nn.Conv1d, nn.Conv2d, nn.Conv3d)

@@ -23,7 +23,7 @@ from typing import Any
 
 from torch import nn
 
-from mobilize.errors import ConfigError
+from mobilize.core.errors import ConfigError
 from mobilize.passes import PASSES
 from mobilize.passes.base import Context, Pass, PassConfig
 

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from mobilize.errors import ConfigError, UnsupportedModelError, clip
+from mobilize.core.errors import ConfigError, UnsupportedModelError, clip
 from mobilize.passes import PASSES
 from mobilize.passes.base import Context, Pass, PassConfig
 

@@ -10,8 +10,8 @@ from mobilize.profile.core import TimeProfile
 
 def check_profilable(path: str | Path) -> str:
     """The file's format name when it can be profiled; a one-line ConfigError otherwise."""
-    from mobilize.artifact import format_for_path
-    from mobilize.errors import ConfigError
+    from mobilize.core.artifact import format_for_path
+    from mobilize.core.errors import ConfigError
 
     if not Path(path).is_file():
         raise ConfigError(f"--profile needs an artifact file, not '{path}'",
@@ -38,7 +38,7 @@ def profile_file(path: str | Path, inputs: Sequence[Any] | None = None, threads:
 
 
 def _example_inputs(path: str | Path, seed: int) -> list:
-    from mobilize.artifact import Artifact
+    from mobilize.core.artifact import Artifact
     from mobilize.runtimes.base import open_session
 
     with open_session(Artifact.from_file(path), threads=1) as session:
@@ -50,7 +50,7 @@ def time_notes(path: str | Path, inputs: Sequence[Any] | None = None, threads: i
     """The notes that weigh an ExecuTorch file's ops by time (ETDump, cheap enough for every optimize and compare):
     the WARNING when a few ops outside the delegate dominate, else where the time goes.  Any other file gets one
     line saying that the op count alone does not show time.  ``details`` receives the profile's JSON."""
-    from mobilize.errors import MobilizeError
+    from mobilize.core.errors import MobilizeError
 
     if Path(path).suffix not in (".pte", ".bpte"):
         return [f"time profile: not taken for {Path(path).name}; an op count alone does not show where the time "

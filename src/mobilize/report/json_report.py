@@ -8,21 +8,21 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from mobilize.artifact import atomic_write_text
+from mobilize.core.artifact import atomic_write_text
 
 SCHEMA_VERSION = 2
 
 
 def schema() -> dict[str, Any]:
     """report.json's JSON schema.  A variant's fields and their types are generated from the dataclasses that
-    write them (:class:`~mobilize.compare.results.VariantResult`, whose ``to_json`` writes every field, and
+    write them (:class:`~mobilize.report.results.VariantResult`, whose ``to_json`` writes every field, and
     :class:`~mobilize.bench.stats.BenchStats`, merged in once timed); schema.json adds what a type annotation
     cannot say (the structure inside ``accuracy``, ``verdict``, ``speedup``, the keys a variant's details
     add, descriptions) and the report's top level, which compare assembles as a dict.  Every enum comes from
     the Python enum it names (``["$Outcome"]``).  So a field added to a result class is in the schema, typed."""
     from mobilize.accuracy.tasks import Task
     from mobilize.accuracy.verify import Kind
-    from mobilize.outcome import Outcome
+    from mobilize.core.outcome import Outcome
 
     enums = {"$Outcome": [str(o) for o in Outcome], "$Kind": [str(k) for k in Kind], "$Task": [str(t) for t in Task]}
 
@@ -47,7 +47,7 @@ def variant_fields() -> tuple[dict[str, Any], list[str]]:
     import typing
 
     from mobilize.bench.stats import BenchStats
-    from mobilize.compare.results import VARIANT_JSON_SKIPS, VariantResult
+    from mobilize.report.results import VARIANT_JSON_SKIPS, VariantResult
 
     props, required = {}, []
     hints = typing.get_type_hints(VariantResult)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mobilize.errors import clip
+from mobilize.core.errors import clip
 
 ORDER = {"OK": 0, "VACUOUS": 1, "OVER_BUDGET": 2, "MISMATCH": 3}
 
@@ -175,7 +175,7 @@ def _memory(report: dict[str, Any]) -> str:
 def chosen_lines(report: dict[str, Any]) -> list[str]:
     """Where mobilize departed from a stock default because of the CPU (notes marked ``mobilize chose:``), once
     each, with the variants they apply to."""
-    from mobilize.target import CHOSE
+    from mobilize.core.target import CHOSE
 
     seen: dict[str, list[str]] = {}
     for v in report["variants"]:

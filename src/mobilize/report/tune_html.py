@@ -30,7 +30,7 @@ _LEGEND_H = 16
 
 def write_tune_html(report_json: Path, html_path: Path | None = None) -> Path:
     """Render ``tune-report.json`` into ``tune-report.html`` beside it (or ``html_path``); returns the path."""
-    from mobilize.artifact import atomic_write_text
+    from mobilize.core.artifact import atomic_write_text
 
     report_json = Path(report_json)
     out = Path(html_path) if html_path is not None else report_json.with_suffix(".html")

@@ -1,13 +1,6 @@
 """Runtimes: ``Artifact`` (or eager module) → ``Session``, each inside its backend's folder (found through
 ``BACKENDS``)."""
 
-from mobilize.registry import Registry
+from mobilize.core.backend import RUNTIMES  # noqa: F401  (the registry lives with the descriptors)
 
-
-def _index() -> dict[str, str]:
-    from mobilize.backends import entries
-
-    return {key: f"mobilize.backends.{b.name}.{entry}" for key, (b, entry) in entries("runtimes").items()}
-
-
-RUNTIMES: Registry = Registry("runtime", index=_index)
+__all__ = ["RUNTIMES"]

@@ -21,10 +21,10 @@ import importlib.util
 import inspect
 from typing import Any, ClassVar, Sequence
 
-from mobilize.artifact import Format
-from mobilize.runtime_options import RuntimeOptions, check_options  # noqa: F401  (re-exported)
-from mobilize.errors import BackendUnavailableError, ConfigError, UserError, translate_errors
-from mobilize.sources.inputs import InputSpec, input_type_name, make_random_inputs, shape_text
+from mobilize.core.artifact import Format
+from mobilize.core.runtime_options import RuntimeOptions, check_options  # noqa: F401  (re-exported)
+from mobilize.core.errors import BackendUnavailableError, ConfigError, UserError, translate_errors
+from mobilize.core.inputs import InputSpec, input_type_name, make_random_inputs, shape_text
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 import torch
 
-from mobilize.errors import ConfigError
+from mobilize.core.errors import ConfigError
 
 
 class BoundArguments(torch.nn.Module):

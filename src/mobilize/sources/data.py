@@ -8,7 +8,7 @@ transform: to RGB in [0, 1], resize (shorter side to 256/224 of the target), cen
 the model's input size, ImageNet normalization.
 
     >>> from mobilize.sources.data import open_data
-    >>> from mobilize.sources.inputs import InputSpec
+    >>> from mobilize.core.inputs import InputSpec
     >>> data = open_data("digits:test")
     >>> x, y = next(iter(data.batches(InputSpec((1, 3, 32, 32)), limit=1)))
     >>> tuple(x.shape), int(y[0])
@@ -28,8 +28,8 @@ import numpy as np
 if TYPE_CHECKING:
     import torch
 
-from mobilize.errors import ConfigError, UserError, headline, translate_errors
-from mobilize.sources.inputs import InputSpec, apply_memory_format
+from mobilize.core.errors import ConfigError, UserError, headline, translate_errors
+from mobilize.core.inputs import InputSpec, apply_memory_format
 
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)

@@ -2,7 +2,7 @@
 
 ``zoo:NAME``, ``path/file.py:Name``, ``package.module:Name`` (a class or a factory returning an
 ``nn.Module``) resolve to a :class:`ModelSource`; model files (``.pt``, ``.ptl``, ``.pt2``,
-``.onnx``, ``.pte``) resolve to an :class:`~mobilize.artifact.Artifact`.
+``.onnx``, ``.pte``) resolve to an :class:`~mobilize.core.artifact.Artifact`.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from mobilize.artifact import Artifact
+from mobilize.core.artifact import Artifact
 from mobilize.backends import format_for_suffix
-from mobilize.errors import ConfigError, UnsupportedModelError, UserError, headline, translate_errors
-from mobilize.sources.inputs import InputSpec
+from mobilize.core.errors import ConfigError, UnsupportedModelError, UserError, headline, translate_errors
+from mobilize.core.inputs import InputSpec
 
 
 @dataclasses.dataclass
@@ -94,7 +94,7 @@ def check_reference(reference: str) -> None:
     elif kind == "python-file" and not Path(head).exists():
         raise UserError(f"model file not found: {head}")
     elif kind == "file":
-        from mobilize.completeness import check_complete
+        from mobilize.core.completeness import check_complete
 
         art = Artifact.from_file(reference)
         check_complete(art.path, art.format)
@@ -222,7 +222,7 @@ def torch_zip_kind(path: Path) -> str:
 
 
 def _resolve_file(path: Path, trust_pickle: bool) -> ModelSource | Artifact:
-    from mobilize.completeness import check_complete
+    from mobilize.core.completeness import check_complete
 
     art = Artifact.from_file(path)
     check_complete(path, art.format)  # every file a user hands over is whole before anything reads it

@@ -35,8 +35,8 @@ def package_versions() -> dict[str, str | None]:
 
 def host_fingerprint(threads: int | None = None) -> dict[str, Any]:
     """This machine: CPU model, arch, flags, cores, the threads a compare uses, runtime versions."""
-    from mobilize.checks import default_threads
-    from mobilize.target import host_cpu
+    from mobilize.core.checks import default_threads
+    from mobilize.core.target import host_cpu
 
     cpu = host_cpu()
     return {"cpu_model": cpu.model, "arch": cpu.arch, "cpu_flags": sorted(cpu.flags), "cores": cpu.cores,

@@ -77,7 +77,7 @@ def index_json(entries: list[ModelEntry], meta: dict[str, Any]) -> dict[str, Any
 
 
 def write_index(entries: list[ModelEntry], meta: dict[str, Any], out: Path) -> None:
-    from mobilize.artifact import atomic_write_text
+    from mobilize.core.artifact import atomic_write_text
 
     data = index_json(entries, meta)
     atomic_write_text(out / "index.json", json.dumps(data, indent=2, default=str) + "\n")
@@ -122,7 +122,7 @@ def load_entry(path: Path) -> ModelEntry | None:
 
 
 def save_entry(entry: ModelEntry, path: Path) -> None:
-    from mobilize.artifact import atomic_write_text
+    from mobilize.core.artifact import atomic_write_text
 
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(entry.to_json(), indent=2, default=str) + "\n")

@@ -16,7 +16,7 @@ import enum
 import shlex
 from typing import Any
 
-from mobilize.errors import ConfigError
+from mobilize.core.errors import ConfigError
 
 
 class ModelStatus(enum.StrEnum):
@@ -79,7 +79,7 @@ def parse_models_text(text: str, defaults: ModelJob = ModelJob("")) -> list[Mode
 
 def assign_stems(jobs: list[ModelJob]) -> list[ModelJob]:
     """Give each job a unique folder name: the model's stem, then -2, -3 ... for repeats."""
-    from mobilize.paths import model_stem
+    from mobilize.core.paths import model_stem
 
     seen: dict[str, int] = {}
     out = []

@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from mobilize.errors import BackendUnavailableError, ConfigError
+from mobilize.core.errors import BackendUnavailableError, ConfigError
 from mobilize.sweep.jobs import ModelEntry, ModelJob, ModelStatus
 
 BENCH_RESOURCE = "mobilize_bench"
@@ -102,7 +102,7 @@ class RayExecutor:
             check_reachable(address)
             ray.init(address=address, **kwargs)
         else:  # no cluster given: a new one-node cluster on this machine, with its one bench slot
-            from mobilize.paths import make_temp_dir
+            from mobilize.core.paths import make_temp_dir
 
             self.temp_dir = make_temp_dir("sweep")  # named after this process: a killed run's is removed next time
             ray.init(address="local", resources={BENCH_RESOURCE: 1}, _temp_dir=str(self.temp_dir), **kwargs)
@@ -157,7 +157,7 @@ class RayExecutor:
             raise
 
     def _collect(self, ref, entry: ModelEntry, out: Path, history: list[dict[str, Any]]) -> ModelEntry:
-        from mobilize.errors import headline
+        from mobilize.core.errors import headline
 
         try:
             result = self.ray.get(ref)
@@ -174,7 +174,7 @@ class RayExecutor:
 
     @staticmethod
     def _write_files(result: dict[str, Any], dest: Path) -> None:
-        from mobilize.artifact import atomic_write_bytes
+        from mobilize.core.artifact import atomic_write_bytes
 
         manifest = {}
         for rel, sha, data in result["files"]:

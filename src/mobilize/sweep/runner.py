@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from mobilize.errors import ConfigError, MobilizeError
+from mobilize.core.errors import ConfigError, MobilizeError
 from mobilize.sweep.fingerprint import digest, fingerprint_id, host_fingerprint
 from mobilize.sweep.index import load_entry, save_entry, write_index
 from mobilize.sweep.jobs import ModelEntry, ModelJob, ModelStatus, assign_stems
@@ -57,8 +57,8 @@ def run_job(job: ModelJob, plan_dict: dict[str, Any], cfg: SweepConfig, out_dir:
     """Run one model's compare where this is called; failures of the model become a FAILED entry."""
     from mobilize.compare.run import compare
     from mobilize.compare.runner import CompareConfig
-    from mobilize.plan import Plan
-    from mobilize.sources.inputs import parse_input_specs
+    from mobilize.plans.plan import Plan
+    from mobilize.core.inputs import parse_input_specs
 
     entry = ModelEntry(job.reference, job.stem, job.to_json(), work_key(job, plan_dict, cfg),
                        status=ModelStatus.RUNNING, fingerprint=host_fingerprint(cfg.threads), node=platform.node(),
@@ -150,8 +150,8 @@ def as_jobs(models: Iterable[str | ModelJob]) -> list[ModelJob]:
 def sweep(models: Sequence[str | ModelJob], plan: Any = "default", config: SweepConfig = SweepConfig(), *,
           progress: Progress | None = None, executor: Any = None) -> dict[str, Any]:
     """Compare every model with ``plan``; returns the index (also written to ``out_dir/index.json``)."""
-    from mobilize.paths import check_output_dir
-    from mobilize.plan import Plan, load_plan
+    from mobilize.core.paths import check_output_dir
+    from mobilize.plans.plan import Plan, load_plan
 
     cfg = config
     if cfg.iterations < 1 or cfg.rounds < 1 or cfg.accuracy_samples < 1:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from mobilize.accuracy.verify import DEFAULT_POLICY, Kind, Policy, Verdict
-from mobilize.errors import ConfigError
+from mobilize.core.errors import ConfigError
 from mobilize.tune.prune import FINETUNE_MAX_STEPS
 
 RUNTIMES = ("onnxruntime", "executorch", "litert")
@@ -51,7 +51,7 @@ class Candidate:
 
     name: str
     recipe: Any
-    """A :class:`mobilize.recipe.Recipe`."""
+    """A :class:`mobilize.pipeline.recipe.Recipe`."""
     runtime: str
     path: Path | None = None
     kind: Kind = Kind.FLOAT
@@ -144,7 +144,7 @@ def recipe_hash(recipe: Any) -> str:
 
 
 def onnx_recipe(name: str, **options: Any) -> Any:
-    from mobilize.recipe import Recipe
+    from mobilize.pipeline.recipe import Recipe
 
     step = {"onnx": options} if options else "onnx"
     return Recipe.from_dict({"name": name, "description": f"tune: {name}", "exports": [step]}, name)
@@ -152,7 +152,7 @@ def onnx_recipe(name: str, **options: Any) -> Any:
 
 def candidate_recipes(runtimes: Sequence[str], calibration_samples: int = 100) -> list[tuple[str, Any, str]]:
     """(name, recipe, runtime) of the search's starting points, fp32 first for each runtime."""
-    from mobilize.recipe import load_recipe
+    from mobilize.pipeline.recipe import load_recipe
 
     out: list[tuple[str, Any, str]] = []
     for rt in runtimes:
@@ -185,7 +185,7 @@ class _Search:
                  metric: str | None = None, target: str = "host"):
         import torch
 
-        from mobilize.target import Target
+        from mobilize.core.target import Target
 
         self.target = Target.parse(target)
 
@@ -242,7 +242,7 @@ class _Search:
         return None if self.reference_correct is None else 100.0 * sum(self.reference_correct) / len(self.reference_correct)
 
     def context(self) -> Any:
-        from mobilize.context import Context
+        from mobilize.core.context import Context
         from mobilize.sources.data import open_data
 
         return Context(input_specs=list(self.specs), data=open_data(self.calibration), input_names=list(self.names),
@@ -250,7 +250,7 @@ class _Search:
 
     def build(self, c: Candidate) -> None:
         """Build (or take from the cache) and judge one candidate."""
-        from mobilize.build import build
+        from mobilize.pipeline.build import build
 
         key = recipe_hash(c.recipe)
         passes = json.dumps([p.to_dict() for p in c.recipe.passes], sort_keys=True, default=str) \
@@ -262,7 +262,7 @@ class _Search:
             # ONNX int8 variants quantize the fp32 ONNX file built once after the same passes (same graph)
             source, recipe = self.module, c.recipe
             if c.runtime == "onnxruntime" and passes in self.fp32_onnx_after and not fp32:
-                from mobilize.artifact import Artifact
+                from mobilize.core.artifact import Artifact
 
                 source = Artifact(path=self.fp32_onnx_after[passes], format="onnx", input_specs=list(self.specs))
                 recipe = dataclasses.replace(c.recipe, passes=())
@@ -284,7 +284,7 @@ class _Search:
     def pruned_module(self, recipe: Any) -> Any:
         """The float model after ``recipe``'s leading prune pass (pruning, BatchNorm re-estimation, the distilled
         fine-tune), made on the first call per prune configuration."""
-        from mobilize.build import prepare
+        from mobilize.pipeline.build import prepare
         from mobilize.tune.prune import facts
 
         pruning = prune_key(recipe)
@@ -339,7 +339,7 @@ def tune(module: Any, input_specs: Sequence[Any], *, data: str, calibration: str
     ``target`` decides CPU-dependent choices (``--target``).  ``thread_search``: time the winner at 1..cores
     threads and state the best count.  ``task``/``metric``: the measure the budget is judged on
     (:mod:`mobilize.accuracy.tasks`; None: guessed from the float model's outputs)."""
-    from mobilize.recipe import dump_recipe
+    from mobilize.pipeline.recipe import dump_recipe
     from mobilize.report.tune_html import write_tune_html
 
     out = Path(out_dir)
@@ -410,7 +410,7 @@ def tune(module: Any, input_specs: Sequence[Any], *, data: str, calibration: str
                         time.perf_counter() - start, cut_short=cut, choices=choices,
                         task=search.task.to_json())
     if winner is not None and thread_search and not interrupted and not out_of_time("no thread-count search"):
-        from mobilize.target import host_cpu
+        from mobilize.core.target import host_cpu
 
         result.threads = best_threads(winner.path, search.samples[0], host_cpu().cores, rounds, iterations)
         echo(result.threads["line"])
@@ -434,7 +434,7 @@ def tune(module: Any, input_specs: Sequence[Any], *, data: str, calibration: str
 
 
 def _try(search: _Search, c: Candidate, echo: Callable[[str], None]) -> None:
-    from mobilize.errors import MobilizeError
+    from mobilize.core.errors import MobilizeError
 
     echo(f"build {c.name}")
     t0 = time.perf_counter()
@@ -455,7 +455,7 @@ def _exclude_greedily(search: _Search, base: Candidate, candidates: list[Candida
     """Localise ``base``'s drift, then keep the worst layers in float one more at a time until the budget holds."""
     import dataclasses as dc
 
-    from mobilize.recipe import Recipe, Step
+    from mobilize.pipeline.recipe import Recipe, Step
     from mobilize.backends import drift_for
 
     onnx_drift = drift_for("onnx")
@@ -494,7 +494,7 @@ def _exclude_modules_greedily(search: _Search, base: Candidate, candidates: list
     (``exclude``), one more layer at a time, until the budget holds."""
     import dataclasses as dc
 
-    from mobilize.recipe import Recipe, Step
+    from mobilize.pipeline.recipe import Recipe, Step
     from mobilize.backends import drift_for
 
     et_drift = drift_for("executorch")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from mobilize.errors import ConfigError
+from mobilize.core.errors import ConfigError
 
 DEFAULT_LEVELS = (0.3, 0.5, 0.7)
 """Fractions of the MACs removed when ``--prune`` names no levels.  Measured on the default model (LiteRT fp32,
@@ -63,7 +63,7 @@ def prune_recipes(levels: Sequence[float], base: Sequence[tuple[str, Any, str]],
     import dataclasses
 
     from mobilize.passes import PASSES
-    from mobilize.recipe import parse_step
+    from mobilize.pipeline.recipe import parse_step
 
     out = []
     for ratio in levels:

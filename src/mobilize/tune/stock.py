@@ -2,7 +2,7 @@
 
 ONNX Runtime's ``quantize_static`` defaults to ``reduce_range=False``.  On an x86-64 target without VNNI its
 U8S8 kernels saturate 16-bit sums of full 8-bit products, so mobilize turns reduce_range on there (the
-exporter's note names the CPU feature, :meth:`mobilize.target.Target.int8_feature`).  When tune built such a
+exporter's note names the CPU feature, :meth:`mobilize.core.target.Target.int8_feature`).  When tune built such a
 candidate it also builds the same candidate with the stock default, judges it on the same samples, and says
 what the choice kept: the measured consequence, on the user's data.
 """
@@ -12,14 +12,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from mobilize.target import CHOSE
+from mobilize.core.target import CHOSE
 
 
 def stock_reduce_range(search: Any, candidates: list, make: Callable[..., Any], try_one: Callable[..., None],
                        echo: Callable[[str], None]) -> list[dict[str, Any]]:
     """``make(name, recipe, runtime)`` builds a Candidate; ``try_one(search, candidate, echo)`` builds and judges
     it.  Returns the choice records (empty where the target does not need reduce_range)."""
-    from mobilize.recipe import Recipe, Step
+    from mobilize.pipeline.recipe import Recipe, Step
 
     if not search.target.reduce_range:
         return []

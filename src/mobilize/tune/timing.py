@@ -109,6 +109,6 @@ def _rounds(runs: dict[str, tuple[Path, int]], sample: list, rounds: int, iterat
 
 
 def artifact(path: Path, specs: Sequence[Any] | None) -> Any:
-    from mobilize.artifact import Artifact, format_for_path
+    from mobilize.core.artifact import Artifact, format_for_path
 
     return Artifact(path=Path(path), format=format_for_path(path), input_specs=list(specs or []))

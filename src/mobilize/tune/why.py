@@ -5,7 +5,7 @@ input, one thread; the profile's node events are summed per op type.  The diagno
 types that take more time in int8 than in fp32, counts the QuantizeLinear/DequantizeLinear nodes
 left *unfused* in the optimized graph (each is a float<->int8 conversion run on every call), and
 says whether this CPU has the instructions fast int8 kernels need (VNNI on x86, dot-product on
-arm64; :func:`mobilize.target.host_cpu`).
+arm64; :func:`mobilize.core.target.host_cpu`).
 
 For two ExecuTorch files (``.pte``/``.bpte``) the same question is answered from their ETDump
 profiles (:mod:`mobilize.backends.executorch.profiler`): op kinds that take longer in int8, ops that run
@@ -186,7 +186,7 @@ def op_profile(path: Path, inputs: Sequence[Any], runs: int = PROFILE_RUNS) -> t
 def why_not_faster(fp32: Path, int8: Path, inputs: Sequence[Any], runs: int = PROFILE_RUNS) -> Diagnosis:
     """Where an int8 file's time goes against its fp32 twin: two ONNX files (ONNX Runtime profiler) or two
     ExecuTorch files (ETDump)."""
-    from mobilize.target import host_cpu
+    from mobilize.core.target import host_cpu
 
     if Path(fp32).suffix.lower() in PTE_SUFFIXES and Path(int8).suffix.lower() in PTE_SUFFIXES:
         return why_not_faster_pte(Path(fp32), Path(int8), inputs, runs)
@@ -245,7 +245,7 @@ def why_not_faster_pte(fp32: Path, int8: Path, inputs: Sequence[Any], runs: int 
 
 def diagnose_pte(fp: Any, q: Any) -> Diagnosis:
     """Compare two ExecuTorch :class:`~mobilize.profile.core.TimeProfile` s (fp32, int8) of one model."""
-    from mobilize.target import host_cpu
+    from mobilize.core.target import host_cpu
 
     cpu = host_cpu()
     dot = cpu.has_vnni or "asimddp" in cpu.flags

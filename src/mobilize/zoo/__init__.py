@@ -1,6 +1,6 @@
 """Built-in models, one file each; the file name is the ``zoo:NAME`` key."""
 
-from mobilize.registry import Registry
+from mobilize.core.registry import Registry
 
 ZOO: Registry = Registry("zoo model", "mobilize.zoo")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from mobilize.sources.inputs import InputSpec
+from mobilize.core.inputs import InputSpec
 
 
 @dataclasses.dataclass(frozen=True)

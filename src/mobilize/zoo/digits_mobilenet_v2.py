@@ -15,8 +15,8 @@ from pathlib import Path
 
 import torch
 
-from mobilize.errors import InternalError
-from mobilize.sources.inputs import InputSpec
+from mobilize.core.errors import InternalError
+from mobilize.core.inputs import InputSpec
 from mobilize.zoo import ZOO
 from mobilize.zoo.base import ZooModel
 from mobilize.zoo.mobilenet_v2 import MobileNetV2

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.ao.nn.quantized import FloatFunctional
 
-from mobilize.sources.inputs import InputSpec
+from mobilize.core.inputs import InputSpec
 from mobilize.zoo import ZOO
 from mobilize.zoo.base import ZooModel
 
@@ -112,7 +112,7 @@ def settle_batchnorm(model: nn.Module, size: int = 224, samples: int = 4) -> nn.
     layer until the logits are ~1e-9, and every absolute tolerance passes without proving
     anything.  Real statistics give realistic activation ranges for accuracy checks and int8."""
     from mobilize.sources.data import open_data
-    from mobilize.sources.inputs import InputSpec
+    from mobilize.core.inputs import InputSpec
 
     x = torch.cat(open_data(f"sample-photos:{samples}").samples(InputSpec((1, 3, size, size)), samples))
     for m in model.modules():

@@ -15,8 +15,8 @@ import torch
 from mobilize.accuracy.verify import Kind, compare_outputs, judge
 from torch import nn
 
-from mobilize.artifact import Artifact
-from mobilize.errors import AccuracyError, ConfigError, ExportError, UnsupportedModelError
+from mobilize.core.artifact import Artifact
+from mobilize.core.errors import AccuracyError, ConfigError, ExportError, UnsupportedModelError
 from mobilize.exporters import EXPORTERS
 from mobilize.backends.executorch.bpte import read_test_cases
 from mobilize.backends.executorch.pte import program_bytes, read_program
@@ -27,11 +27,11 @@ from mobilize.backends.executorch.exporter import (
     verify_bundled_program,
 )
 from mobilize.passes import PASSES
-from mobilize.context import Context
+from mobilize.core.context import Context
 from mobilize.runtimes.base import open_session
 from mobilize.backends.executorch.pte import check_header as check_pte_header
 from mobilize.sources.data import open_data
-from mobilize.sources.inputs import InputSpec, MemoryFormat
+from mobilize.core.inputs import InputSpec, MemoryFormat
 from mobilize.zoo import ZOO
 
 MAIN_LINE = re.compile(r"^Main run finished\. Microseconds per iter: [\d.]+\. Iters per second: [\d.]+$", re.M)

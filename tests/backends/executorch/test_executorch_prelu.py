@@ -8,11 +8,11 @@ import torch
 from torch import nn
 
 from mobilize.accuracy.verify import Kind, compare_outputs, judge
-from mobilize.context import Context
-from mobilize.errors import ExportError
+from mobilize.core.context import Context
+from mobilize.core.errors import ExportError
 from mobilize.exporters import EXPORTERS
 from mobilize.runtimes.base import open_session
-from mobilize.sources.inputs import InputSpec
+from mobilize.core.inputs import InputSpec
 
 
 class ConvLinearPReLU(nn.Module):

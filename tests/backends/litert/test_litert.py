@@ -9,16 +9,16 @@ import pytest
 import torch
 
 from mobilize.accuracy.verify import Kind
-from mobilize.artifact import Artifact
-from mobilize.build import build, verify_artifact
-from mobilize.context import Context
-from mobilize.errors import ConfigError, ExportError, UnsupportedModelError
+from mobilize.core.artifact import Artifact
+from mobilize.pipeline.build import build, verify_artifact
+from mobilize.core.context import Context
+from mobilize.core.errors import ConfigError, ExportError, UnsupportedModelError
 from mobilize.exporters import EXPORTERS
 from mobilize.backends.litert.tflite import read_tflite, tflite_delegation
-from mobilize.recipe import Recipe, load_recipe
+from mobilize.pipeline.recipe import Recipe, load_recipe
 from mobilize.runtimes.base import open_session
 from mobilize.sources.data import open_data
-from mobilize.sources.inputs import InputSpec, MemoryFormat
+from mobilize.core.inputs import InputSpec, MemoryFormat
 from tests.conftest import INPUT_SHAPE, tiny_input, tiny_model
 from tests.conftest import assert_one_line_error
 

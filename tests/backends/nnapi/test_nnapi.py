@@ -19,16 +19,16 @@ import pytest
 import torch
 from torch import nn
 
-from mobilize.artifact import Artifact
-from mobilize.build import build
-from mobilize.context import Context, QuantState
-from mobilize.errors import AccuracyError, ConfigError, UnsupportedModelError
+from mobilize.core.artifact import Artifact
+from mobilize.pipeline.build import build
+from mobilize.core.context import Context, QuantState
+from mobilize.core.errors import AccuracyError, ConfigError, UnsupportedModelError
 from mobilize.exporters import EXPORTERS
 from mobilize.backends.nnapi.exporter import NnapiConfig
 from mobilize.backends.nnapi import nnapi_format as fmt
-from mobilize.recipe import load_recipe
+from mobilize.pipeline.recipe import load_recipe
 from mobilize.runtimes.base import open_session
-from mobilize.sources.inputs import InputSpec
+from mobilize.core.inputs import InputSpec
 from tests.conftest import BENCH_JSON_FIELDS as JSON_FIELDS
 
 SMALL = (1, 3, 64, 64)
@@ -49,7 +49,7 @@ def exported(tmp_path_factory) -> dict:
     """MobileNetV2 at 64x64 in the three modes: full through the CLI (`mobilize optimize zoo:mobilenet_v2 --recipe
     nnapi-full`, its output kept for its own test); none and core through build() on the same architecture with
     BatchNorm settled at 64x64 and core calibrated on 2 samples (the recipes' own steps otherwise), to save time."""
-    from mobilize.recipe import Recipe
+    from mobilize.pipeline.recipe import Recipe
     from mobilize.zoo.mobilenet_v2 import MobileNetV2, settle_batchnorm
 
     out = tmp_path_factory.mktemp("nnapi")

@@ -12,13 +12,13 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 from torch import nn
 
-from mobilize.artifact import Artifact
-from mobilize.errors import ConfigError
+from mobilize.core.artifact import Artifact
+from mobilize.core.errors import ConfigError
 from mobilize.exporters import EXPORTERS
-from mobilize.context import Context
+from mobilize.core.context import Context
 from mobilize.runtimes.base import RuntimeOptions, open_session
 from mobilize.sources.data import open_data
-from mobilize.sources.inputs import InputSpec, make_random_inputs
+from mobilize.core.inputs import InputSpec, make_random_inputs
 from tests.conftest import assert_one_line_error
 
 LIGHT_RESNET50 = Path(onnx.__file__).parent / "backend/test/data/light/light_resnet50.onnx"
@@ -381,7 +381,7 @@ def test_input_dims_that_do_not_fit_the_onnx_model(run_cli, tmp_path):
 @pytest.mark.parametrize("target,chose", [("x86-avx2", True), ("x86-vnni", False), ("arm64", False)])
 def test_reduce_range_note_names_the_cpu_feature_that_decided_it(tmp_path, target, chose):
     """The choice follows --target, never the x86 the test runs on; the note says what mobilize chose and why."""
-    from mobilize.target import CHOSE, Target
+    from mobilize.core.target import CHOSE, Target
     from mobilize.zoo import ZOO
 
     spec = InputSpec((1, 3, 16, 16))

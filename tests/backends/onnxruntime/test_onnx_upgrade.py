@@ -10,13 +10,13 @@ import pytest
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
-from mobilize.artifact import Artifact
-from mobilize.build import build, verify_artifact
-from mobilize.context import Context
-from mobilize.errors import UnsupportedModelError
-from mobilize.recipe import load_recipe
+from mobilize.core.artifact import Artifact
+from mobilize.pipeline.build import build, verify_artifact
+from mobilize.core.context import Context
+from mobilize.core.errors import UnsupportedModelError
+from mobilize.pipeline.recipe import load_recipe
 from mobilize.runtimes.base import open_session
-from mobilize.sources.inputs import InputSpec
+from mobilize.core.inputs import InputSpec
 
 SHAPE = (1, 3, 16, 16)
 

@@ -11,15 +11,15 @@ import pytest
 import torch
 
 from mobilize.accuracy.verify import Kind
-from mobilize.artifact import Artifact
-from mobilize.build import build, verify_artifact
-from mobilize.context import Context
-from mobilize.errors import ConfigError, UnsupportedModelError
+from mobilize.core.artifact import Artifact
+from mobilize.pipeline.build import build, verify_artifact
+from mobilize.core.context import Context
+from mobilize.core.errors import ConfigError, UnsupportedModelError
 from mobilize.exporters import EXPORTERS
-from mobilize.recipe import load_recipe
+from mobilize.pipeline.recipe import load_recipe
 from mobilize.runtimes.base import open_session
 from mobilize.sources.data import open_data
-from mobilize.sources.inputs import InputSpec
+from mobilize.core.inputs import InputSpec
 from tests.conftest import INPUT_SHAPE, tiny_input, tiny_model
 
 ov = pytest.importorskip("openvino")

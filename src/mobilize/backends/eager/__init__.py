@@ -1,7 +1,7 @@
 """Eager PyTorch: the reference every file is judged against, and ExportedPrograms (.pt2) run as modules."""
 
 from mobilize.backends import BACKENDS
-from mobilize.backends.base import Backend
+from mobilize.core.backend import Backend
 
 BACKENDS.register("eager")(Backend(
     name="eager",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
-from mobilize.completeness import check_zip
-from mobilize.errors import UnsupportedModelError
+from mobilize.core.completeness import check_zip
+from mobilize.core.errors import UnsupportedModelError
 
 
 def check_pt2(path: Path) -> None:

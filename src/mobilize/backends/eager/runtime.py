@@ -6,9 +6,9 @@ from __future__ import annotations
 import contextlib
 import logging
 
-from mobilize.errors import UnsupportedModelError, headline, translate_errors
+from mobilize.core.errors import UnsupportedModelError, headline, translate_errors
 from mobilize.runtimes.torch_session import TorchSession
-from mobilize.sources.inputs import InputSpec, input_type_name
+from mobilize.core.inputs import InputSpec, input_type_name
 
 
 class EagerSession(TorchSession):

@@ -3,7 +3,7 @@ runtime, program reader, delegation report, lint probe (XnnpackPartitioner), ETD
 localiser, and what the native runner needs."""
 
 from mobilize.backends import BACKENDS
-from mobilize.backends.base import Backend
+from mobilize.core.backend import Backend
 
 BACKENDS.register("executorch")(Backend(
     name="executorch",

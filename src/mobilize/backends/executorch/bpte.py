@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mobilize.errors import UnsupportedModelError
+from mobilize.core.errors import UnsupportedModelError
 from mobilize.backends.executorch.pte import SCALAR_TYPES, tables, union
 
 DEFAULT_ATOL = 1e-4
@@ -28,7 +28,7 @@ class BundledCase:
 
 def bundle_tolerances(path: str | Path) -> tuple[float, float]:
     """(atol, rtol) from the ``.bpte``'s manifest when it matches the file, else the float defaults."""
-    from mobilize.artifact import sha256_of
+    from mobilize.core.artifact import sha256_of
 
     manifest = Path(str(path) + ".manifest.json")
     if manifest.is_file():

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from mobilize.accuracy.verify import verify_close
-from mobilize.errors import AccuracyError
+from mobilize.core.errors import AccuracyError
 from mobilize.backends.executorch.bpte import METHOD, BundledCase, bundle_tolerances, read_test_cases
 
 
@@ -55,7 +55,7 @@ def build_bundled_program(manager: Any, cases: Sequence[BundledCase]) -> bytes:
 
 def write_bundle_manifest(path: Path, fields: dict[str, Any], atol: float, rtol: float, expected_from: str) -> None:
     """An artifact manifest for the ``.bpte``, plus its tolerances under ``bundle``."""
-    from mobilize.artifact import atomic_write_text, sha256_of
+    from mobilize.core.artifact import atomic_write_text, sha256_of
 
     data = {**fields, "path": str(path), "size_bytes": path.stat().st_size, "sha256": sha256_of(path),
             "bundle": {"method": METHOD, "test_cases": len(read_test_cases(path)), "atol": atol, "rtol": rtol,
@@ -65,7 +65,7 @@ def write_bundle_manifest(path: Path, fields: dict[str, Any], atol: float, rtol:
 
 def verify_bundled_program(path: str | Path, *, atol: float | None = None, rtol: float | None = None) -> BundleCheck:
     """Run every bundled test case in the ExecuTorch runtime on this host; AccuracyError on any mismatch."""
-    from mobilize.artifact import Artifact
+    from mobilize.core.artifact import Artifact
     from mobilize.runtimes.base import open_session
 
     path = Path(path)

@@ -128,7 +128,7 @@ def delegation_report(source: Any) -> DelegationReport:
 
 
 def write_side_file(report: DelegationReport, artifact_path: str | Path) -> Path:
-    from mobilize.artifact import atomic_write_text
+    from mobilize.core.artifact import atomic_write_text
 
     path = Path(str(artifact_path) + SIDE_SUFFIX)
     atomic_write_text(path, json.dumps(report.to_json(), indent=2) + "\n")

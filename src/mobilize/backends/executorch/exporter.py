@@ -14,16 +14,16 @@ import enum
 from pathlib import Path
 from typing import Any
 
-from mobilize.artifact import Artifact, atomic_write_bytes
-from mobilize.registry import did_you_mean
-from mobilize.errors import ConfigError, ExportError, translate_errors, typed_headline
+from mobilize.core.artifact import Artifact, atomic_write_bytes
+from mobilize.core.registry import did_you_mean
+from mobilize.core.errors import ConfigError, ExportError, translate_errors, typed_headline
 from mobilize.backends.executorch.bundled import BundleCheck, verify_bundled_program
 from mobilize.backends.executorch.bpte import bundled_inputs
 from mobilize.backends.executorch.delegation import DelegationReport, delegation_report
 from mobilize.accuracy.verify import Kind
 from mobilize.exporters.base import Expectation, Exporter
-from mobilize.context import Context
-from mobilize.sources.inputs import MemoryFormat
+from mobilize.core.context import Context
+from mobilize.core.inputs import MemoryFormat
 
 __all__ = ["Delegate", "Quantize", "ExecuTorchConfig", "ExecuTorchExporter", "DelegationReport",
            "delegation_report", "verify_bundled_program", "bundled_inputs", "BundleCheck"]

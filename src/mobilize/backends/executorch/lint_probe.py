@@ -17,7 +17,7 @@ import logging
 import re
 from typing import Any
 
-from mobilize.errors import MobilizeError, translate_errors
+from mobilize.core.errors import MobilizeError, translate_errors
 from mobilize.backends.executorch.delegation import DelegationReport, delegation_report
 from mobilize.lowering.graph import op_name, source_location
 from mobilize.lint.report import TargetSupport, UnsupportedOp

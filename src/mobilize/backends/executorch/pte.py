@@ -26,7 +26,7 @@ SCALAR_TYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "f
 def check_header(path, identifiers: tuple[bytes, ...] = (PROGRAM_ID, BUNDLE_ID)) -> bytes:
     """A flatbuffer's file identifier sits at bytes 4..8 ('ET12' for programs, 'BP08' for bundled ones);
     returns it.  The runtime aborts the whole process on a corrupt file, so check before handing it over."""
-    from mobilize.errors import UnsupportedModelError
+    from mobilize.core.errors import UnsupportedModelError
 
     with open(path, "rb") as fh:
         head = fh.read(8)
@@ -121,7 +121,7 @@ def check_program(data: bytes, what: str) -> None:
     """Refuse a program whose declared sizes, segment table or flatbuffer offsets reach past the end of
     ``data`` (a .pte cut short, or the program inside a .bpte): UnsupportedModelError, before any runtime
     sees it."""
-    from mobilize.errors import UnsupportedModelError
+    from mobilize.core.errors import UnsupportedModelError
 
     size = len(data)
     try:

@@ -10,7 +10,7 @@ import copy
 import dataclasses
 from typing import Any, Sequence
 
-from mobilize.errors import ConfigError
+from mobilize.core.errors import ConfigError
 from mobilize.lowering.pt2e import first_output
 from mobilize.lowering.torch_export import capture
 

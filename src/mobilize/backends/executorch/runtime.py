@@ -17,17 +17,17 @@ import warnings
 import weakref
 from typing import Any, Sequence
 
-from mobilize import noise
-from mobilize.errors import ConfigError, UnsupportedModelError, translate_errors
+from mobilize.core import noise
+from mobilize.core.errors import ConfigError, UnsupportedModelError, translate_errors
 from mobilize.backends.executorch.pte import BUNDLE_ID, SCALAR_TYPES, check_header
 from mobilize.runtimes.native_stderr import filtered_stderr
 from mobilize.runtimes.base import Session
-from mobilize.sources.inputs import InputSpec, MemoryFormat, input_type_name
+from mobilize.core.inputs import InputSpec, MemoryFormat, input_type_name
 
 
 def quiet_native_stderr():
     """Drop ExecuTorch's informational C++ log lines (cpuinfo probing, threadpool resets: the noise its
-    descriptor and :mod:`mobilize.noise` name); anything else written to stderr meanwhile is passed through."""
+    descriptor and :mod:`mobilize.core.noise` name); anything else written to stderr meanwhile is passed through."""
     return filtered_stderr(noise.patterns())
 
 

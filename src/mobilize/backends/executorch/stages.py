@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from mobilize.errors import ExportError, translate_errors
+from mobilize.core.errors import ExportError, translate_errors
 from mobilize.lowering.graph import op_name
 from mobilize.lowering.torch_export import locate_op, quiet_export, stage_error
 

@@ -2,7 +2,7 @@
 flatbuffer reader and the lint probe."""
 
 from mobilize.backends import BACKENDS
-from mobilize.backends.base import Backend
+from mobilize.core.backend import Backend
 
 BACKENDS.register("litert")(Backend(
     name="litert",

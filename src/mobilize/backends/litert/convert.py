@@ -11,7 +11,7 @@ import contextlib
 import warnings
 from typing import Any, Sequence
 
-from mobilize.errors import ExportError, translate_errors
+from mobilize.core.errors import ExportError, translate_errors
 
 FP16_WEIGHT_OPS = ("FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D", "CONV_2D_TRANSPOSE", "EMBEDDING_LOOKUP")
 """The ops whose weights ai-edge-quantizer's float_casting stores as fp16 (dequantized once at load)."""

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from mobilize.accuracy.verify import Kind
-from mobilize.artifact import Artifact, atomic_write_bytes
-from mobilize.context import Context
-from mobilize.errors import ConfigError
+from mobilize.core.artifact import Artifact, atomic_write_bytes
+from mobilize.core.context import Context
+from mobilize.core.errors import ConfigError
 from mobilize.exporters.base import Expectation, Exporter
-from mobilize.sources.inputs import MemoryFormat
+from mobilize.core.inputs import MemoryFormat
 
 
 class Quantize(enum.StrEnum):

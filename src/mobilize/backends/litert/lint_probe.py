@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from mobilize.errors import MobilizeError
+from mobilize.core.errors import MobilizeError
 from mobilize.lint.report import TargetSupport, UnsupportedOp
 
 PACKAGES = ("litert_torch", "ai_edge_litert")

@@ -13,12 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from mobilize import noise
-from mobilize.errors import UnsupportedModelError, UserError, translate_errors
+from mobilize.core import noise
+from mobilize.core.errors import UnsupportedModelError, UserError, translate_errors
 from mobilize.backends.litert.tflite import TfliteDelegation, read_tflite, tflite_delegation
 from mobilize.runtimes.native_stderr import filtered_stderr
 from mobilize.runtimes.base import Session, as_array
-from mobilize.sources.inputs import InputSpec, MemoryFormat
+from mobilize.core.inputs import InputSpec, MemoryFormat
 
 _NUMPY_TO_SPEC = {"float32": "float", "float16": "float16", "int64": "int64", "int32": "int32", "int16": "int16",
                   "int8": "int8", "uint8": "uint8", "bool": "bool"}

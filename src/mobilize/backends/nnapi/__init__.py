@@ -2,7 +2,7 @@
 host check against the twin, the op-support probe, the adb script and the device log reader."""
 
 from mobilize.backends import BACKENDS
-from mobilize.backends.base import Backend
+from mobilize.core.backend import Backend
 
 BACKENDS.register("nnapi")(Backend(
     name="nnapi",

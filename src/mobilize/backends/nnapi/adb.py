@@ -20,8 +20,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from mobilize.artifact import atomic_write_text
-from mobilize.errors import ConfigError
+from mobilize.core.artifact import atomic_write_text
+from mobilize.core.errors import ConfigError
 from mobilize.backends.nnapi.nnapi_format import DEPRECATION, is_nnapi_archive, nnapi_twin_path
 
 SCRIPT_NAME = "nnapi_benchmark.sh"
@@ -155,7 +155,7 @@ def report_from_log(log: str | Path, *, model: str | None, threads: int | None, 
     """The bench JSON (the keys ``mobilize bench --json`` writes) for one device run; what the log does not
     say is None, with a note."""
     from mobilize.report.json_report import SCHEMA_VERSION
-    from mobilize.artifact import Artifact
+    from mobilize.core.artifact import Artifact
     from mobilize.bench.stats import BenchStats
 
     log = Path(log)

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch.backends._nnapi.serializer import DimOrder, NNAPI_OperandCode, Operand, _NnapiSerializer
 
-from mobilize.errors import third_party_failure
+from mobilize.core.errors import third_party_failure
 
 _MAINTAINED = "or export with the ExecuTorch (--recipe executorch-int8) or LiteRT targets, which take far more ops"
 

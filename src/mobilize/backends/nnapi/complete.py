@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mobilize.completeness import check_zip
+from mobilize.core.completeness import check_zip
 
 
 def check_archive(path: Path) -> None:

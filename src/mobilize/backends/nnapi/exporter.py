@@ -37,9 +37,9 @@ import torch
 from torch import nn
 
 from mobilize.accuracy.verify import Kind
-from mobilize.artifact import Artifact, atomic_path
-from mobilize.context import Context
-from mobilize.errors import (AccuracyError, ConfigError, ExportError, UnsupportedModelError, translate_errors,
+from mobilize.core.artifact import Artifact, atomic_path
+from mobilize.core.context import Context
+from mobilize.core.errors import (AccuracyError, ConfigError, ExportError, UnsupportedModelError, translate_errors,
                              typed_headline)
 from mobilize.exporters.base import Expectation, Exporter
 from mobilize.backends.nnapi import nnapi_format as fmt
@@ -331,7 +331,7 @@ def _interface(mode: Mode, quantize: tuple[float, int] | None) -> str:
 
 
 def _channels_last(spec: Any) -> Any:
-    from mobilize.sources.inputs import MemoryFormat
+    from mobilize.core.inputs import MemoryFormat
 
     return dataclasses.replace(spec, memory_format=MemoryFormat.CHANNELS_LAST) if len(spec.shape) == 4 else spec
 

@@ -22,8 +22,8 @@ import dataclasses
 from typing import Any
 
 from mobilize.accuracy.verify import DEFAULT_POLICY, Kind, Policy, compare_outputs, judge, judge_steps
-from mobilize.artifact import Artifact
-from mobilize.context import Context
+from mobilize.core.artifact import Artifact
+from mobilize.core.context import Context
 from mobilize.backends.nnapi import nnapi_format as fmt
 
 

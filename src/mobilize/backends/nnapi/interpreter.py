@@ -19,7 +19,7 @@ import math
 import struct
 from typing import Any, Sequence
 
-from mobilize.errors import UnsupportedModelError
+from mobilize.core.errors import UnsupportedModelError
 from mobilize.backends.nnapi import nnapi_format as fmt
 
 _FUSE = {0: None, 1: "relu", 2: "relu1", 3: "relu6"}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from mobilize.errors import third_party_failure
+from mobilize.core.errors import third_party_failure
 from mobilize.lint.report import TargetSupport, UnsupportedOp
 
 PACKAGES = ("torch",)

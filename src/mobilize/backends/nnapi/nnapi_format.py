@@ -32,7 +32,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from mobilize.errors import UnsupportedModelError
+from mobilize.core.errors import UnsupportedModelError
 
 DEPRECATION = ("NNAPI is deprecated from Android 15 (Google no longer develops it; drivers may drop it). "
                "The maintained routes to phone accelerators are ExecuTorch delegates (XNNPACK, Qualcomm QNN, "

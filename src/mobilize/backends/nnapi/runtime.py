@@ -18,11 +18,11 @@ import collections
 import math
 from typing import Any, Sequence
 
-from mobilize.errors import UnsupportedModelError, UserError, translate_errors
+from mobilize.core.errors import UnsupportedModelError, UserError, translate_errors
 from mobilize.backends.nnapi import nnapi_format as fmt
 from mobilize.backends.nnapi.interpreter import Interpreter, quantize_tensor
 from mobilize.runtimes.base import Session
-from mobilize.sources.inputs import InputSpec, MemoryFormat
+from mobilize.core.inputs import InputSpec, MemoryFormat
 
 class NnapiHostSession(Session):
     name = "nnapi_host"

@@ -2,7 +2,7 @@
 check, the lint probe (providers' node assignment), the profiler and tune's drift localiser."""
 
 from mobilize.backends import BACKENDS
-from mobilize.backends.base import Backend
+from mobilize.core.backend import Backend
 
 BACKENDS.register("onnxruntime")(Backend(
     name="onnxruntime",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mobilize.completeness import HINT
-from mobilize.errors import UnsupportedModelError, translate_errors
+from mobilize.core.completeness import HINT
+from mobilize.core.errors import UnsupportedModelError, translate_errors
 
 
 def check_onnx(path: Path) -> None:

@@ -16,14 +16,14 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-from mobilize.artifact import Artifact
+from mobilize.core.artifact import Artifact
 from mobilize.backends.onnxruntime.runtime import missing_kernel, upgrade_opset
-from mobilize.errors import ConfigError, UnsupportedModelError, translate_errors
+from mobilize.core.errors import ConfigError, UnsupportedModelError, translate_errors
 from mobilize.lowering.onnx_export import check_onnx_model
 from mobilize.accuracy.verify import Kind
 from mobilize.exporters.base import Expectation, Exporter
-from mobilize.context import Context
-from mobilize.target import CHOSE
+from mobilize.core.context import Context
+from mobilize.core.target import CHOSE
 
 MIN_OPSET = 7
 
@@ -255,7 +255,7 @@ def _data_mismatch(ctx: Context, input_name: str) -> str | None:
 
 def _u8s8_saturates() -> bool:
     """True when this machine is an x64 CPU without VNNI (AVX2-only U8S8 kernels)."""
-    from mobilize.target import host_target
+    from mobilize.core.target import host_target
 
     return host_target().reduce_range
 

@@ -14,7 +14,7 @@ import collections
 from typing import Any
 
 from mobilize.backends.onnxruntime.sessions import ort_session, session_options
-from mobilize.errors import MobilizeError, third_party_failure
+from mobilize.core.errors import MobilizeError, third_party_failure
 from mobilize.backends.onnxruntime.onnx_map import OnnxScopes, export_onnx
 from mobilize.lint.report import TargetSupport, UnsupportedOp
 

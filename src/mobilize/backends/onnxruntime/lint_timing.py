@@ -40,7 +40,7 @@ def measure_time(profile: Profile, subject: Any, samples: list[list], data_refer
         opts = session_options(cfg.time_threads, optimized_path=Path(tmp) / "optimized.onnx",
                                profile_prefix=Path(tmp) / "profile")
         from mobilize.backends.onnxruntime.runtime import describe_load_error
-        from mobilize.errors import UnsupportedModelError, translate_errors
+        from mobilize.core.errors import UnsupportedModelError, translate_errors
 
         # onnxruntime's Fail / InvalidGraph / NotImplemented: its message names the node
         with translate_errors(UnsupportedModelError, "ONNX Runtime session",

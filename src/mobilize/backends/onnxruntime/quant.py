@@ -15,8 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from mobilize.registry import did_you_mean
-from mobilize.errors import ConfigError, UnsupportedModelError, third_party_failure, translate_errors
+from mobilize.core.registry import did_you_mean
+from mobilize.core.errors import ConfigError, UnsupportedModelError, third_party_failure, translate_errors
 from mobilize.lowering.onnx_export import native_output, opset_of, real_inputs
 
 PER_CHANNEL_MIN_OPSET = 13
@@ -177,7 +177,7 @@ class BatchFeed:
         for (name, dtype, dims), t in zip(self.inputs, tensors):
             arr = np.ascontiguousarray(t.detach().numpy() if hasattr(t, "detach") else np.asarray(t))
             if arr.ndim != len(dims) or any(d is not None and d != s for d, s in zip(dims, arr.shape)):
-                from mobilize.sources.inputs import shape_text
+                from mobilize.core.inputs import shape_text
 
                 raise ConfigError(f"calibration data for input '{name}' has shape {shape_text(arr.shape)} but the "
                                   f"model expects {shape_text([d or -1 for d in dims])}",

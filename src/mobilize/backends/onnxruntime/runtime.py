@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from mobilize.backends.onnxruntime.sessions import ort_session, session_options
-from mobilize.errors import ConfigError, UnsupportedModelError, third_party_failure, translate_errors
+from mobilize.core.errors import ConfigError, UnsupportedModelError, third_party_failure, translate_errors
 from mobilize.runtimes.base import Session, as_array, flatten_outputs
-from mobilize.sources.inputs import InputSpec
+from mobilize.core.inputs import InputSpec
 
 _ORT_TYPES = {
     "tensor(float)": "float", "tensor(double)": "float64", "tensor(float16)": "float16",

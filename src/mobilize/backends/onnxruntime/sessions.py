@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from mobilize.errors import ConfigError
-from mobilize.registry import did_you_mean
+from mobilize.core.errors import ConfigError
+from mobilize.core.registry import did_you_mean
 
 CPU = "CPUExecutionProvider"
 LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED",

@@ -1,7 +1,7 @@
 """OpenVINO: IR (.xml + .bin) exporter (f32, f16, bf16, NNCF int8) and the CPU-plugin runtime (also runs .onnx)."""
 
 from mobilize.backends import BACKENDS
-from mobilize.backends.base import Backend
+from mobilize.core.backend import Backend
 
 BACKENDS.register("openvino")(Backend(
     name="openvino",

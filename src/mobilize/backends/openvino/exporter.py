@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from mobilize.accuracy.verify import Kind
-from mobilize.artifact import Artifact
-from mobilize.context import Context
-from mobilize.errors import ConfigError, ExportError, translate_errors
+from mobilize.core.artifact import Artifact
+from mobilize.core.context import Context
+from mobilize.core.errors import ConfigError, ExportError, translate_errors
 from mobilize.exporters.base import Expectation, Exporter
 
 PRECISION_KEY = ["runtime_options", "INFERENCE_PRECISION_HINT"]
@@ -209,7 +209,7 @@ class OpenVinoExporter(Exporter):
 def _require(package: str, what: str) -> None:
     import importlib.util
 
-    from mobilize.errors import BackendUnavailableError
+    from mobilize.core.errors import BackendUnavailableError
 
     if importlib.util.find_spec(package) is None:
         raise BackendUnavailableError(f"{what} needs the Python package '{package}'", hint=f"pip install {package}")

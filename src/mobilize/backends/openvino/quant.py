@@ -9,7 +9,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, Sequence
 
-from mobilize.errors import ExportError, headline, translate_errors
+from mobilize.core.errors import ExportError, headline, translate_errors
 
 
 def nncf_quantize(model: Any, samples: Sequence[Sequence[Any]], preset: str, fast_bias_correction: bool,

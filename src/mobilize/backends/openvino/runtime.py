@@ -16,9 +16,9 @@ from __future__ import annotations
 import collections
 from typing import Any, Sequence
 
-from mobilize.errors import UnsupportedModelError, translate_errors
+from mobilize.core.errors import UnsupportedModelError, translate_errors
 from mobilize.runtimes.base import Session, as_array
-from mobilize.sources.inputs import InputSpec
+from mobilize.core.inputs import InputSpec
 
 PRECISION_KEY = ["runtime_options", "INFERENCE_PRECISION_HINT"]
 """The IR's own inference precision (same key as the exporter writes; runtimes never import exporters)."""

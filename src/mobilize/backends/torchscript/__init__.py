@@ -1,7 +1,7 @@
 """TorchScript (.pt) and the lite interpreter (.ptl): exporters, runtimes, archive checks."""
 
 from mobilize.backends import BACKENDS
-from mobilize.backends.base import Backend
+from mobilize.core.backend import Backend
 
 BACKENDS.register("torchscript")(Backend(
     name="torchscript",

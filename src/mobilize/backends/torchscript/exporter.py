@@ -20,9 +20,9 @@ from typing import Any
 import torch
 
 from mobilize.lowering.torch_build import xnnpack_enabled
-from mobilize.errors import ConfigError, UnsupportedModelError, clip, third_party_failure, translate_errors
+from mobilize.core.errors import ConfigError, UnsupportedModelError, clip, third_party_failure, translate_errors
 from mobilize.exporters.base import Exporter
-from mobilize.context import Context
+from mobilize.core.context import Context
 
 
 class Method(enum.StrEnum):

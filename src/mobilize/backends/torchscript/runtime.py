@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from mobilize.errors import UnsupportedModelError, translate_errors
+from mobilize.core.errors import UnsupportedModelError, translate_errors
 from mobilize.runtimes.torch_session import TorchSession
 
 

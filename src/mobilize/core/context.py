@@ -3,8 +3,8 @@
 Passes record facts here as fields (``ctx.quant.quantized``, ``ctx.fused``), never as string
 keys, so a reader finds every writer and reader of a fact with one search.
 
-    >>> from mobilize.context import Context
-    >>> from mobilize.sources.inputs import InputSpec
+    >>> from mobilize.core.context import Context
+    >>> from mobilize.core.inputs import InputSpec
     >>> ctx = Context(input_specs=[InputSpec((1, 3, 32, 32))])
     >>> ctx.quant.quantized, ctx.target.name
     (False, 'host')
@@ -17,9 +17,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from mobilize.errors import ConfigError
-from mobilize.sources.inputs import InputSpec, make_random_inputs
-from mobilize.target import Target, host_target
+from mobilize.core.errors import ConfigError
+from mobilize.core.inputs import InputSpec, make_random_inputs
+from mobilize.core.target import Target, host_target
 
 
 @dataclasses.dataclass

@@ -11,9 +11,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from mobilize.errors import ConfigError, UserError
-from mobilize.paths import temp_prefix
-from mobilize.sources.inputs import InputSpec
+from mobilize.core.errors import ConfigError, UserError
+from mobilize.core.paths import temp_prefix
+from mobilize.core.inputs import InputSpec
 
 
 Format = str
@@ -23,7 +23,7 @@ and side files (:mod:`mobilize.backends`); the set is open, not a closed enum.""
 
 def artifact_size_bytes(path: str | os.PathLike, fmt: Format) -> int:
     """The artifact's size on disk, side files included (an OpenVINO ``.xml`` is a few kB; its ``.bin`` holds the weights)."""
-    from mobilize.backends import side_files
+    from mobilize.core.backend import side_files
 
     path = Path(path)
     sides = [path.with_suffix(s) for s in side_files(fmt)]
@@ -33,7 +33,7 @@ def artifact_size_bytes(path: str | os.PathLike, fmt: Format) -> int:
 def format_for_path(path: str | os.PathLike) -> Format:
     """The format a file's suffix names, then refined by any backend that claims the file (an NNAPI model inside
     a ``.ptl``)."""
-    from mobilize.backends import claim, format_for_suffix, suffixes
+    from mobilize.core.backend import claim, format_for_suffix, suffixes
 
     suffix = Path(path).suffix.lower()
     fmt = format_for_suffix(suffix)
@@ -88,7 +88,7 @@ class atomic_path:
 
     def __enter__(self) -> Path:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        # named after this process (mobilize.paths): a run killed mid-write leaves a temp the next run removes
+        # named after this process (mobilize.core.paths): a run killed mid-write leaves a temp the next run removes
         fd, tmp = tempfile.mkstemp(prefix=temp_prefix("tmp", self.path.stem), suffix=self.path.suffix,
                                    dir=self.path.parent)
         os.close(fd)

@@ -1,4 +1,4 @@
-"""The process engine (:mod:`mobilize.process`): spawned children and children forked from the torch-preloading
+"""The process engine (:mod:`mobilize.pipeline.process`): spawned children and children forked from the torch-preloading
 server compare uses for its torch workers."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import sys
 import time
 from pathlib import Path
 
-from mobilize.process import Child
+from mobilize.pipeline.process import Child
 from tests.cli.test_hardening import alive as _alive
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_preloaded_child_comes_with_torch_a_spawned_one_without_and_both_keep_sigint_blocked():
@@ -32,7 +32,7 @@ def test_a_preloaded_child_comes_with_torch_a_spawned_one_without_and_both_keep_
 def test_a_preloaded_child_dies_when_its_parent_is_killed():
     """The parent killed outright (SIGKILL, no clean-up): its fork server sees its pipe close and exits, and the
     worker forked from the server dies with it (PR_SET_PDEATHSIG), so nothing keeps running."""
-    script = ("import sys, time\nfrom mobilize.process import Child\nfrom tests.process_children import sleep_forever\n"
+    script = ("import sys, time\nfrom mobilize.pipeline.process import Child\nfrom tests.process_children import sleep_forever\n"
               "c = Child(sleep_forever, preload=True)\nprint(c.recv(120), flush=True)\ntime.sleep(600)\n")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]))
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)

@@ -7,7 +7,7 @@
     FuseConfig(inplace=True)
     >>> build_config(FuseConfig, {"in_place": True}, "fuse")
     Traceback (most recent call last):
-    mobilize.errors.ConfigError: step 'fuse' has no option 'in_place' (did you mean: inplace? options: inplace)
+    mobilize.core.errors.ConfigError: step 'fuse' has no option 'in_place' (did you mean: inplace? options: inplace)
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import enum
 import typing
 from typing import Any
 
-from mobilize.errors import ConfigError
-from mobilize.registry import did_you_mean
+from mobilize.core.errors import ConfigError
+from mobilize.core.registry import did_you_mean
 
 
 def build_config(cls: type, options: dict[str, Any] | None, step: str) -> Any:
@@ -88,7 +88,7 @@ def load_document(name_or_path: str, folder: str, kind: str) -> tuple[Any, str]:
 
     import yaml
 
-    from mobilize.errors import UserError
+    from mobilize.core.errors import UserError
 
     path = Path(name_or_path)
     if path.suffix.lower() in (".yaml", ".yml", ".json"):

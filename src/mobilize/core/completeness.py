@@ -9,7 +9,7 @@ import os
 import zipfile
 from pathlib import Path
 
-from mobilize.errors import UnsupportedModelError
+from mobilize.core.errors import UnsupportedModelError
 
 HINT = "export it again, or copy the whole file"
 
@@ -55,7 +55,7 @@ def ends_with_directory(path: Path, size: int) -> bool:
 def check_complete(path: str | os.PathLike, fmt: str) -> None:
     """The check of the backend that owns ``fmt`` (its descriptor's ``complete``); formats without one are
     checked by their runtime when it loads them."""
-    from mobilize.backends import checker_for
+    from mobilize.core.backend import checker_for
 
     check = checker_for(fmt)
     if check is not None:

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from mobilize.errors import (ConfigError, ExportError, InternalError, UnsupportedModelError, is_bug,
+from mobilize.core.errors import (ConfigError, ExportError, InternalError, UnsupportedModelError, is_bug,
                              third_party_failure, translate_errors)
 
 

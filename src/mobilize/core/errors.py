@@ -3,7 +3,7 @@
 A user error names the bad value, the valid options and the next step; the CLI prints it in
 one or two lines and exits with code 2 (no traceback unless ``--debug``).
 
-    >>> from mobilize.errors import ConfigError
+    >>> from mobilize.core.errors import ConfigError
     >>> str(ConfigError("unknown runtime 'tfl'", hint="choose one of: eager, onnxruntime"))
     "unknown runtime 'tfl' (choose one of: eager, onnxruntime)"
 """

@@ -17,8 +17,8 @@ import os
 import traceback
 from typing import Any, Callable
 
-from mobilize.errors import InternalError, MobilizeError, UserError
-from mobilize.process import Child, Lost
+from mobilize.core.errors import InternalError, MobilizeError, UserError
+from mobilize.pipeline.process import Child, Lost
 
 
 @dataclasses.dataclass
@@ -36,7 +36,7 @@ class Returned:
 @dataclasses.dataclass
 class Raised:
     error_type: str
-    """The mobilize.errors class of the error (UserError for anything the child cannot name)."""
+    """The mobilize.core.errors class of the error (UserError for anything the child cannot name)."""
     message: str
     internal: bool
     trace: str
@@ -89,8 +89,7 @@ def run_isolated(func: Callable[..., Any], *args: Any, what: str,
 
 def _rebuild(msg: Raised) -> MobilizeError:
     """The child's error as the same mobilize error type; ``child_traceback`` keeps its traceback for --debug."""
-    from mobilize import errors
-
+    from mobilize.core import errors
     cls = getattr(errors, msg.error_type, None)
     if msg.internal:
         err: MobilizeError = InternalError(msg.message)
@@ -121,8 +120,7 @@ def _child_main(conn, func: Callable[..., Any], args: tuple, kwargs: dict) -> No
 
 
 def _describe(exc: BaseException, stage: str) -> Raised:
-    from mobilize import errors
-
+    from mobilize.core import errors
     trace = traceback.format_exc()
     if isinstance(exc, KeyboardInterrupt):  # the interrupt passed on by the parent, before any result
         return Raised("KeyboardInterrupt", "interrupted", False, trace)

@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 from typing import Any, Iterator, Mapping
 
-from mobilize.errors import ConfigError
+from mobilize.core.errors import ConfigError
 
 OPTION_FLAGS = {"io_binding": "--io-binding"}
 """The CLI flag that sets an option, for error messages."""
@@ -43,9 +43,9 @@ class RuntimeOptions:
 def check_options(runtime: str, options: RuntimeOptions) -> Any:
     """The runtime's own options built from ``options.extra`` (threads checked too); an option this runtime does
     not have is a one-line ConfigError naming the runtimes that have it."""
-    from mobilize.checks import check_threads
-    from mobilize.config import build_config
-    from mobilize.runtimes import RUNTIMES
+    from mobilize.core.checks import check_threads
+    from mobilize.core.config import build_config
+    from mobilize.core.backend import RUNTIMES
 
     check_threads(options.threads, "threads")
     own = RUNTIMES.get(runtime).Options

@@ -8,12 +8,12 @@ set of names is the set of modules in the folder: there is no second, hand-kept 
 A registry can instead be a view over an index (``EXPORTERS`` and ``RUNTIMES`` read the backends'
 descriptors): its names are the index's keys and each entry is a ``package.module:Attribute``.
 
-    >>> from mobilize.runtimes import RUNTIMES
+    >>> from mobilize.core.backend import RUNTIMES
     >>> "onnxruntime" in RUNTIMES.names()
     True
     >>> RUNTIMES.get("onnxrt")
     Traceback (most recent call last):
-    mobilize.errors.ConfigError: unknown runtime 'onnxrt' (did you mean: onnxruntime? choose one of: ...)
+    mobilize.core.errors.ConfigError: unknown runtime 'onnxrt' (did you mean: onnxruntime? choose one of: ...)
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import importlib
 import pkgutil
 from typing import Callable, Generic, Mapping, Sequence, TypeVar
 
-from mobilize.errors import ConfigError, InternalError
+from mobilize.core.errors import ConfigError, InternalError
 
 T = TypeVar("T")
 
@@ -48,9 +48,14 @@ def did_you_mean(name: str, choices: Sequence[str], what: str | None = "choose o
 
 
 class Registry(Generic[T]):
-    def __init__(self, kind: str, package: str | None = None, index: Callable[[], Mapping[str, str]] | None = None):
+    def __init__(self, kind: str, package: str | None = None, index: Callable[[], Mapping[str, str]] | None = None,
+                 folders_only: bool = False, shared: tuple[str, ...] = ()):
         self.kind = kind
         self.package = package
+        self.folders_only = folders_only
+        """Only sub-packages are plugins (an engine is a folder; modules beside them are shared code)."""
+        self.shared = frozenset(shared) | _NOT_PLUGINS
+        """Modules of the package that are shared code its plugins use, not plugins."""
         self.index = index
         """name -> ``package.module:Attribute`` (a view over other registries' descriptors)."""
         self._entries: dict[str, T] = {}
@@ -73,7 +78,7 @@ class Registry(Generic[T]):
         if self.package is not None:
             pkg = importlib.import_module(self.package)
             found |= {m.name for m in pkgutil.iter_modules(pkg.__path__)
-                      if not m.name.startswith("_") and m.name not in _NOT_PLUGINS}
+                      if not m.name.startswith("_") and m.name not in self.shared and (m.ispkg or not self.folders_only)}
         return sorted(found | set(self._entries))
 
     def get(self, name: str) -> T:

@@ -14,11 +14,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from mobilize.config import builtin_names, load_document
-from mobilize.registry import did_you_mean
-from mobilize.errors import ConfigError
-from mobilize.paths import safe_name
-from mobilize.recipe import Recipe, load_recipe
+from mobilize.core.config import builtin_names, load_document
+from mobilize.core.registry import did_you_mean
+from mobilize.core.errors import ConfigError
+from mobilize.core.paths import safe_name
+from mobilize.pipeline.recipe import Recipe, load_recipe
 
 
 @dataclasses.dataclass(frozen=True)

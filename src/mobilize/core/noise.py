@@ -40,7 +40,7 @@ _REASON = re.compile(r"(Error|Exception|error:|failed|Failed|cannot|not supporte
 
 
 def patterns() -> tuple[str, ...]:
-    from mobilize.backends import all_backends
+    from mobilize.core.backend import all_backends
 
     return SHARED_NOISE + tuple(p for b in all_backends() for p in b.noise)
 

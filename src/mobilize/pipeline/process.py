@@ -1,6 +1,6 @@
 """The one process engine: a spawned (or fork-served) child, its pipe, its stderr, its time limit and its end.
 
-:func:`mobilize.isolate.run_isolated` (one call, one answer) and compare's workers (a long-lived
+:func:`mobilize.pipeline.isolate.run_isolated` (one call, one answer) and compare's workers (a long-lived
 request/response process) are two uses of :class:`Child`.  A child never sees Ctrl-C (the parent decides
 what an interrupt stops), dies with its parent (Linux ``PR_SET_PDEATHSIG``), may send its stderr to a log
 file, and is killed when it is silent past a deadline; a child that dies without answering is described
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 
-PRELOAD = ("mobilize.process", "torch", "mobilize.compare.worker")
+PRELOAD = ("mobilize.pipeline.process", "torch", "mobilize.compare.worker")
 """What the fork server of ``preload`` children imports once.  The server is started from :func:`start_ignoring_sigint`
 like every child, so it and every child forked from it keep SIGINT blocked; a child forked from it dies with this process
 (it watches this process's pidfd; ``PR_SET_PDEATHSIG`` covers the server), and the server exits once this process
@@ -115,8 +115,7 @@ class Child:
 
     def log_tail(self, lines: int = 3) -> str:
         """The last lines the child wrote to its log, for a failure's note ('' without a log)."""
-        from mobilize import noise
-
+        from mobilize.core import noise
         if not self.log_path or not Path(self.log_path).is_file():
             return ""
         text = noise.tail(Path(self.log_path).read_text(errors="replace").splitlines(), lines)
@@ -125,8 +124,7 @@ class Child:
     def where_output_went(self) -> str:
         """The child's last lines that say why (third-party noise dropped), and where all its output went ('' when
         nothing was written there)."""
-        from mobilize import noise
-
+        from mobilize.core import noise
         path = self.log_path
         if not path or not Path(path).is_file() or Path(path).stat().st_size == 0:
             return ""

@@ -1,7 +1,7 @@
 """Plans that fit the model: the default plan keeps the variants that apply to this model, adds the ones
 its layers call for, and says what it left out and why.
 
-    >>> from mobilize.plan import load_plan
+    >>> from mobilize.plans.plan import load_plan
     >>> facts = {"layers": {"conv": 0, "linear": 3, "embedding": 1, "attention": 0},
     ...          "input_types": ["int64", "int64"], "input_ranks": [2, 2]}
     >>> plan, left_out = fit_plan(load_plan("default"), facts)
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from mobilize.plan import Plan, Variant
+from mobilize.plans.plan import Plan, Variant
 
 DYNAMIC_VARIANTS = (
     {"name": "executorch-int8-dynamic", "exports": [{"executorch": {"quantize": "int8_dynamic", "per_channel": True}}]},

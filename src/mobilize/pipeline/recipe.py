@@ -17,9 +17,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mobilize.config import build_config, builtin_names, config_to_dict, load_document
-from mobilize.errors import ConfigError
-from mobilize.runtime_options import RuntimeOptions
+from mobilize.core.config import build_config, builtin_names, config_to_dict, load_document
+from mobilize.core.errors import ConfigError
+from mobilize.core.runtime_options import RuntimeOptions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +56,7 @@ class Recipe:
         if not exports and not allow_no_export:
             raise ConfigError(f"recipe '{data.get('name', name)}' has no exports", hint="add e.g. exports: [torchscript]")
         runtime = RuntimeOptions.from_dict(data.get("runtime"))
-        from mobilize.paths import safe_name
+        from mobilize.core.paths import safe_name
 
         name = safe_name(data.get("name", name), "recipe name")  # it becomes part of the artifact's file name
         return cls(name, passes, exports, runtime, data.get("description", ""))
@@ -131,7 +131,7 @@ def load_recipe(name_or_path: str) -> Recipe:
 def dump_recipe(recipe: Recipe, path: str | Path) -> None:
     import yaml
 
-    from mobilize.artifact import atomic_write_text
+    from mobilize.core.artifact import atomic_write_text
 
     data = recipe.to_dict()
     text = json.dumps(data, indent=2) if str(path).endswith(".json") else yaml.safe_dump(data, sort_keys=False)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from mobilize.errors import ConfigError
-from mobilize.sources.inputs import InputSpec
+from mobilize.core.errors import ConfigError
+from mobilize.core.inputs import InputSpec
 from mobilize.sources.models import resolve_model
 
 
@@ -39,7 +39,7 @@ def model_facts(reference: str, trust_pickle: bool, spec_count: int,
     forward's input names (for ``spec_count`` inputs, or as many as it declares)."""
     if progress:
         progress(0, 1, "build the model")
-    from mobilize.plan_fit import layer_counts
+    from mobilize.plans.fit import layer_counts
 
     source = resolve_model(reference, trust_pickle=trust_pickle, bound_args=bound_args)
     specs = list(getattr(source, "input_specs", None) or [])
@@ -59,7 +59,7 @@ def model_facts_isolated(reference: str, trust_pickle: bool, spec_count: int, ti
                          bound_args: dict[str, Any] | None = None) -> dict[str, Any]:
     """:func:`model_facts` in a child process under the stage timeout: building a user's model runs its code
     (import, constructor, unpickling), which may hang or crash.  The zoo's models are mobilize's own."""
-    from mobilize.isolate import run_isolated
+    from mobilize.pipeline.isolate import run_isolated
     from mobilize.sources.models import check_reference
 
     check_reference(reference)

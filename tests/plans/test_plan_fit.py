@@ -3,8 +3,8 @@ static int8 and channels-last cannot apply, each left out with its reason); a co
 
 from __future__ import annotations
 
-from mobilize.plan import load_plan
-from mobilize.plan_fit import fit_plan, layer_counts
+from mobilize.plans.plan import load_plan
+from mobilize.plans.fit import fit_plan, layer_counts
 from tests.conftest import tiny_model
 from tests.user_models import TwoInputEncoder
 

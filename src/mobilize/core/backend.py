@@ -19,8 +19,8 @@ import dataclasses
 import importlib
 from typing import Any, Callable, Mapping
 
-from mobilize.errors import InternalError
-from mobilize.registry import Registry
+from mobilize.core.errors import InternalError
+from mobilize.core.registry import Registry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +50,7 @@ class Backend:
     """Exporter key -> the module tune localises per-layer int8 drift with."""
     noise: tuple[str, ...] = ()
     """Substrings of the engine's own log lines that tell a user nothing they can act on (dropped from the
-    terminal and from a failure's log tail; see :mod:`mobilize.noise`)."""
+    terminal and from a failure's log tail; see :mod:`mobilize.core.noise`)."""
     tools: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Other entry points a command asks for by name (``details`` for the native runner, ``from_log`` for
     ``bench --from-log``) -> ``module:attribute``."""
@@ -72,7 +72,7 @@ class Backend:
         return None if value is None else self.load(value)
 
 
-BACKENDS: Registry[Backend] = Registry("backend", "mobilize.backends")
+BACKENDS: Registry[Backend] = Registry("backend", "mobilize.backends", folders_only=True)
 
 
 def all_backends() -> list[Backend]:
@@ -145,3 +145,13 @@ def drift_for(exporter: str) -> Any:
 def tool(backend: str, name: str) -> Any:
     """A backend's named entry point (``tool("nnapi", "from_log")``), or None when it has none."""
     return BACKENDS.get(backend).entry("tools", name)
+
+
+def _index(field: str) -> Callable[[], dict[str, str]]:
+    return lambda: {key: f"mobilize.backends.{b.name}.{entry}" for key, (b, entry) in entries(field).items()}
+
+
+EXPORTERS: Registry = Registry("exporter", index=_index("exporters"))
+"""Exporters: module -> Artifact, one per format, each inside its backend's folder (a view over the descriptors)."""
+RUNTIMES: Registry = Registry("runtime", index=_index("runtimes"))
+"""Runtimes: Artifact (or eager module) -> Session, each inside its backend's folder (a view over the descriptors)."""

@@ -4,7 +4,7 @@ One syntax for every command: ``--input_dims`` lists one shape per tensor input 
 inputs, ``()`` for a scalar), ``--input_type`` one element type per input, and ``--input
 name=value`` binds a non-tensor forward argument (an ``int``, ``float``, ``bool`` or string).
 
-    >>> from mobilize.sources.inputs import parse_input_specs, parse_bound_args, shape_text
+    >>> from mobilize.core.inputs import parse_input_specs, parse_bound_args, shape_text
     >>> specs = parse_input_specs("1,3,224,224;1,10;()", "float;int64;float")
     >>> [(s.shape, s.dtype) for s in specs]
     [((1, 3, 224, 224), 'float'), ((1, 10), 'int64'), ((), 'float')]
@@ -24,7 +24,7 @@ import math
 import os
 from typing import Any, Sequence
 
-from mobilize.errors import ConfigError
+from mobilize.core.errors import ConfigError
 
 
 class MemoryFormat(enum.StrEnum):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from mobilize.errors import ConfigError
+from mobilize.core.errors import ConfigError
 
 THREADS_PER_CORE = 2
 """More threads than this per core only oversubscribes the CPU (1000 threads made ONNX Runtime take

@@ -2,7 +2,7 @@
 built from it (an ONNX file: ONNX Runtime at each graph-optimization level, int8, .ort, OpenVINO); every
 variant that cannot be built from that kind of file is left out with the reason.
 
-    >>> from mobilize.plan import load_plan
+    >>> from mobilize.plans.plan import load_plan
     >>> plan, left_out = plan_for_file("default", "onnx")
     >>> plan.name, plan.reference
     ('onnx-file', 'ort-opt-all')
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mobilize.errors import ConfigError
-from mobilize.plan import Plan, Variant, load_plan
+from mobilize.core.errors import ConfigError
+from mobilize.plans.plan import Plan, Variant, load_plan
 
 FILE_PLANS = {"onnx": "onnx-file", "openvino": "openvino-file"}
 """The built-in plan ``compare FILE`` runs (with the default plan) for a file of each format."""

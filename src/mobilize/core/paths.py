@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from mobilize.errors import ConfigError
+from mobilize.core.errors import ConfigError
 
 _OWNED = re.compile(r"(?:\..*\.|\.)?mobilize-(tmp|compare|staging|probe|sweep)-(\d+)-")
 """Names of mobilize's temporaries (the whole start of the name): the kind, then the owning process's id."""
@@ -247,3 +247,9 @@ def check_output_dir(out_dir) -> Path:
     """Fail before any work if the output folder cannot be used (created here if missing); stale
     temporaries of killed runs in it are removed."""
     return Outputs().folder(out_dir, "-o")
+
+
+def arm64_root() -> Path:
+    """Where the arm64 root lives (``MOBILIZE_ARM64_ROOT``, else ``~/.cache/mobilize/arm64``): the arm64 runs and
+    the aarch64 cross builds both read it."""
+    return Path(os.environ.get("MOBILIZE_ARM64_ROOT") or Path.home() / ".cache" / "mobilize" / "arm64")

@@ -11,7 +11,7 @@ import dataclasses
 import math
 from typing import Any
 
-from mobilize.outcome import Outcome
+from mobilize.core.outcome import Outcome
 
 
 VARIANT_JSON_SKIPS = ("latency", "details", "fidelity")

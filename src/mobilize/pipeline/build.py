@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mobilize.accuracy.verify import DEFAULT_POLICY, Kind, Policy, Verdict, compare_outputs, judge
-from mobilize.artifact import Artifact
-from mobilize.context import Context
-from mobilize.errors import ConfigError
-from mobilize.recipe import Recipe
+from mobilize.core.artifact import Artifact
+from mobilize.core.context import Context
+from mobilize.core.errors import ConfigError
+from mobilize.pipeline.recipe import Recipe
 
 
 @dataclasses.dataclass

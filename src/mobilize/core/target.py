@@ -21,7 +21,7 @@ import os
 import platform
 from typing import Any
 
-from mobilize.errors import ConfigError
+from mobilize.core.errors import ConfigError
 
 TARGETS = ("host", "arm64", "x86-avx2", "x86-vnni")
 CHOSE = "mobilize chose: "

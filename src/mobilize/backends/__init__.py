@@ -12,12 +12,12 @@ the native runners ask the lookups in :mod:`mobilize.core.backend`.  Adding an e
 
 from mobilize.core.backend import (  # noqa: F401  (the package's public face)
     BACKENDS, Backend, all_backends, entries, suffixes, format_for_suffix, claim,
-    backend_for_format, formats, default_runtime, side_files, checker_for, profiler_for,
+    backend_for_format, backend_for_runtime, formats, default_runtime, side_files, checker_for, profiler_for,
     profilable_formats, lint_targets, drift_for, tool,
 )
 
 __all__ = [
     "BACKENDS", "Backend", "all_backends", "entries", "suffixes", "format_for_suffix", "claim",
-    "backend_for_format", "formats", "default_runtime", "side_files", "checker_for", "profiler_for",
+    "backend_for_format", "backend_for_runtime", "formats", "default_runtime", "side_files", "checker_for", "profiler_for",
     "profilable_formats", "lint_targets", "drift_for", "tool",
 ]

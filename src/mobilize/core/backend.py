@@ -51,6 +51,19 @@ class Backend:
     noise: tuple[str, ...] = ()
     """Substrings of the engine's own log lines that tell a user nothing they can act on (dropped from the
     terminal and from a failure's log tail; see :mod:`mobilize.core.noise`)."""
+    tune: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Runtime -> ``module:ROUTE``, a :class:`mobilize.core.tune_route.TuneRoute`: how ``mobilize tune`` searches
+    this engine (its starting recipes, fp32 twin, what shares a build, how it explains a slow int8 file)."""
+    native: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Format -> ``module:RUNNER``, a :class:`mobilize.core.native_runner.NativeRunner`: the C++ benchmark and app
+    template that run this format outside Python (their sources live in the engine's folder)."""
+    torch_archives: tuple[str, ...] = ()
+    """Formats stored as PyTorch zip archives, which may hold a pickled module instead of a program (checked
+    before anything unpickles them)."""
+    compare_profile: tuple[str, ...] = ()
+    """Formats whose time split (inside / outside the delegate, fallback ops) compare reports for every file."""
+    delegate_hint: str = ""
+    """Where a user finds the source line of an op that fell outside the delegate (said in profile warnings)."""
     tools: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Other entry points a command asks for by name (``details`` for the native runner, ``from_log`` for
     ``bench --from-log``) -> ``module:attribute``."""
@@ -105,6 +118,10 @@ def backend_for_format(fmt: str) -> Backend | None:
     return next((b for b in all_backends() if str(fmt) in b.formats), None)
 
 
+def backend_for_runtime(runtime: str) -> Backend | None:
+    return next((b for b in all_backends() if str(runtime) in b.runtimes), None)
+
+
 def formats() -> list[str]:
     return sorted(f for b in all_backends() for f in b.formats)
 
@@ -140,6 +157,11 @@ def lint_targets() -> dict[str, tuple[Backend, str]]:
 def drift_for(exporter: str) -> Any:
     found = entries("drift").get(exporter)
     return found[0].load(found[1]) if found else None
+
+
+def tool_anywhere(name: str) -> tuple[Backend, Any] | None:
+    """The first engine (by name) that offers the entry point ``name``, and it; None when none does."""
+    return next(((b, b.entry("tools", name)) for b in all_backends() if name in b.tools), None)
 
 
 def tool(backend: str, name: str) -> Any:

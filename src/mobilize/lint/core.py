@@ -16,21 +16,13 @@ from mobilize.core.errors import ConfigError
 from mobilize.lint import activations, batchnorm, channels, depthwise, residual, training
 from mobilize.lint.config import LintConfig
 from mobilize.lint.report import Finding, LintReport, Rule, Severity, TargetSupport
+from mobilize.lint.targets import probe_module
 from mobilize.core.runtime_options import one_thread
 from mobilize.core.inputs import InputSpec
 
 CHECKS = (channels.check, batchnorm.check, activations.check, depthwise.check, training.check, residual.check)
 """The check families, in report order."""
 _RULE_ORDER = {r: i for i, r in enumerate(Rule)}
-_LABELS = {"xnnpack": "XNNPACK (ExecuTorch)", "onnxruntime": "ONNX Runtime", "nnapi": "the NNAPI converter",
-           "litert": "LiteRT"}
-_FIXES = {
-    "xnnpack": "replace it with an op XNNPACK takes or move it out of the model (pre/post-processing): every op left "
-               "out runs on portable kernels and splits the graph",
-    "onnxruntime": "replace it with an op the preferred provider supports, or accept the CPU fallback",
-    "nnapi": "the converter takes whole models only: replace it, or use ExecuTorch/LiteRT for Android",
-    "litert": "replace it with an op LiteRT's delegate takes, or move it out of the model",
-}
 
 
 def lint(model: Any, config: LintConfig = LintConfig(), *, input_specs: Sequence[InputSpec] | None = None,
@@ -90,15 +82,19 @@ def _lint(model: Any, config: LintConfig, input_specs, data: str | None, trust_p
 
 
 def _measure_time(profile: Any, subject: Any, batches: list[list], data: str) -> list[str]:
-    """Per-layer time on ONNX Runtime; a note instead when it cannot be measured (the rest of the lint stands)."""
+    """Per-layer time on the engine that offers ``lint_timing`` (ONNX Runtime today); a note instead when it cannot
+    be measured (the rest of the lint stands)."""
     import importlib.util
 
-    from mobilize.backends import tool
+    from mobilize.core.backend import tool_anywhere
     from mobilize.core.errors import MobilizeError
 
-    measure_time = tool("onnxruntime", "lint_timing")
-
-    missing = [p for p in ("onnx", "onnxruntime", "onnxscript") if importlib.util.find_spec(p) is None]
+    found = tool_anywhere("lint_timing")
+    if found is None:
+        return ["per-layer time not measured: no engine here times layers (lint_timing)"]
+    engine, measure_time = found
+    packages = [p for entry in engine.lint_targets.values() for p in engine.load(entry).PACKAGES]
+    missing = [p for p in dict.fromkeys(packages) if importlib.util.find_spec(p) is None]
     if missing:
         return [f"per-layer time not measured: {', '.join(missing)} not installed (pip install {' '.join(missing)})"]
     try:
@@ -149,11 +145,12 @@ def _batches(samples: list[list], specs: list[InputSpec]) -> list[list]:
 
 
 def _target_findings(result: TargetSupport) -> list[Finding]:
-    label = _LABELS[result.target]
+    plugin = probe_module(result.target)
+    label = plugin.LABEL
     if result.status == "unavailable":
         return []
     pieces = ("" if result.partitions is None else
-              f"; {_LABELS[result.target]} then runs none of the model" if result.partitions == 0 else
+              f"; {plugin.LABEL} then runs none of the model" if result.partitions == 0 else
               f"; the graph splits into {result.partitions} partition(s)")
     if result.status == "failed" and not result.unsupported:
         import re
@@ -171,7 +168,7 @@ def _target_findings(result: TargetSupport) -> list[Finding]:
         findings.append(Finding(
             Rule.TARGET_SUPPORT, Severity.WARN, op.modules[0] if op.modules else "",
             f"{label} does not take {op.op} ({op.count} node(s) in {where or '(model)'}): {op.reason}{pieces}",
-            op.fix or _FIXES[result.target],
+            op.fix or plugin.FIX,
             {"target": result.target, "op": op.op, "nodes": op.count, "modules": op.modules,
              "partitions": result.partitions, "ops_total": result.ops_total, "ops_supported": result.ops_supported},
             target=result.target, location=op.location))

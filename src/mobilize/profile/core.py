@@ -141,7 +141,10 @@ class TimeProfile:
             share = self.percent(cum)
             names = ", ".join(f"{o.op} {self.percent(o.time_us):.0f}% ({o.node})" for o in named)
             one = len(named) == 1
-            why = "; the delegation report gives its source line" if self.runtime == "executorch" else ""
+            from mobilize.core.backend import backend_for_runtime
+
+            engine = backend_for_runtime(self.runtime)
+            why = f"; {engine.delegate_hint}" if engine is not None and engine.delegate_hint else ""
             return (f"WARNING: {len(named)} op{'' if one else 's'} outside {self.delegate} {'takes' if one else 'take'} "
                     f"{share:.0f}% of the measured time: {names}{counted}. Speed-up: have {self.delegate} take "
                     f"{'it' if one else 'them'} or change the model to avoid {'it' if one else 'them'}{why}")

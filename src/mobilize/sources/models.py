@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mobilize.core.artifact import Artifact
-from mobilize.backends import format_for_suffix
+from mobilize.backends import backend_for_format, format_for_suffix
 from mobilize.core.errors import ConfigError, UnsupportedModelError, UserError, headline, translate_errors
 from mobilize.core.inputs import InputSpec
 
@@ -226,7 +226,8 @@ def _resolve_file(path: Path, trust_pickle: bool) -> ModelSource | Artifact:
 
     art = Artifact.from_file(path)
     check_complete(path, art.format)  # every file a user hands over is whole before anything reads it
-    if art.format in ("torchscript", "lite"):
+    engine = backend_for_format(art.format)
+    if engine is not None and art.format in engine.torch_archives:  # may hold a pickled module, not a program
         kind = torch_zip_kind(path)
         if kind == "invalid":
             raise UnsupportedModelError(f"{path} is not a valid TorchScript file (not a PyTorch zip archive)")

@@ -17,5 +17,9 @@ BACKENDS.register("executorch")(Backend(
     drift={"executorch": "drift"},
     noise=("threadpool.cpp", "Failed to load /", "KernelPreference",
            "[method.cpp:"),  # what a failed run logs, the runtime's checks say in the error itself
+    tune={"executorch": "tune_route:ROUTE"},
+    native={"executorch": "native_runner:RUNNER"},
+    compare_profile=("executorch",),
+    delegate_hint="the delegation report gives its source line",
     tools={"native_details": "native:native_details"},
 ))

@@ -26,6 +26,11 @@ from mobilize.lint.targets import module_path_from_stack
 PACKAGES = ("executorch",)
 PIP = "executorch"
 HOW = "torch.export + ExecuTorch's XnnpackPartitioner (to_edge_transform_and_lower)"
+LABEL = "XNNPACK (ExecuTorch)"
+"""How reports name this target."""
+FIX = ("replace it with an op XNNPACK takes or move it out of the model (pre/post-processing): every op left "
+       "out runs on portable kernels and splits the graph")
+"""The advice for an op this target does not take, when the probe has none more specific."""
 _WHY_LOGGER = "executorch.backends.xnnpack.partition"
 _WHY = re.compile(r"WhyNoPartition: Node (\S+) was not partitioned because (.*)\.$", re.S)
 _SKIP = {"getitem", "executorch_call_delegate"}

@@ -11,5 +11,6 @@ BACKENDS.register("litert")(Backend(
     exporters={"litert": "exporter:LiteRTExporter"},
     runtimes={"litert": "runtime:LiteRTSession"},
     lint_targets={"litert": "lint_probe"},
+    tune={"litert": "tune_route:ROUTE"},
     noise=("Created TensorFlow Lite XNNPACK delegate", "node(s) with delegate", "INFO: "),
 ))

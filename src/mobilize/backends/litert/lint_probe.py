@@ -20,6 +20,10 @@ from mobilize.lint.report import TargetSupport, UnsupportedOp
 PACKAGES = ("litert_torch", "ai_edge_litert")
 PIP = "litert-torch ai-edge-litert"
 HOW = "litert_torch.convert (NHWC inputs) + LiteRT interpreter with its default XNNPACK delegate"
+LABEL = "LiteRT"
+"""How reports name this target."""
+FIX = "replace it with an op LiteRT's delegate takes, or move it out of the model"
+"""The advice for an op this target does not take, when the probe has none more specific."""
 
 
 def probe(subject: Any) -> TargetSupport:

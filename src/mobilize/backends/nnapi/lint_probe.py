@@ -20,6 +20,10 @@ from mobilize.lint.report import TargetSupport, UnsupportedOp
 PACKAGES = ("torch",)
 PIP = "torch"
 HOW = "torch.jit.trace + freeze, torch.backends._nnapi serializer (NHWC inputs)"
+LABEL = "the NNAPI converter"
+"""How reports name this target."""
+FIX = "the converter takes whole models only: replace it, or use ExecuTorch/LiteRT for Android"
+"""The advice for an op this target does not take, when the probe has none more specific."""
 _BOOKKEEPING = ("prim::Constant", "prim::ListConstruct", "prim::TupleConstruct", "prim::GetAttr",
                 "prim::TupleUnpack", "prim::ListUnpack")
 

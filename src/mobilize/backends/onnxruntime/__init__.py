@@ -14,6 +14,7 @@ BACKENDS.register("onnxruntime")(Backend(
     lint_targets={"onnxruntime": "lint_probe"},
     profilers={"onnx": "profiler:profile_onnx"},
     drift={"onnx": "drift"},
+    tune={"onnxruntime": "tune_route:ROUTE"},
     noise=("[E:onnxruntime:", "[W:onnxruntime:"),  # a failed session's reason also reaches its exception
     tools={"lint_timing": "lint_timing:measure_time"},
 ))

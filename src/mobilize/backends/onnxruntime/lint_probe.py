@@ -21,6 +21,10 @@ from mobilize.lint.report import TargetSupport, UnsupportedOp
 PACKAGES = ("onnx", "onnxruntime", "onnxscript")
 PIP = "onnx onnxruntime onnxscript"
 HOW = "torch.onnx export + onnxruntime providers' graph assignment"
+LABEL = "ONNX Runtime"
+"""How reports name this target."""
+FIX = "replace it with an op the preferred provider supports, or accept the CPU fallback"
+"""The advice for an op this target does not take, when the probe has none more specific."""
 FALLBACK = "CPUExecutionProvider"
 _NOT_TRIED = ("AzureExecutionProvider",)
 """Providers that are not a place to run a model's nodes (Azure calls a remote endpoint)."""

@@ -10,4 +10,6 @@ BACKENDS.register("torchscript")(Backend(
     exporters={"torchscript": "exporter:TorchScriptExporter", "lite": "lite_exporter:LiteExporter"},
     runtimes={"torchscript": "runtime:TorchScriptSession", "lite": "lite_runtime:LiteSession"},
     complete={"torchscript": "complete:check_archive", "lite": "complete:check_archive"},
+    native={"torchscript": "native_runner:RUNNER", "lite": "native_runner:RUNNER"},
+    torch_archives=("torchscript", "lite"),
 ))

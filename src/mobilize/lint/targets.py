@@ -29,11 +29,16 @@ class ProbeInput:
     cache: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
-def probe(name: str, subject: ProbeInput) -> TargetSupport:
+def probe_module(name: str) -> Any:
+    """The lint probe module of target ``name`` (``PACKAGES``, ``PIP``, ``HOW``, ``LABEL``, ``FIX``, ``probe``)."""
     from mobilize.backends import lint_targets
 
     backend, entry = lint_targets()[name]
-    plugin = backend.load(entry)
+    return backend.load(entry)
+
+
+def probe(name: str, subject: ProbeInput) -> TargetSupport:
+    plugin = probe_module(name)
     missing = [p for p in plugin.PACKAGES if importlib.util.find_spec(p) is None]
     if missing:
         return TargetSupport(name, "unavailable", plugin.HOW,

@@ -27,6 +27,20 @@ SUITE=bookworm
 fail() { echo "setup-arm64: cannot set up the arm64 root: $*" >&2; exit 2; }
 say() { echo "setup-arm64: $*" >&2; }
 
+# The Debian mirror the user's apt already uses (deb822 .sources files and one-line .list files; the first
+# URI whose path ends in /debian, so debian-security and third-party repositories are passed over), or
+# MOBILIZE_DEBIAN_MIRROR.  No host name is written in this script.
+debian_mirror() {
+    if [ -n "${MOBILIZE_DEBIAN_MIRROR:-}" ]; then echo "$MOBILIZE_DEBIAN_MIRROR"; return 0; fi
+    local found
+    found="$( { cat "${MOBILIZE_APT_ETC:-/etc/apt}"/sources.list.d/*.sources 2>/dev/null \
+                  | sed -n 's/^URIs:[[:space:]]*//p' | tr ' ' '\n'
+                cat "${MOBILIZE_APT_ETC:-/etc/apt}"/sources.list "${MOBILIZE_APT_ETC:-/etc/apt}"/sources.list.d/*.list 2>/dev/null \
+                  | sed -n 's/^[[:space:]]*deb[[:space:]]\+\(\[[^]]*\][[:space:]]\+\)\?\([^[:space:]]*\).*/\2/p'
+              } | sed 's#/*$##' | grep -E '^(https?|file)://.*/debian$' | head -1)"
+    [ -n "$found" ] && echo "$found"
+}
+
 [ "$(uname -s)" = Linux ] || fail "needs Linux (QEMU user emulation through binfmt_misc); this is $(uname -s)"
 [ "$(uname -m)" = x86_64 ] || fail "expects an x86_64 host; this is $(uname -m)"
 [ "$(id -u)" = 0 ] || fail "needs root (debootstrap, chroot and binfmt registration); run it with sudo"
@@ -77,8 +91,8 @@ grep -q '^enabled' "$BINFMT/qemu-aarch64" || fail "binfmt entry qemu-aarch64 exi
 # 3. The Debian arm64 root (about 15 minutes on a loaded 2-core machine; once).
 mkdir -p "$ROOT"
 if [ ! -e "$RFS/.mobilize-debootstrap" ]; then
-    mirror="$(sed -n 's/^URIs: *\(http[^ ]*debian\)\/*$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -1)"
-    mirror="${mirror:-http://deb.debian.org/debian}"
+    mirror="$(debian_mirror)" || fail "no Debian mirror in this machine's apt configuration (looked for a deb entry \
+whose URI ends in /debian in /etc/apt/sources.list and /etc/apt/sources.list.d/); set MOBILIZE_DEBIAN_MIRROR=URL"
     say "debootstrap $SUITE arm64 into $RFS from $mirror (log: $ROOT/debootstrap.log)"
     rm -rf "$RFS"
     nice -n 19 debootstrap --arch=arm64 --variant=minbase --include=python3,libgomp1 \

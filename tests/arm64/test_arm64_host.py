@@ -131,3 +131,33 @@ def test_setup_without_a_host_venv_says_so_and_exits_2():
 def test_bench_cpu_without_on_arm64_is_refused(run_cli, tmp_path):
     code, out, err = run_cli("bench", "zoo:conv_bn_relu", "--cpu", "max")
     assert code == 2 and len(err.strip().splitlines()) == 1 and "--on arm64" in err
+
+
+def _debian_mirror(apt_etc: Path, env_mirror: str = "") -> subprocess.CompletedProcess:
+    """setup-arm64.sh's debian_mirror function alone, reading apt's configuration from ``apt_etc``."""
+    text = (REPO / "scripts" / "setup-arm64.sh").read_text()
+    start = text.index("debian_mirror() {")
+    function = text[start:text.index("\n}\n", start) + 3]
+    env = {"PATH": os.environ["PATH"], "MOBILIZE_APT_ETC": str(apt_etc),
+           **({"MOBILIZE_DEBIAN_MIRROR": env_mirror} if env_mirror else {})}
+    return subprocess.run(["bash", "-c", function + "debian_mirror"], env=env, capture_output=True, text=True,
+                          timeout=30)
+
+
+def test_the_debian_mirror_comes_from_the_hosts_apt_configuration(tmp_path):
+    """No host name in the script: the root is built from the mirror the user's apt uses (deb822 or one-line
+    format; security and third-party repositories passed over), or refused when apt names none."""
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list.d" / "debian.sources").write_text(
+        "Types: deb\nURIs: http://mirror.example.test/debian-security\nSuites: bookworm-security\n\n"
+        "Types: deb\nURIs: http://mirror.example.test/debian/\nSuites: bookworm\n")
+    assert _debian_mirror(tmp_path).stdout.strip() == "http://mirror.example.test/debian"
+    (tmp_path / "sources.list.d" / "debian.sources").unlink()
+    (tmp_path / "sources.list").write_text("deb [arch=amd64 signed-by=/k.gpg] https://apt.example.test/other main\n"
+                                           "deb http://local.example.test/debian bookworm main\n")
+    assert _debian_mirror(tmp_path).stdout.strip() == "http://local.example.test/debian"
+    (tmp_path / "sources.list").write_text("")
+    none = _debian_mirror(tmp_path)
+    assert none.returncode != 0 and none.stdout == ""
+    assert _debian_mirror(tmp_path, "http://given.example.test/debian").stdout.strip() == "http://given.example.test/debian"
+    assert "deb.debian.org" not in (REPO / "scripts" / "setup-arm64.sh").read_text()

@@ -140,6 +140,9 @@ class FrameConfig:
     """float32 (normalised) or uint8 (raw pixels, mean/std not applied)."""
 
     def __post_init__(self) -> None:
+        """Parse every field from its YAML/CLI spelling and check it, collecting the first bad value per field.
+
+        Long because it is one check per field of the frame configuration, in field order."""
         set_ = object.__setattr__
         layout = _enum(Layout, self.layout, "layout")
         set_(self, "layout", layout)

@@ -75,6 +75,9 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``mobilize bench``: check every option and combination before any work, then run it and print.
+
+    Long because each flag is checked (one line, exit 2) and turned into the config in one place."""
     from mobilize.api import bench
     from mobilize.bench.harness import BenchConfig
     from mobilize.core.checks import check_at_least, check_threads

@@ -63,6 +63,9 @@ def parse_duration_s(text: str | None) -> float | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``mobilize tune``: check every option and combination before any work, then run it and print.
+
+    Long because each flag is checked (one line, exit 2) and turned into the config in one place."""
     import json
     import shutil
     import sys

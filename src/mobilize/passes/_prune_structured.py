@@ -174,7 +174,10 @@ def _layer_sizes(module: nn.Module) -> dict[nn.Module, _Geometry]:
 def prune_channels(module: nn.Module, traced: Traced, options: StructuredOptions,
                    importance: Callable[[Any], torch.Tensor | None], macs_before: int, params_before: int) -> Plan:
     """Narrow ``module`` in place so that its MACs (or params) fall by about ``options.ratio``
-    (``macs_before`` / ``params_before``: the whole model's, to express the reduction against)."""
+    (``macs_before`` / ``params_before``: the whole model's, to express the reduction against).
+
+    Long because it is one greedy loop over the dependency groups (rank, cut, re-measure) whose state is shared
+    between the steps; torch-pruning's own pruner is a class of the same size."""
     graph, geom = traced.graph, traced.geometry
     names = {m: n for n, m in module.named_modules()}
     skipped: dict[str, str] = {}

@@ -137,7 +137,8 @@ class Prune(Pass):
         return list(ctx.data.batches(ctx.input_specs[0], limit=limit, batch_size=batch_size))
 
     def run(self, module: nn.Module, ctx: Context) -> nn.Module:
-        """Prune, re-estimate BatchNorm, fine-tune; write ``ctx.details["prune"]``:
+        """Prune, re-estimate BatchNorm, fine-tune; write ``ctx.details["prune"]``.  Long because each of the
+        three stages records its figures in the details the report reads:
 
         ``method``, ``scope``, ``importance``, ``measure``, ``ratio_target_percent``;
         ``params_before`` / ``params_after`` (counts) and ``params_reduction_percent``;

@@ -108,7 +108,9 @@ def _overlap(a, b) -> bool:
 
 
 def accuracy_chart(variants: list[dict], metric: str) -> str:
-    """Latency (x, log) vs accuracy (y) with 95% intervals on both axes and the Pareto front."""
+    """Latency (x, log) vs accuracy (y) with 95% intervals on both axes and the Pareto front.
+
+    Long because it is one SVG drawn in order (axes, ticks, interval bars, points, front, labels)."""
     timed = [v for v in variants if v.get("latency_ms_p50") and v.get("accuracy")]
     pts, bars = [], {}
     for v in timed:

@@ -76,7 +76,9 @@ def per_operation(probe: Probe, payload: fmt.Payload, core_inputs: list[list],
                   policy: Policy = DEFAULT_POLICY) -> dict[str, Any]:
     """Each operation on the twin's values of its inputs, against the twin's value of its output, judged by
     the verify core: quantized outputs in quantization steps (rule op-steps), float outputs like any float
-    file (rule float-sqnr)."""
+    file (rule float-sqnr).
+
+    Long because it walks the serialized operations once, keeping the twin's values of every operand as it goes."""
     from mobilize.backends.nnapi.interpreter import KERNELS, Interpreter
 
     interpreter = Interpreter(fmt.parse_model(payload.ser_model), payload.weights)

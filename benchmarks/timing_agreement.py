@@ -135,7 +135,7 @@ def paired_schedule(original, twinned, twin_round, twin_times: dict):
 
 def with_bare_rounds(threads: int, bare_times: dict):
     """A PlanRun whose timed rounds also visit a bare in-process loop of every timed variant."""
-    from mobilize.compare import runner
+    from mobilize.compare import plan_run as runner
 
     class PlanRunWithBare(runner.PlanRun):
         def _rounds(self) -> None:
@@ -155,7 +155,7 @@ def with_bare_rounds(threads: int, bare_times: dict):
 def with_own_rounds(own_times: dict, own_peaks: dict):
     """A PlanRun whose timed rounds also visit, for every variant in the shared timing host, the same variant
     in a torch process of its own (a one-variant host, fed the same bundle)."""
-    from mobilize.compare import runner
+    from mobilize.compare import plan_run as runner
     from mobilize.compare.host import Hosted, TimingHost
 
     class PlanRunWithOwn(runner.PlanRun):
@@ -189,7 +189,7 @@ def host_vs_own(args) -> int:
     import mobilize
     from mobilize.accuracy.stats import ratio_ci, spread_percent
     from mobilize.bench.racing import Race
-    from mobilize.compare import runner
+    from mobilize.compare import plan_run as runner
     from mobilize.core.target import host_cpu
 
     class NoRace(Race):  # every variant runs every round: the comparison needs all of them paired
@@ -264,7 +264,7 @@ def lean_vs_torch(args) -> int:
     from mobilize.accuracy.stats import ratio_ci, spread_percent
     from mobilize.bench.harness import ROUND_WARMUP_RUNS, ROUND_WARMUP_S
     from mobilize.compare.messages import Bench, Job, TimerReady, Times
-    from mobilize.compare.runner import Worker
+    from mobilize.compare.worker_handle import Worker
     from mobilize.compare.timing import write_inputs
     from mobilize.sources.data import open_data
     from mobilize.sources.models import resolve_model
@@ -348,7 +348,7 @@ def main() -> int:
 
     import mobilize
     from mobilize.accuracy.stats import ratio_ci, spread_percent
-    from mobilize.compare import runner
+    from mobilize.compare import plan_run as runner
     from mobilize.core.target import host_cpu
 
     out = Path(args.output or tempfile.mkdtemp(prefix="timing-agreement-"))

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 _PUBLIC = {
     "Kind": "mobilize.accuracy.verify", "Policy": "mobilize.accuracy.verify", "Verdict": "mobilize.accuracy.verify",
-    "CompareConfig": "mobilize.compare.runner",
+    "CompareConfig": "mobilize.compare.config",
     "bench": "mobilize.api", "compare": "mobilize.api", "load": "mobilize.api", "optimize": "mobilize.api",
     "lint": "mobilize.lint", "LintConfig": "mobilize.lint",
     "Artifact": "mobilize.core.artifact", "Format": "mobilize.core.artifact",

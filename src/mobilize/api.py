@@ -23,7 +23,7 @@ from mobilize.sources.models import module_size_bytes, resolve_model
 
 from mobilize.report.json_report import SCHEMA_VERSION  # noqa: E402  (one definition for every JSON output)
 from mobilize.core.checks import default_threads
-from mobilize.compare.run import compare
+from mobilize.compare.entry import compare
 from mobilize.core.paths import check_output_dir, model_stem
 from mobilize.plans.facts import calibration_for, default_data, input_names, model_facts_isolated
 
@@ -188,7 +188,10 @@ def optimize(
 def build_and_verify(reference: str, recipe: dict[str, Any], out_dir: str, data: str | None, target: str | None,
                      input_specs: list[InputSpec], trust_pickle: bool, verify: bool, bound_args: dict[str, Any] | None = None,
                      task: str | None = None, progress: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
-    """optimize's work (in its child process): resolve the model, run the recipe, verify every artifact."""
+    """optimize's work (in its child process): resolve the model, run the recipe, verify every artifact.
+
+    Long because it is one sequence in one child (resolve, build, verify each file, write the manifest), each step
+    reporting progress to the parent; split, the steps would pass the same eight values between them."""
 
     from mobilize.pipeline.build import build, verify_artifact
     from mobilize.core.context import Context

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from mobilize.compare.messages import Bench, Job, TimerReady, Times
-from mobilize.compare.runner import StageFailure, Worker
+from mobilize.compare.failures import StageFailure
+from mobilize.compare.worker_handle import Worker
 from mobilize.compare.timing import lean_runtime, write_inputs
 
 

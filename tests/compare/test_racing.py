@@ -86,7 +86,7 @@ def test_a_variant_that_stops_answering_leaves_the_race():
 
 def test_recommend_takes_the_race_leader_and_prints_the_estimator_inside_its_interval():
     from mobilize.report.results import VariantResult
-    from mobilize.compare.runner import recommend
+    from mobilize.compare.recommend import recommend
     from mobilize.core.outcome import Outcome
 
     m = FakeMachine({"slower": [3 * x for x in NOISY], "fast": NOISY, "slow": [2 * x for x in NOISY]})
@@ -109,7 +109,7 @@ def test_recommend_cites_the_comparison_that_decided_when_the_leader_changed_mid
     the race's own numbers for it, not c over the three rounds c ran (which once read "0.97x as fast as the
     next" under a race-separated verdict)."""
     from mobilize.report.results import VariantResult
-    from mobilize.compare.runner import recommend
+    from mobilize.compare.recommend import recommend
     from mobilize.core.outcome import Outcome
 
     m = FakeMachine({"a": [0.8, 1.3, 1.1] + [0.5] * 30, "b": [1.0] * 33, "c": [1.5, 1.6, 1.4] * 11})

@@ -32,7 +32,7 @@ FAST = SweepConfig(iterations=4, rounds=1, accuracy_samples=8)
 
 
 class FakeCompare:
-    """Stands in for mobilize.compare.run.compare (what sweep calls): records calls; a model can raise or interrupt."""
+    """Stands in for mobilize.compare.entry.compare (what sweep calls): records calls; a model can raise or interrupt."""
 
     def __init__(self, crash: str = "", interrupt: str = ""):
         self.calls: list[str] = []
@@ -58,7 +58,7 @@ def fake(monkeypatch):
     def make(**kw):
         f = FakeCompare(**kw)
         # by module path: the package attribute mobilize.compare is the public compare() function
-        monkeypatch.setattr(importlib.import_module("mobilize.compare.run"), "compare", f)
+        monkeypatch.setattr(importlib.import_module("mobilize.compare.entry"), "compare", f)
         return f
     return make
 

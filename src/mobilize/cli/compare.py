@@ -63,6 +63,9 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``mobilize compare``: check every option and combination before any work, then run it and print.
+
+    Long because each flag is checked (one line, exit 2) and turned into the config in one place."""
     import time
     from pathlib import Path
 
@@ -70,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
     from mobilize.api import compare
     from mobilize.core.checks import check_threads
     from mobilize.cli.progress import Progress
-    from mobilize.compare.runner import CompareConfig, ReferenceFailed
+    from mobilize.compare.config import CompareConfig
+    from mobilize.compare.failures import ReferenceFailed
     from mobilize.core.outcome import Outcome
     from mobilize.report.terminal import format_table, summary_lines
 

@@ -173,7 +173,7 @@ def _peak() -> float:
 
 # -- the parent's side --------------------------------------------------------------------------
 class TimingHost:
-    """The parent's end of one host process (a compare :class:`~mobilize.compare.runner.Worker` running
+    """The parent's end of one host process (a compare :class:`~mobilize.compare.worker_handle.Worker` running
     :func:`serve_host`).  ``open`` gives a :class:`Hosted` per variant, which the timed rounds use as they use
     a worker of their own."""
 
@@ -192,7 +192,7 @@ class TimingHost:
         return Hosted(self, name, job), ready
 
     def expect(self, name: str, kind: type, timeout_s: float, doing: str) -> Any:
-        from mobilize.compare.runner import StageFailure
+        from mobilize.compare.failures import StageFailure
 
         if self.death is not None:
             raise StageFailure(self.outcome, "bench", f"timing failed: {self.death}")

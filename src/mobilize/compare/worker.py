@@ -245,11 +245,15 @@ def build_variant(job: Job) -> Built:
 
 
 def serve(conn, job: Job, enter) -> None:
+    """Load and check one variant, then answer its timed rounds.
+    Long because it is one sequence of stages in the order it reports them, sharing their state; a helper would
+    free the variant's context earlier, changing the memory the rounds measure."""
     import torch
 
     from mobilize.accuracy.metrics import compare_outputs
     from mobilize.accuracy.tasks import apply_task
     from mobilize.core.artifact import Artifact
+    from mobilize.core.backend import backend_for_format
     from mobilize.pipeline.build import prepare
     from mobilize.compare.timing import serve_rounds
     from mobilize.plans.plan import Variant
@@ -293,7 +297,8 @@ def serve(conn, job: Job, enter) -> None:
     comparison = compare_outputs(outs, reference["outputs"], ys, names=reference["names"])
     apply_task(comparison, job.task, outs, reference["outputs"], ys, job.metric)
     size = getattr(target, "size_bytes", None) or _param_bytes(target)
-    if job.artifact and str(target.format) == "executorch":
+    backend = backend_for_format(str(target.format)) if job.artifact else None
+    if backend is not None and str(target.format) in backend.compare_profile:
         enter("profile")
         notes += _time_profile(job, xs[0], details)
     hostable = None
@@ -311,7 +316,8 @@ def serve(conn, job: Job, enter) -> None:
 
 
 def _time_profile(job: Job, inputs: list, details: dict[str, Any]) -> list[str]:
-    """Where an ExecuTorch file's time goes (ETDump): a WARNING note when a few fallback ops dominate."""
+    """Where the file's time goes (inside / outside the delegate; ExecuTorch's ETDump): a WARNING note when a few
+    fallback ops dominate."""
     from mobilize.profile import time_notes
 
     return time_notes(job.artifact, inputs, threads=job.threads, details=details)

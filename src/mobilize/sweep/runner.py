@@ -55,8 +55,8 @@ def work_key(job: ModelJob, plan_dict: dict[str, Any], cfg: SweepConfig) -> str:
 def run_job(job: ModelJob, plan_dict: dict[str, Any], cfg: SweepConfig, out_dir: Path,
             progress: Progress | None = None) -> ModelEntry:
     """Run one model's compare where this is called; failures of the model become a FAILED entry."""
-    from mobilize.compare.run import compare
-    from mobilize.compare.runner import CompareConfig
+    from mobilize.compare.entry import compare
+    from mobilize.compare.config import CompareConfig
     from mobilize.plans.plan import Plan
     from mobilize.core.inputs import parse_input_specs
 

@@ -1,4 +1,6 @@
-"""``compare``: every variant of a plan on real data, with report.json and report.html written as it goes.
+"""The entry of ``compare`` (``mobilize.compare()`` and the CLI): check the config, fit the plan to the model,
+fill in data and inputs, then run the plan (:mod:`mobilize.compare.plan_run`) with report.json and report.html
+written as it goes.
 """
 
 from __future__ import annotations
@@ -17,15 +19,14 @@ def compare(model: str | None = None, plan: Any = "default", config: Any = None,
             progress: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
     """Run every variant of a plan on real data; write report.json and report.html as it goes.
 
-    ``config`` is a :class:`~mobilize.compare.runner.CompareConfig`; its ``data``, ``calibration``,
+    ``config`` is a :class:`~mobilize.compare.config.CompareConfig`; its ``data``, ``calibration``,
     ``input_specs`` and ``threads`` are filled in here when left empty."""
     import datetime
 
     import mobilize
-    from mobilize.core.checks import check_at_least, check_positive, check_threads
-    from mobilize.compare.runner import CompareConfig, run_plan
+    from mobilize.compare.config import CompareConfig
+    from mobilize.compare.plan_run import run_plan
     from mobilize.core.paths import remove_previous
-    from mobilize.plans.plan import Plan, load_plan
     from mobilize.report.json_report import write_reports
     from mobilize.core.target import Target, host_cpu
     from mobilize.zoo import DEFAULT_MODEL
@@ -33,32 +34,12 @@ def compare(model: str | None = None, plan: Any = "default", config: Any = None,
     cfg = config or CompareConfig(model="")
     model = model or cfg.model or f"zoo:{DEFAULT_MODEL}"
     fit = plan == "default" and not variants  # the built-in default adapts to the model; a named plan runs as given
-    check_at_least(cfg.iterations, 1, "--iter")
-    check_at_least(cfg.rounds, 1, "--rounds")
-    check_at_least(cfg.accuracy_samples, 1, "--accuracy-samples")
-    check_positive(cfg.timeout_s, "--timeout", " seconds")
-    check_positive(cfg.time_budget_s, "--time-budget", " seconds")
-    check_threads(cfg.threads)
+    _check_numbers(cfg)
     target = Target.parse(cfg.target)
     out = check_output_dir(cfg.out_dir)
     facts = model_facts_isolated(model, cfg.trust_pickle, len(cfg.input_specs), cfg.timeout_s, dict(cfg.bound_args))
-    plan_notes: list[str] = []
-    if facts["format"] != "eager":  # a file made elsewhere is the reference; the variants are what builds from it
-        from mobilize.plans.file import plan_for_file
-
-        plan, left_out = plan_for_file(plan, facts["format"])
-        plan_notes = [f"plan: left out {names}: {why}" for names, why in left_out]
-        plan_notes.append(f"reference: {model} itself, run in its default runtime (lint reads PyTorch modules only)")
-    plan = plan if isinstance(plan, Plan) else load_plan(plan)
-    if variants:
-        plan = plan.select(list(variants))
-    specs = list(cfg.input_specs or facts["input_specs"])
-    if not specs:
-        raise ConfigError("the model's input shape is unknown", hint='give --input_dims, e.g. "1,3,224,224"')
-    dynamic = [str(s) for s in specs if any(d < 0 for d in s.shape)]
-    if dynamic:
-        raise ConfigError(f"{model} has inputs with dynamic dimensions ({'; '.join(dynamic)})",
-                          hint='give every input\'s shape with --input_dims, e.g. "1,3,224,224"')
+    plan, plan_notes = _load_plan(model, plan, variants, facts["format"])
+    specs = _input_specs(model, cfg.input_specs or facts["input_specs"])
     names = facts["input_names"]
     if fit and facts["format"] == "eager":
         plan, plan_notes = _fit_default_plan(plan, facts, specs)
@@ -88,6 +69,47 @@ def compare(model: str | None = None, plan: Any = "default", config: Any = None,
     report = run_plan(cfg, plan, progress=progress, on_update=save)
     save(report)
     return report
+
+
+def _check_numbers(cfg: Any) -> None:
+    from mobilize.core.checks import check_at_least, check_positive, check_threads
+
+    check_at_least(cfg.iterations, 1, "--iter")
+    check_at_least(cfg.rounds, 1, "--rounds")
+    check_at_least(cfg.accuracy_samples, 1, "--accuracy-samples")
+    check_positive(cfg.timeout_s, "--timeout", " seconds")
+    check_positive(cfg.time_budget_s, "--time-budget", " seconds")
+    check_threads(cfg.threads)
+
+
+def _load_plan(model: str, plan: Any, variants: Sequence[str], model_format: str) -> tuple[Any, list[str]]:
+    """The plan to run (for a file made elsewhere, the variants that build from it), and notes saying what
+    was left out."""
+    from mobilize.plans.plan import Plan, load_plan
+
+    plan_notes: list[str] = []
+    if model_format != "eager":  # a file made elsewhere is the reference; the variants are what builds from it
+        from mobilize.plans.file import plan_for_file
+
+        plan, left_out = plan_for_file(plan, model_format)
+        plan_notes = [f"plan: left out {names}: {why}" for names, why in left_out]
+        plan_notes.append(f"reference: {model} itself, run in its default runtime (lint reads PyTorch modules only)")
+    plan = plan if isinstance(plan, Plan) else load_plan(plan)
+    if variants:
+        plan = plan.select(list(variants))
+    return plan, plan_notes
+
+
+def _input_specs(model: str, specs: Sequence[Any]) -> list[Any]:
+    """The model's input specs; every shape must be known and fixed."""
+    specs = list(specs)
+    if not specs:
+        raise ConfigError("the model's input shape is unknown", hint='give --input_dims, e.g. "1,3,224,224"')
+    dynamic = [str(s) for s in specs if any(d < 0 for d in s.shape)]
+    if dynamic:
+        raise ConfigError(f"{model} has inputs with dynamic dimensions ({'; '.join(dynamic)})",
+                          hint='give every input\'s shape with --input_dims, e.g. "1,3,224,224"')
+    return specs
 
 
 def _fit_default_plan(plan: Any, facts: dict[str, Any], specs: Sequence[Any]) -> tuple[Any, list[str]]:

@@ -1,0 +1,61 @@
+"""What a compare run is asked to do: :class:`CompareConfig` (every field has a default) and the shape of the
+progress callback.
+
+    >>> from mobilize.compare.config import CompareConfig
+    >>> cfg = CompareConfig(model="zoo:conv_bn_relu")
+    >>> cfg.rounds, cfg.iterations, cfg.out_dir
+    (5, 50, 'out/compare')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+from mobilize.accuracy.verify import DEFAULT_POLICY, Policy
+from mobilize.bench.racing import DEFAULT_TIME_BUDGET_S
+
+
+Progress = Callable[[int, int, str], None]
+"""Called with (steps done, steps in total, what is happening now)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CompareConfig:
+    model: str = ""
+    """Model reference (empty: the built-in default model)."""
+    data: str | None = None
+    """Data for accuracy and benchmark inputs (None: a default for the model, else seeded random inputs)."""
+    calibration: str | None = None
+    """Calibration data for int8 (None: the training split of ``data``, or ``data`` itself, noted)."""
+    input_specs: tuple = ()
+    out_dir: str = "out/compare"
+    threads: int | None = None
+    """Threads for every runtime (None: all cores)."""
+    iterations: int = 50
+    """Timed iterations per variant, spread over the rounds."""
+    rounds: int = 5
+    """Rounds every timed variant runs; then the OK ones race (:mod:`mobilize.bench.racing`)."""
+    time_budget_s: float = DEFAULT_TIME_BUDGET_S
+    """Seconds for the timed rounds (warm-up and the first ``rounds`` included): racing stops when the next round
+    would overrun it, and the variants still within noise of the leader are a tie."""
+    accuracy_samples: int = 1000
+    timeout_s: float = 600.0
+    """Per stage (build, load+accuracy, each timed round)."""
+    trust_pickle: bool = False
+    target: str = "host"
+    policy: Policy = DEFAULT_POLICY
+    verbose: bool = False
+    """Let workers' stderr through instead of capturing it in ``<out>/logs``."""
+    input_names: tuple[str, ...] = ()
+    """The model's input names (filled in from its forward signature), to match .npz arrays by name."""
+    bound_args: dict = dataclasses.field(default_factory=dict)
+    """Non-tensor forward arguments bound by name (``--input sr=16000``)."""
+    task: str | None = None
+    """The model's task (``--task``); None: guessed from the float model's outputs (and said so)."""
+    metric: str | None = None
+    """``FILE.py:FUNCTION``: the user's own accuracy measure, judged by ``policy.max_drop_points``."""
+    verify_on: str | None = None
+    """``arm64``: also check every file on arm64 kernels under QEMU, after the timed rounds (:mod:`mobilize.arm64`)."""
+    arm64_cpu: str = "cortex-a76"
+    """The QEMU CPU model for ``verify_on`` (its features decide the kernels: fp16, dotprod, i8mm)."""

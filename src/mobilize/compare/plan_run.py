@@ -1,0 +1,224 @@
+"""Run a plan: each variant in its own processes (build, then load + accuracy), interleaved timed
+rounds, every failure recorded with its stage, verdicts from the verify core, results written
+after every step so Ctrl-C keeps them.
+
+:class:`PlanRun` holds one run's state and runs its stages in order: the float reference
+(:mod:`~mobilize.compare.reference`), the variants (:mod:`~mobilize.compare.variants`), the timed rounds and race
+(here), the recommendation (:mod:`~mobilize.compare.recommend`).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from mobilize.accuracy.stats import ratio_ci, spread_percent
+from mobilize.bench.harness import ROUND_WARMUP_RUNS, ROUND_WARMUP_S
+from mobilize.bench.racing import Race
+from mobilize.bench.rounds import schedule
+from mobilize.compare.config import CompareConfig, Progress
+from mobilize.compare.failures import StageFailure
+from mobilize.compare.host import TimingHost
+from mobilize.compare.memory import TimingMemory
+from mobilize.compare.messages import Bench, Job, ReferenceDone, Times
+from mobilize.compare.recommend import recommend
+from mobilize.compare.reference import collect_lint, run_reference
+from mobilize.compare.stages import StageSeconds
+from mobilize.compare.variants import check_variants
+from mobilize.compare.worker_handle import Worker
+from mobilize.core.outcome import Outcome
+from mobilize.core.paths import make_temp_dir, remove_stale
+from mobilize.report.results import VariantResult
+
+
+class PlanRun:
+    """One compare run: its results, workers and report; ``run`` executes it."""
+
+    def __init__(self, cfg: CompareConfig, plan, progress: Progress | None, on_update: Callable[[dict], None] | None):
+        self.cfg, self.plan = cfg, plan
+        self.variants = list(plan.variants)
+        self.results = {v.name: VariantResult(v.name) for v in self.variants}
+        self.reference_name = getattr(plan, "reference", None) or self.variants[0].name
+        self.progress = progress or (lambda done, total, text: None)
+        self.update = on_update or (lambda report: None)
+        self.steps = 1 + sum(2 if v.export else 1 for v in self.variants) + cfg.rounds
+        self.done = 0
+        self.workers: dict[str, Worker] = {}
+        self.reference: ReferenceDone | None = None
+        self.reference_failure: dict[str, Any] | None = None
+        self.timing_memory = TimingMemory()
+        self.host: TimingHost | None = None
+        """The shared timing host of the torch-timed variants (:mod:`mobilize.compare.host`), once one is needed."""
+        self.recommended: dict[str, Any] | None = None
+        self.race: Race | None = None
+        self.complete = False
+        out = Path(cfg.out_dir)
+        self.log_dir = None if cfg.verbose else out / "logs"
+        self.workdir = make_temp_dir("compare")  # named after this process: a killed run's is removed next time
+        self.spawned: list[Worker] = []
+        self.stopping = False
+        self.seconds = StageSeconds()
+        self.linter: Worker | None = None
+        """The reference worker while it lints the model, beside the variants."""
+        self.lint: dict[str, Any] | None = None
+
+    # -- bookkeeping ---------------------------------------------------------------------
+    def tick(self, text: str, steps: int = 1) -> None:
+        self.done += steps
+        self.progress(min(self.done, self.steps), self.steps, text)
+
+    def status(self, text: str) -> None:
+        self.progress(self.done, self.steps, text)
+
+    def report(self) -> dict[str, Any]:
+        ref = self.reference
+        return {
+            "model": self.cfg.model, "plan": self.plan.name, "data": self.cfg.data, "threads": self.cfg.threads,
+            "rounds": self.cfg.rounds, "iterations": self.cfg.iterations, "complete": self.complete,
+            "accuracy_samples": ref.samples if ref else None, "labelled": ref.labelled if ref else None,
+            "reference_variant": self.reference_name,
+            "policy": self.cfg.policy.to_json(ref.task["name"] if ref and ref.task else None),
+            "recommended": self.recommended, "peak_memory_mb_total": self.timing_memory.peak_mb or None,
+            "timing_memory": self.timing_memory.to_json() if self.timing_memory.processes else None,
+            "lint": self.lint, "reference_warning": ref.warning if ref else None,
+            "reference_failure": self.reference_failure, "task": ref.task if ref else None,
+            "racing": self.race.record.to_json() if self.race else None, "stage_seconds": self.seconds.to_json(),
+            "variants": [r.to_json() for r in self.results.values()],
+        }
+
+    def save(self) -> None:
+        self.update(self.report())
+
+    def spawn(self, job: Job) -> Worker:
+        if self.stopping:
+            raise StageFailure(Outcome.INTERRUPTED, "start", "the run was stopped before this variant started")
+        worker = Worker(job, on_start=self.spawned.append)
+        if self.stopping:  # stopped while this one started (on the export thread): it must not outlive the run
+            worker.kill()
+            raise StageFailure(Outcome.INTERRUPTED, "start", "the run was stopped before this variant started")
+        return worker
+
+    def job(self, kind: str, variant: dict, artifact: str | None = None) -> Job:
+        cfg = self.cfg
+        log = None
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            log = str(self.log_dir / f"{variant['name']}-{kind}.log")
+            Path(log).unlink(missing_ok=True)
+        return Job(kind=kind, model=cfg.model, variant=variant, input_specs=[s.to_json() for s in cfg.input_specs],
+                   data=cfg.data, calibration=cfg.calibration, out_dir=str(Path(cfg.out_dir) / "artifacts"),
+                   threads=cfg.threads, accuracy_samples=cfg.accuracy_samples,
+                   reference_path=str(self.workdir / "reference.pt"), log_path=log, target=cfg.target,
+                   input_names=list(cfg.input_names) or None, bound_args=dict(cfg.bound_args),
+                   artifact=artifact, trust_pickle=cfg.trust_pickle, metric=cfg.metric,
+                   task=self.reference.task["name"] if self.reference and self.reference.task else cfg.task,
+                   inputs_path=str(self.workdir / "inputs.npz"),
+                   timing_bundle=str(self.workdir / f"{variant['name']}-timing.pt") if kind == "run" else None)
+
+    # -- the run ---------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        try:
+            run_reference(self)
+            check_variants(self)
+            collect_lint(self)
+            t0 = time.monotonic()
+            self._rounds()
+            self.seconds.timed_rounds_s = time.monotonic() - t0
+            self._finish()
+            if self.cfg.verify_on:
+                self._verify_on()
+            self.seconds.finish()
+            self.complete = True
+            self.save()
+            return self.report()
+        except BaseException:
+            self.stopping = True  # the build thread starts no new process from here on
+            for w in list(self.spawned):  # Ctrl-C reaches the workers too, SIGTERM only this process: stop them now
+                w.kill()
+            for r in self.results.values():
+                if r.outcome in (Outcome.RUNNING, Outcome.PENDING):
+                    r.fail(Outcome.INTERRUPTED, r.stage or "start", "the run was stopped before this variant finished")
+            if self.reference is not None:
+                self.save()  # the report on disk says which variants were cut off, never "RUNNING"
+            raise
+        finally:
+            for w in self.workers.values():
+                w.stop()
+            if self.host is not None:
+                self.host.stop()
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            remove_stale(self.cfg.out_dir)  # half-written files of workers that were killed
+
+    def _rounds(self) -> None:
+        """The timed rounds, then the race among the OK variants (:mod:`mobilize.bench.racing`).
+        Kept here with the ``schedule`` and ``Race`` it calls: benchmarks/timing_agreement.py replaces ``PlanRun``,
+        ``schedule`` and ``Race`` on this module to add its own rounds beside compare's."""
+        cfg = self.cfg
+        per_round = max(1, cfg.iterations // cfg.rounds)
+
+        def run_round(name: str, n: int):
+            w = self.workers[name]
+            w.send(Bench(n, ROUND_WARMUP_RUNS, ROUND_WARMUP_S))
+            try:
+                msg = w.expect(Times, cfg.timeout_s)
+            except StageFailure as exc:
+                self.results[name].fail(exc.outcome, "bench", exc.message)
+                self.workers.pop(name).kill()
+                return None
+            self.results[name].peak_rss_mb = msg.rss_mb
+            return msg.times_ns, msg.total_ns
+
+        ticked = 0
+
+        def after_round(i: int) -> None:
+            nonlocal ticked
+            self.timing_memory.sample(self.workers)
+            if ticked < cfg.rounds:
+                ticked += 1
+                self.tick(f"timed round {i + 1}/{cfg.rounds}")
+            else:
+                self.status(f"racing: round {i + 1}, {len(self.race.alive)} variant(s) within noise of the leader")
+            self.save()
+
+        if self.workers:
+            self.status("warm-up")
+        ok = [n for n in self.workers if self.results[n].outcome == Outcome.OK]
+        self.race = Race(list(self.workers), ok, cfg.rounds, cfg.time_budget_s)
+        timed = schedule(list(self.workers), run_round, cfg.rounds, per_round, warmup=3, after_round=after_round,
+                         race=self.race)
+        for name, rt in timed.items():
+            r = self.results[name]
+            if rt.times_ns:
+                r.latency = rt.stats().to_json()
+                r.latency_ms_round_medians = rt.round_medians_ms
+                r.round_spread_percent = spread_percent(rt.round_medians_ms)
+        if ticked < cfg.rounds:
+            self.tick("timed rounds done", steps=cfg.rounds - ticked)
+
+    def _verify_on(self) -> None:
+        """Every file's accuracy check again on arm64 kernels (same samples, reference and Policy)."""
+        import torch
+
+        from mobilize.arm64.compare import verify_variants
+        from mobilize.compare.worker import accuracy_set
+
+        xs, ys = accuracy_set(self.job("arm64", {"name": "reference"}))
+        reference = torch.load(self.workdir / "reference.pt", weights_only=True)
+        verify_variants(self.results, xs, ys, reference, policy=self.cfg.policy, cpu=self.cfg.arm64_cpu,
+                        timeout_s=self.cfg.timeout_s, log_dir=self.log_dir, status=self.status, save=self.save)
+
+    def _finish(self) -> None:
+        """Speed-ups against the reference variant with their intervals, and the recommendation."""
+        ref = self.results.get(self.reference_name)
+        for r in self.results.values():
+            if ref is not None and ref.latency_ms_round_medians and r.latency_ms_round_medians:
+                ci = ratio_ci(ref.latency_ms_round_medians, r.latency_ms_round_medians)
+                r.speedup = {**ci.to_json(), "reference": self.reference_name}
+        self.recommended = recommend(list(self.results.values()), self.race.record if self.race else None)
+
+
+def run_plan(cfg: CompareConfig, plan, progress: Progress | None = None,
+             on_update: Callable[[dict], None] | None = None) -> dict[str, Any]:
+    return PlanRun(cfg, plan, progress, on_update).run()

@@ -1,0 +1,61 @@
+"""Which variant compare recommends: the race's leader (or the fastest OK variant when there was no race), a tie
+when the time budget ran out with others still within noise, each with the reason a user reads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mobilize.accuracy.stats import ratio_ci
+from mobilize.bench.racing import ESTIMATOR, RaceRecord, geometric_mean
+from mobilize.core.outcome import Outcome
+from mobilize.report.results import VariantResult
+
+
+def recommend(results: list[VariantResult], race: RaceRecord | None) -> dict[str, Any] | None:
+    """The race's leader (:mod:`mobilize.bench.racing`), or the OK variant with the lowest geometric mean of its
+    round medians when there was no race; the candidates still within noise when the time budget ran out make
+    a tie (all named); a separated leader is explained by the last variant it raced itself.  Every ratio and
+    interval here is the race's one estimator."""
+    ok = {r.name: r for r in results if r.outcome == Outcome.OK and r.latency_ms_round_medians}
+    if not ok:
+        return None
+    leader = race.leader if race is not None and race.leader in ok else None
+    best = ok[leader] if leader else min(ok.values(), key=lambda r: geometric_mean(r.latency_ms_round_medians))
+    tied = [n for n in (race.tied if race is not None else []) if n in ok]
+    others = {n: ratio_ci(r.latency_ms_round_medians, best.latency_ms_round_medians)
+              for n, r in ok.items() if n != best.name}
+    budget = (best.verdict or {}).get("reason", "")
+    rounds = len(best.latency_ms_round_medians)
+    at = f"{best.latency_ms_p50:.2f} ms p50" if best.latency_ms_p50 else "no p50"
+    raced = f"after {rounds} paired rounds" + (f" ({race.spent()})" if race is not None else "")
+    if tied:
+        first = others[tied[0]]
+        reason = (f"fastest OK variant at {at}, but {raced} still within noise of {', '.join(tied)} "
+                  f"({best.name} is {first.ratio:.2f}x as fast as {tied[0]}, 95% CI {first.low:.2f}-{first.high:.2f} "
+                  f"includes 1): a tie [rule race-tie]")
+    elif race is not None and (last := _last_separated(race, best.name)) is not None:
+        earlier = [d.name for d in race.dropped if d.rule == "race-separated" and d is not last]
+        reason = (f"fastest OK variant at {at}; {last.ratio:.2f}x as fast as {last.name}, the closest variant it "
+                  f"raced to the end (95% CI {last.low:.2f}-{last.high:.2f}, {last.after_round} paired rounds) "
+                  f"[rule race-separated]")
+        if earlier:
+            reason += (f"; {len(earlier)} other(s) dropped as slower beyond noise than the leader of their round "
+                       f"(report.json racing.dropped)")
+    elif others:
+        name, ci = min(others.items(), key=lambda kv: kv[1].ratio)
+        reason = (f"fastest OK variant at {at}; {ci.ratio:.2f}x as fast as the next, {name} (95% CI "
+                  f"{ci.low:.2f}-{ci.high:.2f}, {ci.rounds} paired rounds) [rule race-separated]")
+    else:
+        reason = f"the only OK variant timed ({at})"
+    return {"name": best.name, "reason": reason, "tied": tied, "verdict": budget,
+            "estimator": race.estimator if race is not None else ESTIMATOR}
+
+
+def _last_separated(race: RaceRecord, leader: str):
+    """The race's decisive comparison: the last variant dropped as slower beyond noise than ``leader`` itself
+    (of several dropped in that round, the closest).
+    Comparing the leader with every other OK variant over all their rounds would mix in variants dropped
+    early against another leader, over the few rounds they shared (seen: "0.97x as fast as the next ... 5
+    paired rounds" under a race-separated verdict)."""
+    mine = [d for d in race.dropped if d.rule == "race-separated" and d.against == leader and d.ratio is not None]
+    return max(mine, key=lambda d: (d.after_round, -d.ratio)) if mine else None

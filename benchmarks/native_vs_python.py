@@ -33,8 +33,9 @@ from pathlib import Path
 
 from mobilize.bench.harness import BenchConfig
 from mobilize.bench.stats import BenchStats
-from mobilize.native.build import build_binary
-from mobilize.native.runner import FAMILY_FOR_FORMAT, RUNTIME_FOR_FORMAT, run_binary
+from mobilize.core.backend import default_runtime
+from mobilize.native.build import build_binary, runner_for_format
+from mobilize.native.runner import run_binary
 from mobilize.native.tensorfile import write_tensors
 from mobilize.pipeline.recipe import Recipe
 from mobilize.core.inputs import InputSpec, make_random_inputs
@@ -68,7 +69,7 @@ def python_worker(fmt: str, path: str, threads: int, warmup: int, iterations: in
     from mobilize.native.tensorfile import read_tensors
     from mobilize.runtimes.base import open_session
 
-    with open_session(Artifact.from_file(path), RUNTIME_FOR_FORMAT[Format(fmt)], threads) as session:
+    with open_session(Artifact.from_file(path), default_runtime(Format(fmt)), threads) as session:
         native = session.prepare(read_tensors(inputs))
         for _ in range(warmup):
             session.run_prepared(native)
@@ -102,7 +103,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="native-vs-python-") as tmp:
         tmp_path = Path(tmp)
         files = export(Path(args.out) if args.out else tmp_path / "artifacts")
-        binaries = {fam: build_binary(fam).path for fam in set(FAMILY_FOR_FORMAT.values())}
+        runners = {fmt: runner_for_format(_format(fmt)) for fmt in files}
+        binaries = {engine.family: build_binary(engine).path for engine in runners.values()}
         write_tensors(tmp_path / "inputs.mbt", make_random_inputs([SPEC], seed=0))
         config = BenchConfig(warmup=args.warmup, iterations=args.iterations)
         print(f"cpu: {host_cpu().describe()}; load average {os.getloadavg()[0]:.1f}")
@@ -120,8 +122,9 @@ def main() -> None:
                     p50 = {}
                     for runner in (("native", "python") if r % 2 == 0 else ("python", "native")):
                         if runner == "native":
-                            extra = [] if fmt == "executorch" else ["--lite", "true" if fmt == "lite" else "false"]
-                            run = run_binary(binaries[FAMILY_FOR_FORMAT[_format(fmt)]], files[fmt],
+                            engine = runners[fmt]
+                            extra = list(engine.runtime_args[default_runtime(fmt)])
+                            run = run_binary(binaries[engine.family], files[fmt],
                                              ["--input_file", str(tmp_path / "inputs.mbt"), *extra], threads,
                                              config, tmp_path, lambda line: None)
                             t, total, fault = run.times_ns, run.loop_ns, run.loop_minor_faults

@@ -130,11 +130,10 @@ def test_missing_cmake_and_missing_headers_are_refused(monkeypatch, tmp_path):
     monkeypatch.setenv("MOBILIZE_CMAKE", str(tmp_path / "no-cmake"))
     with pytest.raises(BackendUnavailableError, match="CMake 3.19 or newer.*pip install cmake"):
         native_build.find_toolchain()
-    family = native_build.FAMILIES["executorch"]
-    stripped = type(family)(**{**family.__dict__, "required": (*family.required, "include/executorch/nope.h")})
-    monkeypatch.setitem(native_build.FAMILIES, "executorch", stripped)
+    runner = native_build.runner_named("executorch")
+    stripped = dataclasses.replace(runner, required_files=(*runner.required_files, "include/executorch/nope.h"))
     with pytest.raises(BackendUnavailableError) as info:
-        native_build.find_package("executorch")
+        native_build.find_package(stripped)
     assert "missing include/executorch/nope.h" in str(info.value) and "wheel" in str(info.value)
     assert "\n" not in str(info.value)
 

@@ -28,9 +28,15 @@ from typing import Any, Callable, Sequence
 
 from mobilize.arm64.run import CPU_MODELS, DEFAULT_CPU, describe_cpu, root_dir
 from mobilize.core.errors import ConfigError, InternalError, UserError
+from mobilize.core.native_runner import NativeRunner
 
-LIBRARY_PATH = "/opt/mobilize/site/torch/lib:/opt/mobilize/site/executorch/lib"
-"""Where the root's aarch64 wheels keep the runtimes' shared libraries."""
+
+def library_path() -> str:
+    """Where the root's aarch64 wheels keep the runtimes' shared libraries (every native runner's package)."""
+    from mobilize.native.build import runners
+    from mobilize.native.cross import SITE
+
+    return ":".join(f"/{SITE / runner.package / 'lib'}" for runner in runners().values())
 
 
 def label(cpu: str) -> str:
@@ -57,7 +63,7 @@ def enter_root(work: Path, cpu: str, binds: Sequence[tuple[Path, bool]]) -> list
         lines += [f"mkdir -p {inside}", f"mount --bind {q(str(folder.resolve()))} {inside}"]
         if not writable:
             lines.append(f"mount -o remount,bind,ro {inside}")
-    env = f"/usr/bin/env -i QEMU_CPU={q(cpu)} HOME=/tmp PATH=/usr/bin:/bin LD_LIBRARY_PATH={LIBRARY_PATH}"
+    env = f"/usr/bin/env -i QEMU_CPU={q(cpu)} HOME=/tmp PATH=/usr/bin:/bin LD_LIBRARY_PATH={library_path()}"
     # the machine the program sees: Debian's aarch64 uname, run the same way (QEMU through binfmt_misc)
     lines += [f"chroot {m} {env} /usr/bin/uname -m > {q(str(work / 'machine'))}", f'exec chroot {m} {env} "$@"']
     return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", "; ".join(lines), "sh"]
@@ -77,6 +83,15 @@ def _check_aarch64(binary: Path) -> int:
     return found
 
 
+def _refuse_unsupported(config) -> None:
+    """The options an emulated native run cannot honour, refused before anything is built."""
+    if config.report_pep:
+        raise ConfigError("--report_pep prints latency lines, and an emulated run has no latency",
+                          hint="leave out --report_pep with --on arm64")
+    if config.io_binding:
+        raise ConfigError("--io-binding is an ONNX Runtime option", hint="--native runs .pt, .ptl, .pte and .bpte files")
+
+
 def bench_native_arm64(reference: str, config=None, *, cpu: str = DEFAULT_CPU,
                        echo: Callable[[str], None] = print) -> dict[str, Any]:
     """``reference`` timed by the aarch64 native benchmark under QEMU; the report of ``bench_native`` with the
@@ -86,21 +101,16 @@ def bench_native_arm64(reference: str, config=None, *, cpu: str = DEFAULT_CPU,
     from mobilize.bench.stats import BenchStats
     from mobilize.core.checks import default_threads
     from mobilize.native.cross import build_binary_aarch64
-    from mobilize.native.runner import FAMILY_FOR_FORMAT, input_args, native_target, run_binary
+    from mobilize.native.runner import input_args, native_target, run_binary
     from mobilize.report.json_report import SCHEMA_VERSION
 
     config = config or BenchConfig()
-    if config.report_pep:
-        raise ConfigError("--report_pep prints latency lines, and an emulated run has no latency",
-                          hint="leave out --report_pep with --on arm64")
-    if config.io_binding:
-        raise ConfigError("--io-binding is an ONNX Runtime option", hint="--native runs .pt, .ptl, .pte and .bpte files")
+    _refuse_unsupported(config)
     require_arm64(cpu)
     # absolute: the program starts in the root's / (the file's folder is mounted at its own path)
     absolute = str(Path(reference).resolve()) if Path(reference).is_file() else reference
-    target, runtime_name = native_target(absolute, config.runtime, config.trust_pickle)
-    family = FAMILY_FOR_FORMAT[target.format]
-    built = build_binary_aarch64(family, echo=lambda line: print(f"note: {line}", file=sys.stderr))
+    target, runtime_name, runner = native_target(absolute, config.runtime, config.trust_pickle)
+    built = build_binary_aarch64(runner, echo=lambda line: print(f"note: {line}", file=sys.stderr))
     elf = _check_aarch64(built.path)
     threads = config.threads or default_threads()
     tag = label(cpu)
@@ -113,10 +123,9 @@ def bench_native_arm64(reference: str, config=None, *, cpu: str = DEFAULT_CPU,
         run_dir.mkdir()
         prefix = enter_root(work, cpu, [(run_dir, True), (target.path.resolve().parent, False),
                                         (built.path.parent, False)])
-        args, source, specs = input_args(built.path, target, family, run_dir, list(config.input_specs) or None,
+        args, source, specs = input_args(built.path, target, runner, run_dir, list(config.input_specs) or None,
                                          config.no_inputs, config.bundled_input, config.data, config.seed, prefix)
-        if family == "torch":
-            args += ["--lite", "true" if runtime_name == "lite" else "false"]
+        args += runner.runtime_args[runtime_name]
         t0 = time.perf_counter()
         run = run_binary(built.path, target.path.resolve(), args, threads, config, run_dir, labelled, prefix)
         wall_s = time.perf_counter() - t0
@@ -131,7 +140,7 @@ def bench_native_arm64(reference: str, config=None, *, cpu: str = DEFAULT_CPU,
         "input_specs": [s.to_json() for s in (specs or run.inputs)], "notes": list(getattr(target, "notes", [])),
         "arm64": {
             "emulated": True, "machine": machine, "host_machine": platform.machine(), "elf_machine": elf,
-            "qemu_cpu": cpu, "cpu_model": CPU_MODELS[cpu], "versions": {built.family: _version(family)},
+            "qemu_cpu": cpu, "cpu_model": CPU_MODELS[cpu], "versions": {built.family: _version(runner)},
             "ms_per_iter_not_latency": {k[len("latency_ms_"):]: v for k, v in stats.items()
                                         if k.startswith("latency_ms_")},
             "load_ms_not_latency": run.load_ns / 1e6, "first_run_ms_not_latency": run.first_run_ns / 1e6,
@@ -142,10 +151,10 @@ def bench_native_arm64(reference: str, config=None, *, cpu: str = DEFAULT_CPU,
     }
 
 
-def _version(family: str) -> str:
+def _version(runner: NativeRunner) -> str:
     from mobilize.native.cross import aarch64_package
 
-    return aarch64_package(family).version
+    return aarch64_package(runner).version
 
 
 def format_report(r: dict[str, Any]) -> str:
@@ -168,11 +177,14 @@ def run_app_arm64(app, *, cpu: str = DEFAULT_CPU, timeout_s: float = 900.0,
     """An emitted app (``mobilize.native.app.EmittedApp``) built for aarch64 and run once under QEMU with its
     defaults (model_info.h): its lines echoed, the summary line labelled as emulated."""
     from mobilize.arm64 import require_arm64
+    from mobilize.native.build import runner_for_format
     from mobilize.native.cross import build_app_aarch64
-    from mobilize.native.runner import FAMILY_FOR_FORMAT
 
     require_arm64(cpu)
-    built = build_app_aarch64(app.folder, FAMILY_FOR_FORMAT[app.format],
+    runner = runner_for_format(app.format)
+    if runner is None:
+        raise InternalError(f"an app was emitted for {app.format}, which no engine runs natively")
+    built = build_app_aarch64(app.folder, runner,
                               echo=lambda line: print(f"note: {line}", file=sys.stderr))
     elf = _check_aarch64(built.path)
     tag = label(cpu)

@@ -15,17 +15,17 @@ import dataclasses
 import os
 import re
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from mobilize.core.artifact import Artifact, Format
+from mobilize.core.backend import default_runtime
 from mobilize.core.errors import BackendUnavailableError
 from mobilize.core.inputs import InputSpec, make_random_inputs
+from mobilize.core.native_runner import NativeRunner
 
-APP_SOURCES = {"torch": "app_torch.cpp", "executorch": "app_executorch.cpp"}
-APP_HEADERS = {"torch": ("tensor_file.h",),
-               "executorch": ("tensor_file.h", "bpte.h", "camera_convert.h", "frame_loop.h")}
 FRAME_SPEC = "nv21:640x480"
-"""The camera frame an ExecuTorch app is emitted with (``frame.nv21``, run by ``app --frame``)."""
+"""The camera frame an app of a runner with ``frames`` (ExecuTorch's) is emitted with (``frame.nv21``, run by
+``app --frame``)."""
 PROJECT = "app"
 
 
@@ -61,13 +61,13 @@ def emit_apps(artifacts: Sequence[dict[str, Any]], out_dir: str | Path, *, data:
               input_specs: Sequence[InputSpec] | None = None) -> tuple[list[EmittedApp], list[str]]:
     """An app project for every artifact a native runtime can load; returns the apps and notes
     for the artifacts left out (other formats, several inputs, a wheel without C++ files)."""
-    from mobilize.native.runner import FAMILY_FOR_FORMAT
+    from mobilize.native.build import runner_for_format
 
     apps: list[EmittedApp] = []
     notes: list[str] = []
     for entry in artifacts:
         path, fmt = Path(entry["artifact"]), Format(entry["format"])
-        if fmt not in FAMILY_FOR_FORMAT:
+        if runner_for_format(fmt) is None:
             notes.append(f"emit-app: no native app for {path.name} ({fmt}); apps are made for .pt, .ptl and .pte files")
             continue
         specs = list(input_specs or Artifact.from_file(path).input_specs)
@@ -86,25 +86,25 @@ def emit_apps(artifacts: Sequence[dict[str, Any]], out_dir: str | Path, *, data:
 def emit_app(path: Path, fmt: Format, folder: Path, spec: InputSpec, *, data: str | None = None,
              seed: int = 0) -> EmittedApp:
     """Write one app project for the artifact at ``path`` into ``folder``."""
-    from mobilize.native.build import find_package, write_project
-    from mobilize.native.runner import FAMILY_FOR_FORMAT
+    from mobilize.native.build import find_package, runner_for_format, source_path, write_project
 
-    family = FAMILY_FOR_FORMAT[fmt]
-    package = find_package(family)
+    runner = runner_for_format(fmt)
+    if runner is None:
+        raise BackendUnavailableError(f"no engine runs {fmt} files natively (no NativeRunner declared)")
+    package = find_package(runner)
     model = path.resolve()
-    bundled = model.with_suffix(".bpte")
-    if fmt == "executorch" and model.suffix == ".pte" and bundled.is_file():
-        model = bundled
+    if runner.bundled_suffix and model.with_suffix(runner.bundled_suffix).is_file():
+        model = model.with_suffix(runner.bundled_suffix)  # the bundled program beside the file
     folder = folder.resolve()
-    source = APP_SOURCES[family]
-    write_project(folder, package, PROJECT, "main.cpp", (Path(__file__).parent / "cpp" / source).read_text(),
-                  APP_HEADERS[family])
+    write_project(folder, package, PROJECT, "main.cpp", source_path(runner, runner.app_source).read_text(),
+                  runner.app_headers)
     sample, input_source = _sample(spec, data, seed)
     (folder / "input.raw").write_bytes(sample.float().contiguous().numpy().tobytes())
-    frame_config = _write_frame(folder, spec, sample) if family == "executorch" else None
-    (folder / "model_info.h").write_text(_model_info(model, fmt, folder / "input.raw", spec, frame_config))
+    frame_config = _write_frame(folder, spec, sample) if runner.frames else None
+    defines = runner.app_defines.get(default_runtime(fmt) or "", {})
+    (folder / "model_info.h").write_text(_model_info(model, defines, folder / "input.raw", spec, frame_config))
     app = EmittedApp(folder, model, str(fmt), input_source)
-    (folder / "README.md").write_text(_readme(app, path.resolve(), spec))
+    (folder / "README.md").write_text(_readme(app, runner, path.resolve(), spec))
     return app
 
 
@@ -151,7 +151,8 @@ def _c_string(text: str) -> str:
     return '"' + re.sub(r'(["\\])', r"\\\1", text) + '"'
 
 
-def _model_info(model: Path, fmt: Format, raw: Path, spec: InputSpec, frame_config: str | None = None) -> str:
+def _model_info(model: Path, defines: Mapping[str, str], raw: Path, spec: InputSpec,
+                frame_config: str | None = None) -> str:
     frame = [
         f"#define MOBILIZE_FRAME_PATH {_c_string(str(raw.with_name('frame.nv21')) if frame_config else '')}",
         "// The camera stream: frame geometry, resize and normalization (key=value, camera_convert.h); the output",
@@ -164,14 +165,14 @@ def _model_info(model: Path, fmt: Format, raw: Path, spec: InputSpec, frame_conf
         f"#define MOBILIZE_MODEL_PATH {_c_string(str(model))}",
         f"#define MOBILIZE_INPUT_PATH {_c_string(str(raw))}",
         f"#define MOBILIZE_INPUT_DIMS {{{', '.join(str(d) for d in spec.shape)}}}",
-        f"#define MOBILIZE_LITE {1 if fmt == 'lite' else 0}",
+        *(f"#define {name} {value}" for name, value in defines.items()),
         *frame,
         "",
     ])
 
 
-def _readme(app: EmittedApp, artifact: Path, spec: InputSpec) -> str:
-    runtime = "ExecuTorch (XNNPACK delegate)" if app.format == "executorch" else "LibTorch"
+def _readme(app: EmittedApp, runner: NativeRunner, artifact: Path, spec: InputSpec) -> str:
+    runtime = runner.display_name
     return f"""# App skeleton for {artifact.name}
 
 `main.cpp` loads `{app.artifact.name}` with {runtime}, feeds one input, prints the top-5 outputs
@@ -183,7 +184,7 @@ see the top of `CMakeLists.txt` for an Android NDK or iOS build of the same runt
     {app.binary} {artifact} input.raw        # any model file, any raw input
 
 `input.raw` is one input ({', '.join(map(str, spec.shape))}, float32, row-major) from {app.input_source}.
-""" + ("" if app.format != "executorch" else f"""
+""" + ("" if not runner.frames else f"""
 Camera frames (`camera_convert.h`, `frame_loop.h`): `{app.binary} --frame [FRAME.nv21] [--iter N]` converts a
 raw {FRAME_SPEC} frame (`frame.nv21`: the same sample in the middle of the frame; the stream's settings are
 `MOBILIZE_FRAME_CONFIG` in `model_info.h`) straight into the program's input buffer, runs it, and prints the

@@ -1,8 +1,10 @@
 """Build mobilize's native benchmarks once per toolchain and wheel, and cache them on disk.
 
-The C++ sources ship in ``mobilize/native/cpp``; they are compiled with CMake against the LibTorch
-and ExecuTorch that the installed ``torch`` and ``executorch`` wheels carry (headers, shared
-libraries, CMake packages).  A binary is keyed by compiler, CMake, wheel versions and locations,
+Each engine that runs outside Python declares a :class:`~mobilize.core.native_runner.NativeRunner`
+(``Backend.native``): its C++ sources and CMake template ship in its own folder
+(``mobilize/backends/<engine>/cpp``), the headers every engine shares in ``mobilize/native/cpp``.
+They are compiled with CMake against the runtime the engine's installed wheel carries (headers,
+shared libraries, CMake package).  A binary is keyed by compiler, CMake, wheel versions and locations,
 and a hash of the sources, kept under ``$MOBILIZE_CACHE_DIR/native`` (default
 ``~/.cache/mobilize/native``) and installed atomically, so concurrent builds never expose a
 half-written file.  Anything missing (no compiler, no CMake, a wheel without headers) is a
@@ -32,42 +34,44 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
+from mobilize.core.backend import backend_for_format, entries
 from mobilize.core.errors import BackendUnavailableError, ConfigError
+from mobilize.core.native_runner import NativeRunner
 
 CPP_DIR = Path(__file__).parent / "cpp"
-SHARED_HEADERS = ("tensor_file.h", "bench_common.h", "bpte.h", "camera_convert.h", "frame_loop.h")
-"""Headers every native program may include; copied next to its source."""
+"""The headers every engine's native programs share (and the aarch64 toolchain file)."""
 LIB_SUFFIX = ".dylib" if sys.platform == "darwin" else ".so"
 
 
-@dataclasses.dataclass(frozen=True)
-class Family:
-    """A runtime family: the wheel that carries it and the CMake template that finds it."""
-
-    name: str
-    """``torch`` (TorchScript and lite interpreter through LibTorch) or ``executorch``."""
-    package: str
-    """The Python distribution whose wheel ships the C++ runtime."""
-    template: str
-    """CMakeLists template in ``cpp/`` (placeholders ``@PROJECT@``, ``@SOURCE@``, ``@<ROOT_VAR>@``)."""
-    root_var: str
-    """The CMake cache variable that points the template at the runtime package."""
-    required: tuple[str, ...]
-    """Files (relative to the package folder) a build needs; ``{lib}`` is the shared-library suffix."""
+def runner_for_format(fmt: str) -> NativeRunner | None:
+    """The native runner of a file format, or None when no engine runs that format outside Python."""
+    backend = backend_for_format(str(fmt))
+    return backend.entry("native", str(fmt)) if backend else None
 
 
-FAMILIES = {
-    "torch": Family("torch", "torch", "CMakeLists.torch.txt", "TORCH_CMAKE_DIR", (
-        "include/torch/script.h", "include/torch/csrc/jit/mobile/import.h",
-        "share/cmake/Torch/TorchConfig.cmake", "lib/libtorch_cpu{lib}", "lib/libc10{lib}")),
-    "executorch": Family("executorch", "executorch", "CMakeLists.executorch.txt", "EXECUTORCH_ROOT", (
-        "include/executorch/extension/module/module.h", "include/executorch/extension/tensor/tensor.h",
-        "share/cmake/executorch-config.cmake", "lib/libexecutorch{lib}", "lib/libexecutorch_backend_xnnpack{lib}",
-        "lib/libexecutorch_kernels_optimized{lib}", "lib/libexecutorch_threadpool{lib}")),
-}
+def runners() -> dict[str, NativeRunner]:
+    """Every engine's native runner, by family (one runner may serve several formats)."""
+    found: dict[str, NativeRunner] = {}
+    for fmt, (backend, _) in entries("native").items():
+        runner = backend.entry("native", fmt)
+        found.setdefault(runner.family, runner)
+    return found
 
-BENCH_SOURCES = {"torch": "bench_torch.cpp", "executorch": "bench_executorch.cpp"}
-"""The benchmark program of each family (its binary is named after the source)."""
+
+def runner_named(family: NativeRunner | str) -> NativeRunner:
+    """``family`` itself, or the runner of that family name (``torch``, ``executorch``)."""
+    if isinstance(family, NativeRunner):
+        return family
+    known = runners()
+    if family not in known:
+        raise ConfigError(f"unknown native runtime family '{family}'", hint=f"choose one of: {', '.join(known)}")
+    return known[family]
+
+
+def source_path(runner: NativeRunner, name: str) -> Path:
+    """A C++ file of ``runner``: its own (in the engine's folder), else a shared one (``native/cpp``)."""
+    own = runner.sources_dir / name
+    return own if own.is_file() else CPP_DIR / name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,14 +85,15 @@ class Toolchain:
 
 @dataclasses.dataclass(frozen=True)
 class RuntimePackage:
-    family: Family
+    runner: NativeRunner
     root: Path
     """The installed package folder (``site-packages/torch``)."""
     version: str
 
     @property
     def cmake_value(self) -> str:
-        return str(self.root / "share" / "cmake") if self.family.name == "torch" else str(self.root)
+        """What the CMake template's root variable is set to."""
+        return str(self.root / self.runner.cmake_root_subdir)
 
 
 def cache_root() -> Path:
@@ -126,30 +131,31 @@ def find_toolchain() -> Toolchain:
     return Toolchain(cxx, command_first_line([cxx, "--version"]), cmake, command_first_line([cmake, "--version"]))
 
 
-def find_package(family_name: str) -> RuntimePackage:
+def find_package(family: NativeRunner | str) -> RuntimePackage:
     """The installed wheel of a runtime family, checked for the C++ files a build needs."""
-    family = FAMILIES[family_name]
-    spec = importlib.util.find_spec(family.package)
+    runner = runner_named(family)
+    spec = importlib.util.find_spec(runner.package)
     if spec is None or not spec.submodule_search_locations:
-        raise BackendUnavailableError(f"the native {family.name} runner needs the Python package '{family.package}' "
-                                      f"(its wheel carries the C++ runtime)", hint=f"pip install {family.package}")
+        raise BackendUnavailableError(f"the native {runner.family} runner needs the Python package '{runner.package}' "
+                                      f"(its wheel carries the C++ runtime)", hint=f"pip install {runner.package}")
     root = Path(list(spec.submodule_search_locations)[0])
-    missing = [rel.format(lib=LIB_SUFFIX) for rel in family.required
+    missing = [rel.format(lib=LIB_SUFFIX) for rel in runner.required_files
                if not (root / rel.format(lib=LIB_SUFFIX)).exists()]
-    version = importlib.metadata.version(family.package)
+    version = importlib.metadata.version(runner.package)
     if missing:
         raise BackendUnavailableError(
-            f"the {family.package} {version} wheel at {root} has no C++ runtime to build against "
+            f"the {runner.package} {version} wheel at {root} has no C++ runtime to build against "
             f"(missing {', '.join(missing)})",
-            hint=f"install a {family.package} wheel that ships include/, lib/ and its CMake package "
-                 f"(the PyPI wheels for Linux x86_64 and macOS arm64 do), or build {family.package} from source")
-    return RuntimePackage(family, root, version)
+            hint=f"install a {runner.package} wheel that ships include/, lib/ and its CMake package "
+                 f"(the PyPI wheels for Linux x86_64 and macOS arm64 do), or build {runner.package} from source")
+    return RuntimePackage(runner, root, version)
 
 
 def render_cmakelists(package: RuntimePackage, project: str, source: str) -> str:
-    text = (CPP_DIR / package.family.template).read_text()
+    runner = package.runner
+    text = source_path(runner, runner.cmake_template).read_text()
     return (text.replace("@PROJECT@", project).replace("@SOURCE@", source)
-            .replace(f"@{package.family.root_var}@", package.cmake_value))
+            .replace(f"@{runner.cmake_root_var}@", package.cmake_value))
 
 
 def build_key(parts: dict[str, str]) -> str:
@@ -157,25 +163,31 @@ def build_key(parts: dict[str, str]) -> str:
 
 
 def key_parts(source: str, toolchain: Toolchain, package: RuntimePackage) -> dict[str, str]:
-    files = (source, package.family.template, *SHARED_HEADERS)
+    """The build key of ``source`` (the benchmark): the bytes of every file its project is made of, wherever
+    the file lives (the engine's folder or the shared one), the toolchain and the wheel."""
+    runner = package.runner
+    files = b"".join(source_path(runner, f).read_bytes() for f in (source, *runner.bench_headers))
+    cmakelists = render_cmakelists(package, Path(source).stem, source).encode()
     return {
-        "sources": hashlib.sha256(b"".join((CPP_DIR / f).read_bytes() for f in files)).hexdigest(),
+        "sources": hashlib.sha256(files + cmakelists).hexdigest(),
         "build_py": hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
         "cxx": f"{toolchain.cxx} {toolchain.cxx_version}",
         "cmake": toolchain.cmake_version,
-        "package": f"{package.family.package}=={package.version} at {package.root}",
+        "package": f"{package.runner.package}=={package.version} at {package.root}",
         "machine": f"{platform.system()} {platform.machine()}",
     }
 
 
 def write_project(folder: Path, package: RuntimePackage, project: str, source: str,
-                  main_text: str | None = None, headers: tuple[str, ...] = SHARED_HEADERS) -> None:
-    """A CMake project in ``folder``: the source (``main_text`` or the shipped file), the headers it
-    includes and a CMakeLists.txt pointing at the installed wheel."""
+                  main_text: str | None = None, headers: tuple[str, ...] | None = None) -> None:
+    """A self-contained CMake project in ``folder``: the source (``main_text`` or the shipped file), the headers
+    it includes (default: the benchmark's), each copied from the engine's folder or the shared one, and a
+    CMakeLists.txt pointing at the installed wheel."""
+    runner = package.runner
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / source).write_text(main_text if main_text is not None else (CPP_DIR / source).read_text())
-    for header in headers:
-        shutil.copyfile(CPP_DIR / header, folder / header)
+    (folder / source).write_text(main_text if main_text is not None else source_path(runner, source).read_text())
+    for header in runner.bench_headers if headers is None else headers:
+        shutil.copyfile(source_path(runner, header), folder / header)
     (folder / "CMakeLists.txt").write_text(render_cmakelists(package, project, source))
 
 
@@ -243,23 +255,23 @@ def install_atomically(built: Path, final: Path) -> None:
 class BuiltBinary:
     path: Path
     family: str
+    """The runner's family (``NativeRunner.family``)."""
     cached: bool
     """True when the binary was already in the cache (no compiler ran)."""
     build_s: float
     """Seconds spent configuring and compiling (0 when cached)."""
 
 
-def ensure_binary(family: str, echo: Callable[[str], None] | None = None) -> Path:
-    """The benchmark binary of ``family`` (``torch`` or ``executorch``), built on first use."""
+def ensure_binary(family: NativeRunner | str, echo: Callable[[str], None] | None = None) -> Path:
+    """The benchmark binary of a runner (or of a family name: ``torch``, ``executorch``), built on first use."""
     return build_binary(family, echo).path
 
 
-def build_binary(family: str, echo: Callable[[str], None] | None = None) -> BuiltBinary:
-    if family not in FAMILIES:
-        raise ConfigError(f"unknown native runtime family '{family}'", hint=f"choose one of: {', '.join(FAMILIES)}")
-    package = find_package(family)
+def build_binary(family: NativeRunner | str, echo: Callable[[str], None] | None = None) -> BuiltBinary:
+    runner = runner_named(family)
+    package = find_package(runner)
     toolchain = find_toolchain()
-    source = BENCH_SOURCES[family]
+    source = runner.bench_source
     return cached_build(source, package, toolchain, key_parts(source, toolchain, package), echo=echo)
 
 
@@ -268,7 +280,7 @@ def cached_build(source: str, package: RuntimePackage, toolchain: Toolchain, par
                  ) -> BuiltBinary:
     """The program ``source`` built against ``package`` with ``toolchain``, from the cache when ``parts`` (its
     build key) match; ``tag`` names a target other than this machine in the cache folder (``-aarch64``)."""
-    family = package.family.name
+    family = package.runner.family
     name = Path(source).stem
     folder = cache_root() / f"{name}{tag}-{build_key(parts)}"
     final = folder / name
@@ -278,7 +290,7 @@ def cached_build(source: str, package: RuntimePackage, toolchain: Toolchain, par
         if final.is_file() and os.access(final, os.X_OK):  # another process built it meanwhile
             return BuiltBinary(final, family, True, 0.0)
         if echo:
-            echo(f"building {name} against {package.family.package} {package.version} "
+            echo(f"building {name} against {package.runner.package} {package.version} "
                  f"({toolchain.cxx_version}); cached in {folder}")
         t0 = time.perf_counter()
         cache_root().mkdir(parents=True, exist_ok=True)

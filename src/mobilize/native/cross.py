@@ -2,7 +2,7 @@
 
 Debian's ``g++-aarch64-linux-gnu`` builds them against the aarch64 wheels in the arm64 root that
 ``scripts/setup-arm64.sh`` makes (LibTorch from the aarch64 torch wheel, ExecuTorch from the aarch64
-executorch wheel), through ``cpp/toolchain-aarch64.cmake``.  Benchmarks are cached like the host's
+executorch wheel), through ``native/cpp/toolchain-aarch64.cmake``.  Benchmarks are cached like the host's
 (``$MOBILIZE_CACHE_DIR/native/bench_<family>-aarch64-<key>``), keyed by the cross compiler, the wheel
 versions and the sources; ``mobilize.arm64.native`` runs them under QEMU.  With the root and the cross
 compiler in place (not a doctest: the default suite runs before the arm64 root exists on a fresh machine)::
@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Callable
 
 from mobilize.core.errors import BackendUnavailableError, ConfigError
-from mobilize.native.build import (BENCH_SOURCES, CPP_DIR, FAMILIES, BuiltBinary, RuntimePackage, Toolchain,
-                                   command_first_line, key_parts, cache_root, cached_build, cmake_build, find_toolchain)
+from mobilize.core.native_runner import NativeRunner
+from mobilize.native.build import (CPP_DIR, BuiltBinary, RuntimePackage, Toolchain, command_first_line, key_parts,
+                                   cache_root, cached_build, cmake_build, find_toolchain, runner_named)
 
 CROSS_CXX = "aarch64-linux-gnu-g++"
 TOOLCHAIN_TEMPLATE = "toolchain-aarch64.cmake"
@@ -58,27 +59,23 @@ def cross_toolchain() -> Toolchain:
     return Toolchain(cxx, command_first_line([cxx, "--version"]), host.cmake, host.cmake_version)
 
 
-def aarch64_package(family_name: str) -> RuntimePackage:
-    """The aarch64 wheel of a runtime family inside the arm64 root, checked for the C++ files a build needs."""
-    if family_name not in FAMILIES:
-        raise ConfigError(f"unknown native runtime family '{family_name}'",
-                          hint=f"choose one of: {', '.join(FAMILIES)}")
-    family = FAMILIES[family_name]
-    root = rootfs() / SITE / family.package
-    dist = sorted((rootfs() / SITE).glob(f"{family.package}-*.dist-info"))
+def aarch64_package(family: NativeRunner | str) -> RuntimePackage:
+    """The aarch64 wheel of a runtime family inside the arm64 root, checked for the C++ files a build needs
+    (less the runner's ``cross_optional`` ones)."""
+    runner = runner_named(family)
+    root = rootfs() / SITE / runner.package
+    dist = sorted((rootfs() / SITE).glob(f"{runner.package}-*.dist-info"))
     if not root.is_dir() or not dist:
-        raise BackendUnavailableError(f"no aarch64 {family.package} wheel in {rootfs() / SITE}",
+        raise BackendUnavailableError(f"no aarch64 {runner.package} wheel in {rootfs() / SITE}",
                                       hint=f"build the arm64 root with `{SETUP}`")
-    version = dist[-1].name[len(family.package) + 1:-len(".dist-info")]
-    # the CUDA build of torch on aarch64 has a TorchConfig that needs the CUDA toolkit: its CPU libraries are
-    # linked directly (TORCH_CPU_ONLY), so TorchConfig.cmake itself is not required
-    required = [rel.format(lib=".so") for rel in family.required if not rel.endswith("TorchConfig.cmake")]
+    version = dist[-1].name[len(runner.package) + 1:-len(".dist-info")]
+    required = [rel.format(lib=".so") for rel in runner.required_files if rel not in runner.cross_optional]
     missing = [rel for rel in required if not (root / rel).exists()]
     if missing:
         raise BackendUnavailableError(
-            f"the aarch64 {family.package} {version} wheel at {root} has no C++ runtime to build against "
+            f"the aarch64 {runner.package} {version} wheel at {root} has no C++ runtime to build against "
             f"(missing {', '.join(missing)})")
-    return RuntimePackage(family, root, version)
+    return RuntimePackage(runner, root, version)
 
 
 def toolchain_file(folder: Path | None = None) -> Path:
@@ -98,11 +95,11 @@ def toolchain_file(folder: Path | None = None) -> Path:
     return path
 
 
-def build_binary_aarch64(family: str, echo: Callable[[str], None] | None = None) -> BuiltBinary:
-    """The benchmark program of ``family`` built for aarch64 against the arm64 root's wheel, cached."""
+def build_binary_aarch64(family: NativeRunner | str, echo: Callable[[str], None] | None = None) -> BuiltBinary:
+    """The benchmark program of a runner (or family name) built for aarch64 against the arm64 root's wheel, cached."""
     package = aarch64_package(family)
     toolchain = cross_toolchain()
-    source = BENCH_SOURCES[family]
+    source = package.runner.bench_source
     tc = toolchain_file()
     parts = {**key_parts(source, toolchain, package), "target": "aarch64",
              "toolchain_file": hashlib.sha256(tc.read_bytes()).hexdigest()}
@@ -110,7 +107,7 @@ def build_binary_aarch64(family: str, echo: Callable[[str], None] | None = None)
                         cmake_args=[f"-DCMAKE_TOOLCHAIN_FILE={tc}"])
 
 
-def build_app_aarch64(folder: Path, family: str, echo: Callable[[str], None] | None = None) -> BuiltBinary:
+def build_app_aarch64(folder: Path, family: NativeRunner | str, echo: Callable[[str], None] | None = None) -> BuiltBinary:
     """An emitted app project (``mobilize.native.app``) built for aarch64 into ``folder/build-aarch64``, with
     ``toolchain-aarch64.cmake`` written beside its CMakeLists.txt (which points CMake at the root's wheels)."""
     from mobilize.native.app import PROJECT
@@ -120,7 +117,7 @@ def build_app_aarch64(folder: Path, family: str, echo: Callable[[str], None] | N
     tc = toolchain_file(folder)
     build = folder / "build-aarch64"
     if echo:
-        echo(f"building {folder.name} for aarch64 against {package.family.package} {package.version} "
+        echo(f"building {folder.name} for aarch64 against {package.runner.package} {package.version} "
              f"({toolchain.cxx_version}) in {build}")
     t0 = time.perf_counter()
     cmake_build(folder, build, toolchain, f"the aarch64 app in {folder}", log=build / "build.log",
@@ -129,7 +126,7 @@ def build_app_aarch64(folder: Path, family: str, echo: Callable[[str], None] | N
     if not binary.is_file():
         raise BackendUnavailableError(f"building the aarch64 app in {folder} produced no binary",
                                       hint=f"full log: {build / 'build.log'}")
-    return BuiltBinary(binary, family, False, time.perf_counter() - t0)
+    return BuiltBinary(binary, package.runner.family, False, time.perf_counter() - t0)
 
 
 __all__ = ["EM_AARCH64", "elf_machine", "build_binary_aarch64", "build_app_aarch64", "aarch64_package",

@@ -1,11 +1,11 @@
 """``mobilize bench --native FILE``: time an artifact in a C++ process with no Python in it.
 
-The benchmark binary for the file's format (LibTorch for ``.pt``/``.ptl``, ExecuTorch with
-XNNPACK for ``.pte``/``.bpte``) is built once (``mobilize.native.build``), run with
-speed_benchmark_torch's flags, and its lines parsed into the same report the Python harness
-returns, plus ``runner: native``.  Inputs are chosen exactly as the Python harness chooses them
-(seeded random, ``--data`` sample, ``--input_dims``) and handed over in a tensor file, so both
-runners see the same numbers; bundled inputs are read by the C++ runtime itself.
+The benchmark binary of the engine that owns the file's format (its ``NativeRunner``: LibTorch
+for ``.pt``/``.ptl``, ExecuTorch with XNNPACK for ``.pte``/``.bpte``) is built once
+(``mobilize.native.build``), run with speed_benchmark_torch's flags, and its lines parsed into the
+same report the Python harness returns, plus ``runner: native``.  Inputs are chosen exactly as the
+Python harness chooses them (seeded random, ``--data`` sample, ``--input_dims``) and handed over in a
+tensor file, so both runners see the same numbers; bundled inputs are read by the C++ runtime itself.
 """
 
 from __future__ import annotations
@@ -20,13 +20,11 @@ from typing import Any, Callable, Sequence
 
 from mobilize.bench.harness import BenchConfig
 from mobilize.bench.stats import BenchStats
+from mobilize.core.backend import default_runtime
 from mobilize.core.errors import ConfigError, UserError
 from mobilize.core.inputs import InputSpec, MemoryFormat, input_type_name, make_random_inputs
+from mobilize.core.native_runner import NativeRunner
 
-FAMILY_FOR_FORMAT = {"torchscript": "torch", "lite": "torch", "executorch": "executorch"}
-"""Which native program runs a format."""
-RUNTIME_FOR_FORMAT = {"torchscript": "torchscript", "lite": "lite", "executorch": "executorch"}
-"""The Python runtime whose C++ core the native program runs (the report's ``runtime``)."""
 NATIVE_NOISE = ("cpuinfo_utils.cpp", "threadpool.cpp", "Failed to load /", "KernelPreference")
 """ExecuTorch's informational log lines (cpuinfo probing, threadpool resets), dropped from stderr."""
 PREFIX = "#mobilize "
@@ -55,25 +53,25 @@ class NativeRun:
     """Every ``#mobilize`` line, prefix stripped (what a mode of its own, like ``--frame_config``, adds)."""
 
 
-def native_target(reference: str, runtime: str | None = None, trust_pickle: bool = False):
-    """Resolve ``reference`` to an artifact file a native program can run, and its Python runtime's name."""
+def native_target(reference: str, runtime: str | None = None, trust_pickle: bool = False
+                  ) -> tuple[Any, str, NativeRunner]:
+    """Resolve ``reference`` to an artifact file a native program can run, its Python runtime's name (the
+    report's ``runtime``: the one whose C++ core the program runs) and the engine's runner."""
+    from mobilize.native.build import runner_for_format
     from mobilize.sources.models import resolve_model
 
     target = resolve_model(reference, trust_pickle=trust_pickle)
     fmt = getattr(target, "format", None)
-    if getattr(target, "path", None) is None or fmt not in FAMILY_FOR_FORMAT:
+    runner = runner_for_format(fmt) if fmt else None
+    if getattr(target, "path", None) is None or runner is None:
         raise ConfigError(f"--native runs TorchScript (.pt), lite (.ptl) and ExecuTorch (.pte, .bpte) files; "
                           f"'{reference}' is {'a ' + str(fmt) + ' file' if fmt else 'not a model file'}",
                           hint="export one first, e.g. mobilize optimize MODEL --recipe executorch-fp32 -o out/")
-    name = runtime or RUNTIME_FOR_FORMAT[fmt]
-    if name not in RUNTIME_FOR_FORMAT.values() or FAMILY_FOR_FORMAT[fmt] != _family_of(name):
+    name = runtime or default_runtime(fmt)
+    if name not in runner.runtime_args:
         raise ConfigError(f"--native cannot run a {fmt} file with runtime '{name}'",
-                          hint=f"leave --runtime out (it runs {RUNTIME_FOR_FORMAT[fmt]})")
-    return target, name
-
-
-def _family_of(runtime: str) -> str:
-    return "executorch" if runtime == "executorch" else "torch"
+                          hint=f"leave --runtime out (it runs {default_runtime(fmt)})")
+    return target, name, runner
 
 
 def bench_native(reference: str, config: BenchConfig = BenchConfig(), *,
@@ -90,22 +88,16 @@ def bench_native(reference: str, config: BenchConfig = BenchConfig(), *,
         raise ConfigError("--io-binding is an ONNX Runtime option", hint="--native runs .pt, .ptl, .pte and .bpte files")
     if config.iterations < 1:
         raise ConfigError(f"--iter must be at least 1, got {config.iterations}")
-    target, runtime_name = native_target(reference, runtime, trust_pickle)
-    family = FAMILY_FOR_FORMAT[target.format]
-    binary = ensure_binary(family, echo=lambda line: print(f"note: {line}", file=sys.stderr))
+    target, runtime_name, runner = native_target(reference, runtime, trust_pickle)
+    binary = ensure_binary(runner, echo=lambda line: print(f"note: {line}", file=sys.stderr))
     threads = threads or default_threads()
     with tempfile.TemporaryDirectory(prefix="mobilize-native-") as tmp:
-        args, source, specs = input_args(binary, target, family, Path(tmp), input_specs, no_inputs, bundled_input,
+        args, source, specs = input_args(binary, target, runner, Path(tmp), input_specs, no_inputs, bundled_input,
                                           data, seed)
-        if family == "torch":
-            args += ["--lite", "true" if runtime_name == "lite" else "false"]
+        args += runner.runtime_args[runtime_name]
         run = run_binary(binary, target.path, args, threads, config, Path(tmp), echo)
     notes = list(getattr(target, "notes", []))
-    details: dict[str, Any] = {}
-    if family == "executorch":
-        from mobilize.backends import tool
-
-        details = tool("executorch", "native_details")(target, notes, run.backends)
+    details = runner.details(target, notes, run.backends) if runner.details else {}
     stats = BenchStats.from_times_ns(run.times_ns, run.loop_ns)
     return {
         "schema_version": SCHEMA_VERSION,
@@ -131,7 +123,7 @@ def bench_native(reference: str, config: BenchConfig = BenchConfig(), *,
     }
 
 
-def input_args(binary: Path, target, family: str, tmp: Path, input_specs, no_inputs: bool,
+def input_args(binary: Path, target, runner: NativeRunner, tmp: Path, input_specs, no_inputs: bool,
                bundled_input: int | None, data: str | None, seed: int, prefix: Sequence[str] = ()
                ) -> tuple[list[str], str, list[InputSpec]]:
     """The binary's input flags, the report's ``input_source`` and the input specs, chosen as the
@@ -142,7 +134,7 @@ def input_args(binary: Path, target, family: str, tmp: Path, input_specs, no_inp
         if bundled_input < 0:
             raise ConfigError(f"--use_bundled_input must be 0 or more, got {bundled_input}")
         return ["--use_bundled_input", str(bundled_input)], f"bundled:{bundled_input}", []
-    declared = declared_input_specs(binary, target.path, prefix) if family == "executorch" else None
+    declared = declared_input_specs(binary, target.path, prefix) if runner.reads_declared_inputs else None
     if data is not None:
         from mobilize.sources.data import open_data
 
@@ -167,7 +159,8 @@ def input_args(binary: Path, target, family: str, tmp: Path, input_specs, no_inp
 
 
 def declared_input_specs(binary: Path, path: Path, prefix: Sequence[str] = ()) -> list[InputSpec] | None:
-    """What an ExecuTorch program declares for its inputs, asked of the native runtime itself."""
+    """What a program declares for its inputs, asked of the native runtime itself (a runner that
+    ``reads_declared_inputs``)."""
     done = subprocess.run([*prefix, str(binary), "--model", str(path), "--describe_inputs"], capture_output=True,
                           text=True)
     if done.returncode != 0:

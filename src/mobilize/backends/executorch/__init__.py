@@ -21,5 +21,4 @@ BACKENDS.register("executorch")(Backend(
     native={"executorch": "native_runner:RUNNER"},
     compare_profile=("executorch",),
     delegate_hint="the delegation report gives its source line",
-    tools={"native_details": "native:native_details"},
 ))

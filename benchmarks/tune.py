@@ -20,7 +20,8 @@ from mobilize.accuracy.verify import Policy
 from mobilize.core.paths import model_stem
 from mobilize.plans.facts import calibration_for, default_data
 from mobilize.sources.models import resolve_model
-from mobilize.tune import _time, tune
+from mobilize.tune import tune
+from mobilize.tune.timing import time_candidates as _time
 from mobilize.tune.why import why_not_faster
 
 

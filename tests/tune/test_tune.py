@@ -210,8 +210,9 @@ def test_tune_prune_on_the_trained_default_model(tmp_path, capsys):
 
 
 def test_each_prune_level_is_pruned_once_and_exported_by_every_searched_runtime(trained, tmp_path):
-    from mobilize.tune import _Search, candidate_recipes, prune_key
+    from mobilize.tune import candidate_recipes, prune_key
     from mobilize.tune.prune import prune_recipes
+    from mobilize.tune.search import Search
 
     recipes = prune_recipes((0.3,), candidate_recipes(["onnxruntime", "executorch", "litert"]), finetune_steps=2)
     assert [name for name, _, _ in recipes] == ["prune30-onnx-fp32", "prune30-onnx-int8-minmax",
@@ -220,8 +221,8 @@ def test_each_prune_level_is_pruned_once_and_exported_by_every_searched_runtime(
     assert len({prune_key(r) for _, r, _ in recipes}) == 1 and prune_key(candidate_recipes(["litert"])[0][1]) == ""
     et = dict((n, r) for n, r, _ in recipes)["prune30-executorch-fp32"]
     assert [s.name for s in et.passes] == ["prune", "fuse"]  # the runtime's own passes follow the prune
-    search = _Search(trained, [SPEC], "digits:test", "digits:train", tmp_path, "p", Policy(max_drop_points=5),
-                     lambda _: None, 16)
+    search = Search(trained, [SPEC], "digits:test", "digits:train", tmp_path, "p", Policy(max_drop_points=5),
+                    lambda _: None, 16)
     first = search.pruned_module(recipes[0][1])
     assert search.pruned_module(et) is first  # pruned and fine-tuned once, exported by every runtime
     facts = search.pruned[prune_key(et)]

@@ -2,8 +2,8 @@
 
 Each level is the ``prune`` pass (:mod:`mobilize.passes.prune`: structured, ``ratio`` of the MACs removed by
 torch-pruning's dependency graph, BatchNorm re-estimated, then a fine-tune distilled from the unpruned model on
-the labelled calibration data) followed by every searched runtime's fp32 and int8 candidate (ONNX: MinMax
-calibration only), judged against the *unpruned* float model by the same budget as every other candidate.  The
+the labelled calibration data) followed by every searched runtime's fp32 and int8 candidate (those its route
+marks :attr:`~mobilize.core.tune_route.Start.prune`; ONNX: MinMax calibration only), judged against the *unpruned* float model by the same budget as every other candidate.  The
 search prunes and fine-tunes once per level and exports that model for each runtime.  The recipe written for a
 pruned winner holds the prune step, so it rebuilds the file.
 
@@ -36,10 +36,6 @@ FINETUNE_MAX_STEPS = 2000
 """tune's default cap on each level's fine-tune (``--prune-steps``): 2,000 steps of 32 samples, 64,000 samples.
 The default model's 8 epochs over 1,258 samples take 320 steps (~60 s on a 2-core AMD EPYC); with tens of
 thousands of labelled samples, 8 epochs would take hours per level, the cap about 6 minutes there."""
-PRUNED_CANDIDATES = ("onnx-fp32", "onnx-int8-minmax", "executorch-fp32", "executorch-int8", "litert-fp32",
-                     "litert-int8")
-"""Which of the unpruned candidates each level repeats (the other ONNX calibrations would triple the ONNX int8
-builds for little: MinMax is the one that kept top-1 on the default model)."""
 
 
 def parse_levels(text: str | None) -> tuple[float, ...]:
@@ -59,11 +55,15 @@ def parse_levels(text: str | None) -> tuple[float, ...]:
 def prune_recipes(levels: Sequence[float], base: Sequence[tuple[str, Any, str]],
                   finetune_steps: int = 0) -> list[tuple[str, Any, str]]:
     """(name, recipe, runtime) per level and per candidate of ``base`` (:func:`mobilize.tune.candidate_recipes`)
-    named in :data:`PRUNED_CANDIDATES`: the prune pass first, then that candidate's own passes and export."""
+    whose route's start says :attr:`~mobilize.core.tune_route.Start.prune`: the prune pass first, then that
+    candidate's own passes and export."""
     import dataclasses
 
     from mobilize.passes import PASSES
     from mobilize.pipeline.recipe import parse_step
+    from mobilize.tune.routes import route
+
+    pruned_starts = {s.name for rt in dict.fromkeys(r for _, _, r in base) for s in route(rt).starts if s.prune}
 
     out = []
     for ratio in levels:
@@ -72,7 +72,7 @@ def prune_recipes(levels: Sequence[float], base: Sequence[tuple[str, Any, str]],
                   "finetune_max_steps": finetune_steps}
         prune = parse_step(PASSES, {"prune": config}, "pass")
         for name, recipe, runtime in base:
-            if name not in PRUNED_CANDIDATES:
+            if name not in pruned_starts:
                 continue
             pruned = f"prune{pct}-{name}"
             out.append((pruned, dataclasses.replace(recipe, name=pruned, passes=(prune, *recipe.passes),

@@ -4,7 +4,8 @@ ONNX Runtime's ``quantize_static`` defaults to ``reduce_range=False``.  On an x8
 U8S8 kernels saturate 16-bit sums of full 8-bit products, so mobilize turns reduce_range on there (the
 exporter's note names the CPU feature, :meth:`mobilize.core.target.Target.int8_feature`).  When tune built such a
 candidate it also builds the same candidate with the stock default, judges it on the same samples, and says
-what the choice kept: the measured consequence, on the user's data.
+what the choice kept: the measured consequence, on the user's data.  Which runtime's candidates this applies to is
+its route's :attr:`~mobilize.core.tune_route.TuneRoute.stock_reduce_range`.
 """
 
 from __future__ import annotations
@@ -13,27 +14,31 @@ import dataclasses
 from typing import Any, Callable
 
 from mobilize.core.target import CHOSE
+from mobilize.tune.candidates import Candidate
+from mobilize.tune.routes import route
+from mobilize.tune.search import Search, try_candidate
 
 
-def stock_reduce_range(search: Any, candidates: list, make: Callable[..., Any], try_one: Callable[..., None],
+def stock_reduce_range(search: Search, candidates: list[Candidate],
                        echo: Callable[[str], None]) -> list[dict[str, Any]]:
-    """``make(name, recipe, runtime)`` builds a Candidate; ``try_one(search, candidate, echo)`` builds and judges
-    it.  Returns the choice records (empty where the target does not need reduce_range)."""
+    """Build and judge the stock-default twin of the first candidate that left reduce_range to the target.
+    Returns the choice records (empty where the target does not need reduce_range)."""
     from mobilize.pipeline.recipe import Recipe, Step
 
     if not search.target.reduce_range:
         return []
-    base = next((c for c in candidates if c.runtime == "onnxruntime" and c.path and c.verdict and not c.excluded
-                 and not c.recipe.passes and c.recipe.exports and _auto_static(c.recipe.exports[0].config)), None)
+    base = next((c for c in candidates if route(c.runtime).stock_reduce_range and c.path and c.verdict
+                 and not c.excluded and not c.recipe.passes and c.recipe.exports
+                 and _auto_static(c.recipe.exports[0].config)), None)
     if base is None:
         return []
     step = base.recipe.exports[0]
     name = f"{base.name}-stock-default"
     recipe = Recipe(name, (), (Step(step.name, dataclasses.replace(step.config, reduce_range=False)),),
                     base.recipe.runtime, f"tune: {base.name} with ONNX Runtime's default reduce_range (off)")
-    twin = make(name, recipe, base.runtime)
+    twin = Candidate(name, recipe, base.runtime)
     echo(f"measure ONNX Runtime's stock default beside mobilize's choice: {name}")
-    try_one(search, twin, echo)
+    try_candidate(search, twin, echo)
     if twin.verdict is None:
         return []
     feature = search.target.int8_feature()

@@ -7,11 +7,12 @@ left *unfused* in the optimized graph (each is a float<->int8 conversion run on 
 says whether this CPU has the instructions fast int8 kernels need (VNNI on x86, dot-product on
 arm64; :func:`mobilize.core.target.host_cpu`).
 
-For two ExecuTorch files (``.pte``/``.bpte``) the same question is answered from their ETDump
-profiles (:mod:`mobilize.backends.executorch.profiler`): op kinds that take longer in int8, ops that run
-*outside* the delegate in int8 but not in fp32 (they fell out of it), unfused quantize/dequantize
-(``quantize_per_tensor`` kernels outside the delegate; XNNPACK's own ``Convert`` operators inside
-it, from its profiler), layout conversions (``_to_dim_order_copy``, ``permute_copy``; XNNPACK
+Which analysis answers is the route's :class:`~mobilize.core.tune_route.WhySlow` (by the files' suffixes when
+none is given).  For two ExecuTorch files (``.pte``/``.bpte``, ``WhySlow.DELEGATE``) the same question is
+answered from their ETDump profiles (:mod:`mobilize.backends.executorch.profiler`): op kinds that take
+longer in int8, ops that run *outside* the delegate in int8 but not in fp32 (they fell out of it), unfused
+quantize/dequantize (``quantize_per_tensor`` kernels outside the delegate; XNNPACK's own ``Convert`` operators
+inside it, from its profiler), layout conversions (``_to_dim_order_copy``, ``permute_copy``; XNNPACK
 ``Transpose``/``Copy``), the share of time outside the delegate in each, and the same CPU check.
 """
 
@@ -22,6 +23,8 @@ import dataclasses
 import tempfile
 from pathlib import Path
 from typing import Any, Sequence
+
+from mobilize.core.tune_route import WhySlow
 
 PROFILE_RUNS = 50
 CONVERSIONS = ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "Transpose", "ReorderInput",
@@ -64,7 +67,8 @@ class Diagnosis:
     cpu: str
     int8_instructions: bool
     runs: int
-    runtime: str = "onnxruntime"
+    runtime: str
+    """The runtime whose profiler recorded both files."""
     fell_out: dict[str, int] = dataclasses.field(default_factory=dict)
     """ExecuTorch: op kind -> instances outside the delegate in int8 beyond those outside it in fp32."""
     layout_ops: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
@@ -74,6 +78,8 @@ class Diagnosis:
     int8_profile: Any = None
     reason: str | None = None
     """Why no per-op answer could be given (a profile the runtime could not record); None when it was."""
+    analysis: WhySlow = WhySlow.OPERATORS
+    """Which analysis made it: operator times (below) or the delegate split (``fell_out``, ``layout_ops``, profiles)."""
 
     @property
     def slower_ops(self) -> list[tuple[str, float, float]]:
@@ -84,7 +90,7 @@ class Diagnosis:
         return sorted([r for r in rows if r[2] > r[1]], key=lambda r: r[1] - r[2])
 
     def lines(self) -> list[str]:
-        if self.runtime == "executorch":
+        if self.analysis is WhySlow.DELEGATE:
             out = self._pte_lines()
         else:
             f, q = sum(self.fp32_us.values()) / 1e3, sum(self.int8_us.values()) / 1e3
@@ -135,7 +141,7 @@ class Diagnosis:
                 "slower_ops": [{"op": o, "fp32_us": a, "int8_us": b} for o, a, b in self.slower_ops],
                 "unfused_qdq": self.unfused_qdq, "unfused_examples": self.unfused_examples[:10], "cpu": self.cpu,
                 "int8_instructions": self.int8_instructions, "runs": self.runs}
-        if self.runtime == "executorch":
+        if self.analysis is WhySlow.DELEGATE:
             data.update(fell_out=self.fell_out, layout_ops={k: list(v) for k, v in self.layout_ops.items()},
                         fp32_profile=self.fp32_profile.to_json(), int8_profile=self.int8_profile.to_json())
         return data
@@ -164,8 +170,9 @@ def is_pte_conversion(op: str) -> bool:
     return is_pte_precision_conversion(op) or op in PTE_LAYOUT or _delegate_word(op) in XNNPACK_LAYOUT
 
 
-def op_profile(path: Path, inputs: Sequence[Any], runs: int = PROFILE_RUNS) -> tuple[dict[str, float], Any]:
-    """Microseconds per run by op type (each node's median run, summed), and the optimized graph (an ONNX ModelProto).
+def op_profile(path: Path, inputs: Sequence[Any], runs: int = PROFILE_RUNS) -> tuple[dict[str, float], Any, str]:
+    """Microseconds per run by op type (each node's median run, summed), the optimized graph (an ONNX ModelProto)
+    and the runtime that profiled it.
 
     The profiler adds a fixed cost per node, so these sums exceed a plain run's latency on small
     models; compare them between the two files, not with benchmark latencies."""
@@ -180,22 +187,27 @@ def op_profile(path: Path, inputs: Sequence[Any], runs: int = PROFILE_RUNS) -> t
     per_op: dict[str, float] = collections.defaultdict(float)
     for op in profile.ops:  # each node's median run, summed by op type: warm-up and first-run packing excluded
         per_op[op.op] += op.time_us
-    return dict(per_op), optimized
+    return dict(per_op), optimized, profile.runtime
 
 
-def why_not_faster(fp32: Path, int8: Path, inputs: Sequence[Any], runs: int = PROFILE_RUNS) -> Diagnosis:
-    """Where an int8 file's time goes against its fp32 twin: two ONNX files (ONNX Runtime profiler) or two
-    ExecuTorch files (ETDump)."""
+def why_not_faster(fp32: Path, int8: Path, inputs: Sequence[Any], runs: int = PROFILE_RUNS,
+                   analysis: WhySlow | None = None) -> Diagnosis:
+    """Where an int8 file's time goes against its fp32 twin: two ONNX files (ONNX Runtime profiler,
+    ``WhySlow.OPERATORS``) or two ExecuTorch files (ETDump, ``WhySlow.DELEGATE``); ``analysis`` None: by the
+    files' suffixes."""
     from mobilize.core.target import host_cpu
 
-    if Path(fp32).suffix.lower() in PTE_SUFFIXES and Path(int8).suffix.lower() in PTE_SUFFIXES:
+    if analysis is None:
+        pte = Path(fp32).suffix.lower() in PTE_SUFFIXES and Path(int8).suffix.lower() in PTE_SUFFIXES
+        analysis = WhySlow.DELEGATE if pte else WhySlow.OPERATORS
+    if analysis is WhySlow.DELEGATE:
         return why_not_faster_pte(Path(fp32), Path(int8), inputs, runs)
-    fp32_us, _ = op_profile(fp32, inputs, runs)
-    int8_us, optimized = op_profile(int8, inputs, runs)
+    fp32_us, _, runtime = op_profile(fp32, inputs, runs)
+    int8_us, optimized, _ = op_profile(int8, inputs, runs)
     qdq = [n.name or n.op_type for n in optimized.graph.node if n.op_type in ("QuantizeLinear", "DequantizeLinear")]
     cpu = host_cpu()
     dot = cpu.has_vnni or "asimddp" in cpu.flags
-    return Diagnosis(dict(fp32_us), dict(int8_us), len(qdq), qdq, cpu.describe(), dot, runs)
+    return Diagnosis(dict(fp32_us), dict(int8_us), len(qdq), qdq, cpu.describe(), dot, runs, runtime)
 
 
 PTE_SUFFIXES = (".pte", ".bpte")
@@ -238,8 +250,9 @@ def why_not_faster_pte(fp32: Path, int8: Path, inputs: Sequence[Any], runs: int 
                        threads: int = 1) -> Diagnosis:
     """The ExecuTorch half of :func:`why_not_faster`: both files profiled with ETDump on the same input."""
     from mobilize.backends import profiler_for
+    from mobilize.core.backend import format_for_suffix
 
-    profile = profiler_for("executorch")
+    profile = profiler_for(format_for_suffix(Path(fp32).suffix))
     return diagnose_pte(profile(fp32, inputs, threads, runs), profile(int8, inputs, threads, runs))
 
 
@@ -251,8 +264,8 @@ def diagnose_pte(fp: Any, q: Any) -> Diagnosis:
     dot = cpu.has_vnni or "asimddp" in cpu.flags
     missing = [f"{p.path}: {p.reason}" for p in (fp, q) if not p.available]
     if missing:
-        return Diagnosis({}, {}, 0, [], cpu.describe(), dot, 0, runtime="executorch", fp32_profile=fp,
-                         int8_profile=q, reason="; ".join(missing))
+        return Diagnosis({}, {}, 0, [], cpu.describe(), dot, 0, q.runtime, fp32_profile=fp, int8_profile=q,
+                         reason="; ".join(missing), analysis=WhySlow.DELEGATE)
     outside = lambda p: collections.Counter(o.op for o in p.ops if not o.inside)  # noqa: E731
     before, after = outside(fp), outside(q)
     fell_out = {op: n - before.get(op, 0) for op, n in after.items()
@@ -264,4 +277,5 @@ def diagnose_pte(fp: Any, q: Any) -> Diagnosis:
     qdq += [f"{q.delegate} {o.op} ({o.node})" for o in q.delegate_ops
             if is_pte_precision_conversion(_short(q.delegate, o.op))]
     return Diagnosis(pte_op_times(fp), pte_op_times(q), len(qdq), qdq, cpu.describe(), dot, q.runs,
-                     runtime="executorch", fell_out=fell_out, layout_ops=layout, fp32_profile=fp, int8_profile=q)
+                     q.runtime, fell_out=fell_out, layout_ops=layout, fp32_profile=fp, int8_profile=q,
+                     analysis=WhySlow.DELEGATE)

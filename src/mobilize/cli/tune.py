@@ -31,8 +31,11 @@ def add_parser(sub) -> None:
     budget.add_argument("--max-drop", type=float, metavar="POINTS",
                         help="points of the task's measure a candidate may lose (top-1 for a classifier)")
     budget.add_argument("--min-cosine", type=float, metavar="C", help="mean cosine to the float outputs (no labels)")
-    p.add_argument("--runtimes", default="onnxruntime", help="comma-separated: onnxruntime, executorch, litert "
-                                                             "(default: onnxruntime)")
+    from mobilize.tune.routes import runtimes as searched
+
+    p.add_argument("--runtimes", default="onnxruntime", help=f"comma-separated: {', '.join(searched())} "
+                                                             "(every engine that declares a tune route; default: "
+                                                             "onnxruntime)")
     p.add_argument("--time-budget", metavar="T", help="stop searching after T (e.g. 90s, 10m); the best so far wins")
     p.add_argument("--samples", type=int, default=200, help="evaluation samples (default: 200)")
     p.add_argument("--prune", nargs="?", const="", metavar="LEVELS",
@@ -88,7 +91,9 @@ def run(args: argparse.Namespace) -> int:
     check_at_least(args.samples, 1, "--samples")
     runtimes = [r.strip() for r in args.runtimes.split(",") if r.strip()]
     if not runtimes:
-        raise ConfigError("--runtimes is empty", hint="choose from: onnxruntime, executorch, litert")
+        from mobilize.tune.routes import runtimes as searched
+
+        raise ConfigError("--runtimes is empty", hint=f"choose from: {', '.join(searched())}")
     candidate_recipes(runtimes)
     task, metric = task_from_args(args)
     from mobilize.core.target import Target

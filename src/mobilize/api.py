@@ -20,6 +20,7 @@ from mobilize.runtimes.base import open_session, session_class
 from mobilize.core.inputs import InputSpec, make_random_inputs
 from mobilize.core.artifact import artifact_size_bytes
 from mobilize.sources.models import module_size_bytes, resolve_model
+from mobilize.sources.reference import ModelRef
 
 from mobilize.report.json_report import SCHEMA_VERSION  # noqa: E402  (one definition for every JSON output)
 from mobilize.core.checks import default_threads
@@ -164,14 +165,14 @@ def optimize(
     if engine:
         recipe = recipe.with_option("engine", engine)
     Target.parse(target)
-    check_reference(reference)  # a bad reference, --data or --target fails before any work
+    ref = check_reference(reference)  # a bad reference, --data or --target fails before any work; parsed once
     paths.safe_name(recipe.name, "recipe name")  # a Recipe built in Python skips from_dict's check
-    model_stem(reference)
+    model_stem(ref.text)
     if data:
         open_data(data)
     out = check_output_dir(out_dir)
     staging = paths.staging_dir(out)
-    job = (reference, recipe.to_dict(), str(staging), data, target, list(input_specs or []), trust_pickle, verify,
+    job = (ref, recipe.to_dict(), str(staging), data, target, list(input_specs or []), trust_pickle, verify,
            dict(bound_args or {}), task)
     try:
         if isolate:
@@ -185,7 +186,7 @@ def optimize(
     return paths.relocate(report, staging, out)
 
 
-def build_and_verify(reference: str, recipe: dict[str, Any], out_dir: str, data: str | None, target: str | None,
+def build_and_verify(reference: str | ModelRef, recipe: dict[str, Any], out_dir: str, data: str | None, target: str | None,
                      input_specs: list[InputSpec], trust_pickle: bool, verify: bool, bound_args: dict[str, Any] | None = None,
                      task: str | None = None, progress: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
     """optimize's work (in its child process): resolve the model, run the recipe, verify every artifact.
@@ -202,6 +203,7 @@ def build_and_verify(reference: str, recipe: dict[str, Any], out_dir: str, data:
 
     recipe = Recipe.from_dict(recipe, recipe.get("name", "custom"))
     source = resolve_model(reference, trust_pickle=trust_pickle, bound_args=bound_args)
+    reference = str(reference)  # the text, for names and messages
     ctx = Context(input_specs=list(input_specs or source.input_specs), data=open_data(data) if data else None,
                   target=Target.parse(target), bound_args=dict(bound_args or {}))
     model = getattr(source, "module", source)

@@ -13,6 +13,7 @@ from mobilize.core.errors import ConfigError
 from mobilize.core.paths import check_output_dir
 from mobilize.report.json_report import SCHEMA_VERSION
 from mobilize.plans.facts import calibration_for, check_data_fits, default_data, model_facts_isolated
+from mobilize.sources.reference import ModelRef
 
 
 def compare(model: str | None = None, plan: Any = "default", config: Any = None, *, variants: Sequence[str] = (),
@@ -37,7 +38,8 @@ def compare(model: str | None = None, plan: Any = "default", config: Any = None,
     _check_numbers(cfg)
     target = Target.parse(cfg.target)
     out = check_output_dir(cfg.out_dir)
-    facts = model_facts_isolated(model, cfg.trust_pickle, len(cfg.input_specs), cfg.timeout_s, dict(cfg.bound_args))
+    ref = ModelRef.parse(model)  # the one parse: the checks and every child get the typed reference
+    facts = model_facts_isolated(ref, cfg.trust_pickle, len(cfg.input_specs), cfg.timeout_s, dict(cfg.bound_args))
     plan, plan_notes = _load_plan(model, plan, variants, facts["format"])
     specs = _input_specs(model, cfg.input_specs or facts["input_specs"])
     names = facts["input_names"]
@@ -66,7 +68,7 @@ def compare(model: str | None = None, plan: Any = "default", config: Any = None,
     removed = remove_previous(out, RUN_FILES)
     if removed:
         meta["notes"].append(f"removed the previous run's {', '.join(removed)} from {out} before this run")
-    report = run_plan(cfg, plan, progress=progress, on_update=save)
+    report = run_plan(cfg, plan, progress=progress, on_update=save, ref=ref)
     save(report)
     return report
 

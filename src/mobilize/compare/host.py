@@ -73,7 +73,8 @@ class _Hosted:
         from mobilize.plans.plan import Variant
         from mobilize.runtimes.base import open_session
         from mobilize.core.inputs import InputSpec, apply_memory_format
-        from mobilize.sources.models import ModelSource
+        from mobilize.sources.models import ModelSource, import_python_file
+        from mobilize.sources.reference import RefKind
 
         bundle = torch.load(job.timing_bundle, weights_only=True)  # written by this run's own checking worker
         self.engine = bundle["engine"]
@@ -81,9 +82,11 @@ class _Hosted:
         variant = Variant.from_dict(job.variant)
         specs = [InputSpec.from_json(s) for s in bundle["specs"]]
         if bundle["module"] is not None:
+            if getattr(job.model, "kind", None) == RefKind.PYTHON_FILE:  # the classes the pickled module refers to
+                import_python_file(job.model)  # under the name every process gives that file
             module = torch.load(io.BytesIO(bundle["module"]), weights_only=False)  # pickled by that same worker
             _restore_module_state(module)
-            target = ModelSource(module, job.model, specs)
+            target = ModelSource(module, str(job.model), specs)
         else:
             target = Artifact.from_file(job.artifact or bundle["artifact"])
         self.session = open_session(target, variant.runtime,

@@ -19,7 +19,8 @@ class Job:
     """reference | build | run | time (a file timed in a lean worker: its runtime only, no torch) | time-torch
     (the same in a process with torch loaded, as every worker timed before; for benchmarks/timing_agreement.py)
     | time-host (the shared timing host of the torch-timed variants, :mod:`mobilize.compare.host`)"""
-    model: str
+    model: Any
+    """The model reference, parsed once by the parent (a :class:`mobilize.sources.reference.ModelRef`)."""
     variant: dict[str, Any]
     input_specs: list[dict[str, Any]]
     data: str | None

@@ -31,13 +31,17 @@ from mobilize.compare.worker_handle import Worker
 from mobilize.core.outcome import Outcome
 from mobilize.core.paths import make_temp_dir, remove_stale
 from mobilize.report.results import VariantResult
+from mobilize.sources.reference import ModelRef
 
 
 class PlanRun:
     """One compare run: its results, workers and report; ``run`` executes it."""
 
-    def __init__(self, cfg: CompareConfig, plan, progress: Progress | None, on_update: Callable[[dict], None] | None):
+    def __init__(self, cfg: CompareConfig, plan, progress: Progress | None, on_update: Callable[[dict], None] | None,
+                 ref: ModelRef | None = None):
         self.cfg, self.plan = cfg, plan
+        self.ref = ref or ModelRef.parse(cfg.model)
+        """The model reference, parsed once; every job carries it typed."""
         self.variants = list(plan.variants)
         self.results = {v.name: VariantResult(v.name) for v in self.variants}
         self.reference_name = getattr(plan, "reference", None) or self.variants[0].name
@@ -107,7 +111,7 @@ class PlanRun:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             log = str(self.log_dir / f"{variant['name']}-{kind}.log")
             Path(log).unlink(missing_ok=True)
-        return Job(kind=kind, model=cfg.model, variant=variant, input_specs=[s.to_json() for s in cfg.input_specs],
+        return Job(kind=kind, model=self.ref, variant=variant, input_specs=[s.to_json() for s in cfg.input_specs],
                    data=cfg.data, calibration=cfg.calibration, out_dir=str(Path(cfg.out_dir) / "artifacts"),
                    threads=cfg.threads, accuracy_samples=cfg.accuracy_samples,
                    reference_path=str(self.workdir / "reference.pt"), log_path=log, target=cfg.target,
@@ -220,5 +224,5 @@ class PlanRun:
 
 
 def run_plan(cfg: CompareConfig, plan, progress: Progress | None = None,
-             on_update: Callable[[dict], None] | None = None) -> dict[str, Any]:
-    return PlanRun(cfg, plan, progress, on_update).run()
+             on_update: Callable[[dict], None] | None = None, ref: ModelRef | None = None) -> dict[str, Any]:
+    return PlanRun(cfg, plan, progress, on_update, ref).run()

@@ -272,7 +272,7 @@ def serve(conn, job: Job, enter) -> None:
         with one_thread():
             module = prepare(getattr(source, "module", source), variant.recipe, ctx)
         # a file made elsewhere runs as it is (it has no passes): the variant is the runtime and its options
-        target = ModelSource(module, job.model, list(ctx.input_specs)) if hasattr(source, "module") else module
+        target = ModelSource(module, str(job.model), list(ctx.input_specs)) if hasattr(source, "module") else module
         specs, kind = ctx.input_specs, ("quantized" if ctx.quant.quantized else "float")
         notes += ctx.notes
         details.update(ctx.details)

@@ -113,7 +113,7 @@ def _resolve(model: Any, input_specs, trust_pickle: bool, bound_args=None) -> tu
         specs = list(input_specs or getattr(model, "input_specs", None) or [])
         name = type(model).__name__
     else:
-        source = resolve_model(str(model), trust_pickle=trust_pickle, bound_args=bound_args)
+        source = resolve_model(model, trust_pickle=trust_pickle, bound_args=bound_args)  # a str or a parsed ModelRef
         if not hasattr(source, "module"):
             raise ConfigError(f"lint checks a PyTorch model; {model} is an exported file ({source.format})",
                               hint="point at the model's code (zoo:NAME, file.py:Class, pkg.mod:factory)")

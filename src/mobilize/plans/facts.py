@@ -12,6 +12,7 @@ from typing import Any, Callable, Sequence
 from mobilize.core.errors import ConfigError
 from mobilize.core.inputs import InputSpec
 from mobilize.sources.models import resolve_model
+from mobilize.sources.reference import ModelRef
 
 
 def default_data(reference: str, specs: Sequence[InputSpec]) -> str | None:
@@ -32,7 +33,7 @@ def calibration_for(data: str | None) -> tuple[str | None, str | None]:
     return data, f"calibration and accuracy both use {data}: give held-out data for an unbiased accuracy figure"
 
 
-def model_facts(reference: str, trust_pickle: bool, spec_count: int,
+def model_facts(reference: str | ModelRef, trust_pickle: bool, spec_count: int,
                 progress: Callable[[int, int, str], None] | None = None,
                 bound_args: dict[str, Any] | None = None) -> dict[str, Any]:
     """What compare needs to know before its workers start: the format, the declared input specs and the
@@ -55,15 +56,17 @@ def model_facts(reference: str, trust_pickle: bool, spec_count: int,
     return {"format": str(source.format), "input_specs": specs, "input_names": names, "layers": layers}
 
 
-def model_facts_isolated(reference: str, trust_pickle: bool, spec_count: int, timeout_s: float,
+def model_facts_isolated(reference: str | ModelRef, trust_pickle: bool, spec_count: int, timeout_s: float,
                          bound_args: dict[str, Any] | None = None) -> dict[str, Any]:
     """:func:`model_facts` in a child process under the stage timeout: building a user's model runs its code
     (import, constructor, unpickling), which may hang or crash.  The zoo's models are mobilize's own."""
     from mobilize.pipeline.isolate import run_isolated
     from mobilize.sources.models import check_reference
 
-    check_reference(reference)
-    if reference.strip().startswith("zoo:"):
+    from mobilize.sources.reference import RefKind
+
+    reference = check_reference(reference)  # parsed once: the child gets the typed reference
+    if reference.kind == RefKind.ZOO:
         return model_facts(reference, trust_pickle, spec_count, bound_args=bound_args)
     return run_isolated(model_facts, reference, trust_pickle, spec_count, what="model check", timeout_s=timeout_s,
                         bound_args=bound_args)

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from mobilize.core.artifact import Artifact
-from mobilize.backends import backend_for_format, format_for_suffix
+from mobilize.backends import backend_for_format
 from mobilize.core.errors import ConfigError, UnsupportedModelError, UserError, headline, translate_errors
 from mobilize.core.inputs import InputSpec
+from mobilize.sources.reference import ModelRef, RefKind
 
 
 @dataclasses.dataclass
@@ -60,18 +61,20 @@ def module_size_bytes(module: Any) -> int:
     return counter.size
 
 
-def resolve_model(reference: str, *, trust_pickle: bool = False,
+def resolve_model(reference: str | ModelRef, *, trust_pickle: bool = False,
                   bound_args: dict[str, Any] | None = None) -> ModelSource | Artifact:
-    """``bound_args``: non-tensor forward arguments (``--input sr=16000``) bound to the module by name."""
-    kind, reference, head, attr = _parse(reference)
-    if kind == "zoo":
-        source = _resolve_zoo(attr, reference)
-    elif kind == "python-file":
-        source = _resolve_python_file(Path(head), attr, reference)
-    elif kind == "file":
-        source = _resolve_file(Path(reference), trust_pickle)
+    """Build the model a reference names (a string is parsed here; a :class:`ModelRef` is used as it is).
+    ``bound_args``: non-tensor forward arguments (``--input sr=16000``) bound to the module by name."""
+    ref = ModelRef.parse(reference)
+    reference = ref.text
+    if ref.kind == RefKind.ZOO:
+        source = _resolve_zoo(ref.attribute, reference)
+    elif ref.kind == RefKind.PYTHON_FILE:
+        source = _instantiate(getattr(import_python_file(ref), ref.attribute), reference)
+    elif ref.kind == RefKind.FILE:
+        source = _resolve_file(Path(ref.path), trust_pickle)
     else:
-        source = _resolve_import(head, attr, reference)
+        source = _resolve_import(ref.module, ref.attribute, reference)
     if bound_args:
         if not isinstance(source, ModelSource):
             raise ConfigError(f"--input {next(iter(bound_args))}=... binds a Python argument of a PyTorch model's "
@@ -83,44 +86,23 @@ def resolve_model(reference: str, *, trust_pickle: bool = False,
     return source
 
 
-def check_reference(reference: str) -> None:
+def check_reference(reference: str | ModelRef) -> ModelRef:
     """The checks resolve_model starts with, without running any of the model's code (no import, no
-    constructor, no unpickling): a misspelt zoo name or a missing or cut-short file fails here, cheaply."""
-    kind, reference, head, attr = _parse(reference)
-    if kind == "zoo":
+    constructor, no unpickling): a misspelt zoo name or a missing or cut-short file fails here, cheaply.
+    Returns the parsed reference, for the caller to pass on."""
+    ref = ModelRef.parse(reference)
+    if ref.kind == RefKind.ZOO:
         from mobilize.zoo import ZOO
 
-        ZOO.get(attr)
-    elif kind == "python-file" and not Path(head).exists():
-        raise UserError(f"model file not found: {head}")
-    elif kind == "file":
+        ZOO.get(ref.attribute)
+    elif ref.kind == RefKind.PYTHON_FILE and not Path(ref.path).exists():
+        raise UserError(f"model file not found: {ref.path}")
+    elif ref.kind == RefKind.FILE:
         from mobilize.core.completeness import check_complete
 
-        art = Artifact.from_file(reference)
+        art = Artifact.from_file(ref.path)
         check_complete(art.path, art.format)
-
-
-def _parse(reference: str) -> tuple[str, str, str, str]:
-    """(kind, reference, head, attr): zoo (attr = the name), python-file (head = the path), file, or import."""
-    reference = reference.strip()
-    if not reference:
-        raise ConfigError("empty model reference", hint="use zoo:NAME, file.py:Class, pkg.mod:factory or a model file")
-    if reference.startswith("zoo:"):
-        return "zoo", reference, "", reference[4:]
-    head, sep, attr = reference.rpartition(":")
-    if sep and head.endswith(".py"):
-        return "python-file", reference, head, attr
-    suffix = Path(reference).suffix.lower()
-    if format_for_suffix(suffix) or Path(reference).exists() or "/" in reference:
-        return "file", reference, "", ""
-    if sep and head and attr:
-        return "import", reference, head, attr
-    from mobilize.zoo import ZOO
-
-    raise ConfigError(
-        f"cannot resolve model reference '{reference}'",
-        hint=f"use zoo:NAME ({', '.join(ZOO.names())}), file.py:Class, pkg.mod:factory or a model file",
-    )
+    return ref
 
 
 def _resolve_zoo(name: str, reference: str) -> ModelSource:
@@ -155,26 +137,32 @@ def _instantiate(obj: Any, reference: str) -> ModelSource:
     return ModelSource(module.eval(), reference, specs)
 
 
-def _resolve_python_file(path: Path, attr: str, reference: str) -> ModelSource:
+def import_python_file(ref: ModelRef) -> Any:
+    """The user's Python file as a module, imported once per process under a name every process shares
+    (:attr:`ModelRef.module_name`): a module pickled by one worker unpickles in the shared timing host."""
+    path = Path(ref.path)
     if not path.exists():
         raise UserError(f"model file not found: {path}")
-    name = f"mobilize_user_{abs(hash(str(path.resolve())))}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:  # an error, or sys.exit(), while the file runs its top level
-        with translate_errors(UnsupportedModelError, f"importing {path}",
-                              message=lambda exc: f"importing {path} failed: {_failure(exc)}"):
-            try:
-                spec.loader.exec_module(module)
-            except SystemExit as exc:
-                raise UnsupportedModelError(f"importing {path} failed: {_failure(exc)}", hint=_IMPORT_HINT) from exc
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-    if not hasattr(module, attr):
-        raise ConfigError(f"{path} has no '{attr}'", hint=_public_names(module))
-    return _instantiate(getattr(module, attr), reference)
+    name = ref.module_name
+    if name in sys.modules:
+        module = sys.modules[name]
+    else:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:  # an error, or sys.exit(), while the file runs its top level
+            with translate_errors(UnsupportedModelError, f"importing {path}",
+                                  message=lambda exc: f"importing {path} failed: {_failure(exc)}"):
+                try:
+                    spec.loader.exec_module(module)
+                except SystemExit as exc:
+                    raise UnsupportedModelError(f"importing {path} failed: {_failure(exc)}", hint=_IMPORT_HINT) from exc
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
+    if not hasattr(module, ref.attribute):
+        raise ConfigError(f"{path} has no '{ref.attribute}'", hint=_public_names(module))
+    return module
 
 
 def _resolve_import(module_name: str, attr: str, reference: str) -> ModelSource:

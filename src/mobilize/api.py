@@ -69,27 +69,17 @@ def bench(reference: str, config: BenchConfig = BenchConfig(), *,
         details = session.details()
     finally:
         session.close()
+    from mobilize.report.bench_report import BenchReport
+
     path = getattr(target, "path", None)
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "model": reference,
-        "format": str(target.format),
-        "runtime": session.name,
-        "threads": threads,
-        "warmup": config.warmup,
-        "iterations": config.iterations,
-        "size_bytes": (artifact_size_bytes(path, target.format) if path is not None
-                       else module_size_bytes(target.module)),
-        "load_ms": load_ms,
-        "first_run_ms": result.first_run_ms,
-        **{k: v for k, v in result.stats.to_json().items() if k != "iterations"},
-        "peak_rss_mb": result.peak_rss_mb,
-        "input_source": source,
-        "input_specs": [s.to_json() for s in specs],
-        "notes": list(getattr(target, "notes", [])) + session.notes,
-        **details,
-        "_outputs": result.outputs,
-    }
+    return BenchReport(
+        model=str(reference), format=str(target.format), runtime=session.name, threads=threads,
+        warmup=config.warmup, iterations=config.iterations,
+        size_bytes=(artifact_size_bytes(path, target.format) if path is not None else module_size_bytes(target.module)),
+        input_source=source, input_specs=[s.to_json() for s in specs],
+        notes=list(getattr(target, "notes", [])) + session.notes, stats=result.stats, load_ms=load_ms,
+        first_run_ms=result.first_run_ms, peak_rss_mb=result.peak_rss_mb, details=details, outputs=result.outputs,
+    ).to_result()
 
 
 def _choose_inputs(session, target, input_specs, no_inputs, bundled_input, data, seed):

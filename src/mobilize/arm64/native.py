@@ -102,7 +102,7 @@ def bench_native_arm64(reference: str, config=None, *, cpu: str = DEFAULT_CPU,
     from mobilize.core.checks import default_threads
     from mobilize.native.cross import build_binary_aarch64
     from mobilize.native.runner import input_args, native_target, run_binary
-    from mobilize.report.json_report import SCHEMA_VERSION
+    from mobilize.report.bench_report import BenchReport
 
     config = config or BenchConfig()
     _refuse_unsupported(config)
@@ -133,22 +133,21 @@ def bench_native_arm64(reference: str, config=None, *, cpu: str = DEFAULT_CPU,
     if machine != "aarch64":
         raise InternalError(f"the program in the arm64 root saw machine '{machine}', not aarch64")
     stats = BenchStats.from_times_ns(run.times_ns, run.loop_ns).to_json()
-    return {
-        "schema_version": SCHEMA_VERSION, "model": reference, "format": str(target.format), "runtime": runtime_name,
-        "runner": "native", "on": "arm64", "threads": run.threads, "warmup": config.warmup,
-        "iterations": config.iterations, "size_bytes": target.path.stat().st_size, "input_source": source,
-        "input_specs": [s.to_json() for s in (specs or run.inputs)], "notes": list(getattr(target, "notes", [])),
-        "arm64": {
-            "emulated": True, "machine": machine, "host_machine": platform.machine(), "elf_machine": elf,
-            "qemu_cpu": cpu, "cpu_model": CPU_MODELS[cpu], "versions": {built.family: _version(runner)},
-            "ms_per_iter_not_latency": {k[len("latency_ms_"):]: v for k, v in stats.items()
-                                        if k.startswith("latency_ms_")},
-            "load_ms_not_latency": run.load_ns / 1e6, "first_run_ms_not_latency": run.first_run_ns / 1e6,
-            "wall_s_not_latency": wall_s, "peak_rss_mb": run.peak_rss_kb / 1024.0},
-        "native": {"binary": str(built.path), "built_s": round(built.build_s, 1), "cached": built.cached,
-                   "registered_backends": run.backends},
-        "_outputs": run.outputs,
-    }
+    arm64 = {
+        "emulated": True, "machine": machine, "host_machine": platform.machine(), "elf_machine": elf,
+        "qemu_cpu": cpu, "cpu_model": CPU_MODELS[cpu], "versions": {built.family: _version(runner)},
+        "ms_per_iter_not_latency": {k[len("latency_ms_"):]: v for k, v in stats.items()
+                                    if k.startswith("latency_ms_")},
+        "load_ms_not_latency": run.load_ns / 1e6, "first_run_ms_not_latency": run.first_run_ns / 1e6,
+        "wall_s_not_latency": wall_s, "peak_rss_mb": run.peak_rss_kb / 1024.0}
+    return BenchReport(
+        model=str(reference), format=str(target.format), runtime=runtime_name, runner="native", on="arm64",
+        threads=run.threads, warmup=config.warmup, iterations=config.iterations, size_bytes=target.path.stat().st_size,
+        input_source=source, input_specs=[s.to_json() for s in (specs or run.inputs)],
+        notes=list(getattr(target, "notes", [])), timed=False, outputs=run.outputs,
+        sections={"arm64": arm64, "native": {"binary": str(built.path), "built_s": round(built.build_s, 1),
+                                             "cached": built.cached, "registered_backends": run.backends}},
+    ).to_result()
 
 
 def _version(runner: NativeRunner) -> str:

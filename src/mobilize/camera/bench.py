@@ -76,7 +76,6 @@ def bench_frames(reference: str, config: BenchConfig = BenchConfig(), *, spec: F
                  resize: str = "nearest", echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Time frame -> input -> inference -> top-k; the report of ``mobilize.api.bench`` with a ``frames`` block."""
     from mobilize.core.checks import check_at_least, check_threads, default_threads
-    from mobilize.report.json_report import SCHEMA_VERSION
 
     check_threads(config.threads)
     check_at_least(config.iterations, 1, "--iter")
@@ -113,21 +112,18 @@ def bench_frames(reference: str, config: BenchConfig = BenchConfig(), *, spec: F
         notes.append(f"the {session.name} runtime copies the converter's buffer before running (feed stage); "
                      f"its input is {specs[0]}")
     total, outputs = result.pop("total"), result.pop("outputs")
-    return {
-        "schema_version": SCHEMA_VERSION, "model": reference, "format": str(target.format), "runtime": session.name,
-        "threads": threads, "warmup": config.warmup, "iterations": config.iterations,
-        "size_bytes": (artifact_size_bytes(path, target.format) if path is not None
-                       else module_size_bytes(target.module)),
-        "load_ms": load_ms, "first_run_ms": result.pop("first_run_ms"),
-        **{k: v for k, v in total.to_json().items() if k != "iterations"},
-        "peak_rss_mb": peak_rss_mb(),
-        "input_source": f"frames {spec} ({frame_source})",
-        "input_specs": [specs[0].to_json()],
-        "notes": notes, **details,
-        "frames": {"spec": str(spec), "source": frame_source, "frame_config": cfg.to_dict(),
-                   "normalization": norm_source, **result},
-        "_outputs": outputs,
-    }
+    from mobilize.report.bench_report import BenchReport
+
+    first_run_ms = result.pop("first_run_ms")
+    return BenchReport(
+        model=str(reference), format=str(target.format), runtime=session.name, threads=threads,
+        warmup=config.warmup, iterations=config.iterations,
+        size_bytes=(artifact_size_bytes(path, target.format) if path is not None else module_size_bytes(target.module)),
+        input_source=f"frames {spec} ({frame_source})", input_specs=[specs[0].to_json()], notes=notes, stats=total,
+        load_ms=load_ms, first_run_ms=first_run_ms, peak_rss_mb=peak_rss_mb(), details=details, outputs=outputs,
+        sections={"frames": {"spec": str(spec), "source": frame_source, "frame_config": cfg.to_dict(),
+                             "normalization": norm_source, **result}},
+    ).to_result()
 
 
 def _loop(session, cfg, frames: list, config: BenchConfig, echo) -> dict[str, Any]:

@@ -27,7 +27,7 @@ def bench_native_frames(reference: str, config: BenchConfig = BenchConfig(), *, 
     from mobilize.core.checks import default_threads
     from mobilize.native.build import ensure_binary
     from mobilize.native.runner import declared_input_specs, native_target, run_binary
-    from mobilize.report.json_report import SCHEMA_VERSION
+    from mobilize.report.bench_report import BenchReport
 
     if config.no_inputs or config.bundled_input is not None or config.data is not None or config.io_binding:
         raise ConfigError("--frames makes the model's input from camera frames",
@@ -57,23 +57,19 @@ def bench_native_frames(reference: str, config: BenchConfig = BenchConfig(), *, 
                          threads, config, Path(tmp), echo)
     stages, top, layout = _frame_lines(run.machine)
     total = BenchStats.from_times_ns(run.times_ns, run.loop_ns)
-    return {
-        "schema_version": SCHEMA_VERSION, "model": reference, "format": str(target.format), "runtime": runtime_name,
-        "runner": "native", "threads": run.threads, "warmup": config.warmup, "iterations": config.iterations,
-        "size_bytes": target.path.stat().st_size, "load_ms": run.load_ns / 1e6, "first_run_ms": run.first_run_ns / 1e6,
-        **{k: v for k, v in total.to_json().items() if k != "iterations"},
-        "peak_rss_mb": run.peak_rss_kb / 1024.0,
-        "input_source": f"frames {spec} ({frame_source})",
-        "input_specs": [specs[0].to_json()],
-        "notes": list(getattr(target, "notes", [])),
-        "native": {"binary": str(binary)},
-        "frames": {"spec": str(spec), "source": frame_source, "frame_config": cfg.to_dict(),
-                   "normalization": norm_source, "stages": stages, "feed_shares_buffer": True,
-                   "output_layout": layout.get("layout", str(cfg.output_layout)),
-                   "output_dtype": layout.get("dtype", str(cfg.output_dtype)), "resize": str(cfg.resize),
-                   "first_frame_top_k": top},
-        "_outputs": run.outputs,
-    }
+    return BenchReport(
+        model=str(reference), format=str(target.format), runtime=runtime_name, runner="native", threads=run.threads,
+        warmup=config.warmup, iterations=config.iterations, size_bytes=target.path.stat().st_size,
+        input_source=f"frames {spec} ({frame_source})", input_specs=[specs[0].to_json()],
+        notes=list(getattr(target, "notes", [])), stats=total, load_ms=run.load_ns / 1e6,
+        first_run_ms=run.first_run_ns / 1e6, peak_rss_mb=run.peak_rss_kb / 1024.0, outputs=run.outputs,
+        sections={"native": {"binary": str(binary)},
+                  "frames": {"spec": str(spec), "source": frame_source, "frame_config": cfg.to_dict(),
+                             "normalization": norm_source, "stages": stages, "feed_shares_buffer": True,
+                             "output_layout": layout.get("layout", str(cfg.output_layout)),
+                             "output_dtype": layout.get("dtype", str(cfg.output_dtype)), "resize": str(cfg.resize),
+                             "first_frame_top_k": top}},
+    ).to_result()
 
 
 def _frame_lines(machine: list[str]) -> tuple[dict[str, dict[str, float]], list[tuple[int, float]], dict[str, str]]:

@@ -82,7 +82,7 @@ def bench_native(reference: str, config: BenchConfig = BenchConfig(), *,
     data, seed, trust_pickle, io_binding = config.data, config.seed, config.trust_pickle, config.io_binding
     from mobilize.core.checks import default_threads
     from mobilize.native.build import ensure_binary
-    from mobilize.report.json_report import SCHEMA_VERSION
+    from mobilize.report.bench_report import BenchReport
 
     if io_binding:
         raise ConfigError("--io-binding is an ONNX Runtime option", hint="--native runs .pt, .ptl, .pte and .bpte files")
@@ -99,28 +99,15 @@ def bench_native(reference: str, config: BenchConfig = BenchConfig(), *,
     notes = list(getattr(target, "notes", []))
     details = runner.details(target, notes, run.backends) if runner.details else {}
     stats = BenchStats.from_times_ns(run.times_ns, run.loop_ns)
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "model": reference,
-        "format": str(target.format),
-        "runtime": runtime_name,
-        "runner": "native",
-        "threads": run.threads,
-        "warmup": config.warmup,
-        "iterations": config.iterations,
-        "size_bytes": target.path.stat().st_size,
-        "load_ms": run.load_ns / 1e6,
-        "first_run_ms": run.first_run_ns / 1e6,
-        **{k: v for k, v in stats.to_json().items() if k != "iterations"},
-        "peak_rss_mb": run.peak_rss_kb / 1024.0,
-        "input_source": source,
-        "input_specs": [s.to_json() for s in (specs or run.inputs)],
-        "notes": notes,
-        **details,
-        "native": {"binary": str(binary), "registered_backends": run.backends,
-                   "minor_page_faults_per_iter": run.loop_minor_faults / config.iterations},
-        "_outputs": run.outputs,
-    }
+    return BenchReport(
+        model=str(reference), format=str(target.format), runtime=runtime_name, runner="native", threads=run.threads,
+        warmup=config.warmup, iterations=config.iterations, size_bytes=target.path.stat().st_size,
+        input_source=source, input_specs=[s.to_json() for s in (specs or run.inputs)], notes=notes, stats=stats,
+        load_ms=run.load_ns / 1e6, first_run_ms=run.first_run_ns / 1e6, peak_rss_mb=run.peak_rss_kb / 1024.0,
+        details=details, outputs=run.outputs,
+        sections={"native": {"binary": str(binary), "registered_backends": run.backends,
+                             "minor_page_faults_per_iter": run.loop_minor_faults / config.iterations}},
+    ).to_result()
 
 
 def input_args(binary: Path, target, runner: NativeRunner, tmp: Path, input_specs, no_inputs: bool,

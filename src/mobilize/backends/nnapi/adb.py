@@ -154,7 +154,7 @@ def report_from_log(log: str | Path, *, model: str | None, threads: int | None, 
                     bundled_input: int | None) -> dict[str, Any]:
     """The bench JSON (the keys ``mobilize bench --json`` writes) for one device run; what the log does not
     say is None, with a note."""
-    from mobilize.report.json_report import SCHEMA_VERSION
+    from mobilize.report.bench_report import BenchReport
     from mobilize.core.artifact import Artifact
     from mobilize.bench.stats import BenchStats
 
@@ -177,15 +177,13 @@ def report_from_log(log: str | Path, *, model: str | None, threads: int | None, 
     if model and Path(model).is_file():
         art = Artifact.from_file(model)
         fmt, size = str(art.format), art.size_bytes
-    return {
-        "schema_version": SCHEMA_VERSION, "model": model or str(log), "format": fmt,
-        "runtime": "speed_benchmark_torch (device)", "threads": threads, "warmup": warmup,
-        "iterations": stats["iterations"], "size_bytes": size, "load_ms": None, "first_run_ms": None,
-        **{k: v for k, v in stats.items() if k != "iterations"}, "peak_rss_mb": None,
-        "input_source": f"bundled:{bundled_input}" if bundled_input is not None else "as given on the device",
-        "input_specs": [], "notes": notes, "log": str(log),
-        "speed_benchmark_torch": {"us_per_iter": us, "iters_per_s": per_s},
-    }
+    return BenchReport(
+        model=model or str(log), format=fmt, runtime="speed_benchmark_torch (device)", threads=threads, warmup=warmup,
+        iterations=stats["iterations"], size_bytes=size,
+        input_source=f"bundled:{bundled_input}" if bundled_input is not None else "as given on the device",
+        input_specs=[], notes=notes, stats=stats,
+        sections={"log": str(log), "speed_benchmark_torch": {"us_per_iter": us, "iters_per_s": per_s}},
+    ).to_json()
 
 
 def format_report(r: dict[str, Any]) -> str:

@@ -81,7 +81,7 @@ def test_a_file_no_plan_builds_from_is_refused(run_cli, tmp_path):
 
     torch.jit.script(tiny_model()).save(str(tmp_path / "tiny.pt"))
     code, _, err = run_cli("compare", tmp_path / "tiny.pt", "--input_dims", "1,3,32,32", "-o", tmp_path / "c")
-    assert_one_line_error(code, err, "compare builds variants from a PyTorch model or an ONNX or OpenVINO file",
+    assert_one_line_error(code, err, "compare builds variants from a PyTorch model or an onnx or openvino file",
                           "a torchscript file")
 
 

@@ -60,6 +60,9 @@ class Backend:
     torch_archives: tuple[str, ...] = ()
     """Formats stored as PyTorch zip archives, which may hold a pickled module instead of a program (checked
     before anything unpickles them)."""
+    file_plans: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Format -> the built-in plan ``compare FILE`` runs for a file of that format made elsewhere (the file is the
+    reference; the variants are what builds from it)."""
     compare_profile: tuple[str, ...] = ()
     """Formats whose time split (inside / outside the delegate, fallback ops) compare reports for every file."""
     delegate_hint: str = ""

@@ -17,8 +17,14 @@ from typing import Any
 from mobilize.core.errors import ConfigError
 from mobilize.plans.plan import Plan, Variant, load_plan
 
-FILE_PLANS = {"onnx": "onnx-file", "openvino": "openvino-file"}
-"""The built-in plan ``compare FILE`` runs (with the default plan) for a file of each format."""
+
+
+def file_plans() -> dict[str, str]:
+    """The built-in plan ``compare FILE`` runs (with the default plan) for a file of each format, as each engine
+    declares it (``Backend.file_plans``)."""
+    from mobilize.core.backend import entries
+
+    return {fmt: plan for fmt, (_, plan) in entries("file_plans").items()}
 
 
 def plan_for_file(plan: Any, fmt: str) -> tuple[Plan, list[tuple[str, str]]]:
@@ -26,13 +32,14 @@ def plan_for_file(plan: Any, fmt: str) -> tuple[Plan, list[tuple[str, str]]]:
     reason joined.  The default plan becomes the format's own plan (the default plan's variants that cannot be
     built are listed); a named plan keeps the variants that can be built."""
     if isinstance(plan, str) and plan == "default":
-        if fmt not in FILE_PLANS:
-            raise ConfigError(f"compare builds variants from a PyTorch model or an ONNX or OpenVINO file; this is "
-                              f"{_a(fmt)} file",
+        plans = file_plans()
+        if fmt not in plans:
+            raise ConfigError(f"compare builds variants from a PyTorch model or {_a(' or '.join(sorted(plans)))} file; "
+                              f"this is {_a(fmt)} file",
                               hint="use mobilize bench for a single artifact; for variants, compare the PyTorch model or ONNX file it "
                                    "was made from")
         fitted, left_out = fit_file_plan(load_plan("default"), fmt)
-        own, missing = fit_file_plan(load_plan(FILE_PLANS[fmt]), fmt)
+        own, missing = fit_file_plan(load_plan(plans[fmt]), fmt)
         kept = {v.name for v in own.variants}
         left_out = [(n, why) for n, why in left_out if n not in kept] + missing
     else:
@@ -40,7 +47,7 @@ def plan_for_file(plan: Any, fmt: str) -> tuple[Plan, list[tuple[str, str]]]:
     if not own.variants:
         raise ConfigError(f"no variant of plan '{own.name}' can be built from a {fmt} file",
                           hint=f"use the default plan, which for a {fmt} file is "
-                               f"'{FILE_PLANS.get(fmt, 'none')}'" if fmt in FILE_PLANS else "use mobilize bench")
+                               f"'{file_plans().get(fmt, 'none')}'" if fmt in file_plans() else "use mobilize bench")
     return own, _grouped(left_out)
 
 

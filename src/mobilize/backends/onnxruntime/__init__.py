@@ -15,6 +15,7 @@ BACKENDS.register("onnxruntime")(Backend(
     profilers={"onnx": "profiler:profile_onnx"},
     drift={"onnx": "drift"},
     tune={"onnxruntime": "tune_route:ROUTE"},
+    file_plans={"onnx": "onnx-file"},
     noise=("[E:onnxruntime:", "[W:onnxruntime:"),  # a failed session's reason also reaches its exception
     tools={"lint_timing": "lint_timing:measure_time"},
 ))

@@ -5,6 +5,7 @@ from mobilize.core.backend import Backend
 
 BACKENDS.register("openvino")(Backend(
     name="openvino",
+    file_plans={"openvino": "openvino-file"},
     formats={"openvino": "openvino"},
     suffixes={".xml": "openvino"},
     side_files={"openvino": (".bin",)},

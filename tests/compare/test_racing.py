@@ -144,7 +144,11 @@ def test_compare_report_keeps_the_race(run_cli, tmp_path):
     assert race["min_rounds"] == 3 and race["time_budget_s"] == 5 and "geometric mean" in race["estimator"]
     assert race["stopped"] == "separated" and race["leader"] == "eager-fp32", race
     assert [(d["name"], d["rule"]) for d in race["dropped"]] == [("slowed", "race-separated")]
-    assert report["recommended"]["name"] == "eager-fp32" and "race-separated" in report["recommended"]["reason"]
+    # the rule that decided follows how busy the machine was during these rounds (the report says; the suite's
+    # other worker may be loading the cores): a busy machine gets no separation claim
+    rule = "race-busy-machine" if report["machine_load"]["busy"] else "race-separated"
+    assert report["recommended"]["name"] == "eager-fp32" and f"[rule {rule}]" in report["recommended"]["reason"]
+    assert report["recommended"]["busy_machine"] == report["machine_load"]["busy"]
     assert "racing: " in stdout and "separated from every other OK variant" in stdout
 
 

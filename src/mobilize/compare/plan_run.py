@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from mobilize.accuracy.stats import ratio_ci, spread_percent
 from mobilize.bench.harness import ROUND_WARMUP_RUNS, ROUND_WARMUP_S
+from mobilize.bench.load import LoadWatch
 from mobilize.bench.racing import Race
 from mobilize.bench.rounds import schedule
 from mobilize.compare.config import CompareConfig, Progress
@@ -56,6 +57,8 @@ class PlanRun:
         self.host: TimingHost | None = None
         """The shared timing host of the torch-timed variants (:mod:`mobilize.compare.host`), once one is needed."""
         self.recommended: dict[str, Any] | None = None
+        self.machine_load = None
+        """How busy the machine was during the timed rounds (:mod:`mobilize.bench.load`)."""
         self.race: Race | None = None
         self.complete = False
         out = Path(cfg.out_dir)
@@ -89,6 +92,7 @@ class PlanRun:
             "lint": self.lint, "reference_warning": ref.warning if ref else None,
             "reference_failure": self.reference_failure, "task": ref.task if ref else None,
             "racing": self.race.record.to_json() if self.race else None, "stage_seconds": self.seconds.to_json(),
+            "machine_load": self.machine_load.to_json() if self.machine_load else None,
             "variants": [r.to_json() for r in self.results.values()],
         }
 
@@ -190,8 +194,10 @@ class PlanRun:
             self.status("warm-up")
         ok = [n for n in self.workers if self.results[n].outcome == Outcome.OK]
         self.race = Race(list(self.workers), ok, cfg.rounds, cfg.time_budget_s)
+        watch = LoadWatch.start()
         timed = schedule(list(self.workers), run_round, cfg.rounds, per_round, warmup=3, after_round=after_round,
                          race=self.race)
+        self.machine_load = watch.stop() if self.workers or timed else None
         for name, rt in timed.items():
             r = self.results[name]
             if rt.times_ns:
@@ -220,7 +226,8 @@ class PlanRun:
             if ref is not None and ref.latency_ms_round_medians and r.latency_ms_round_medians:
                 ci = ratio_ci(ref.latency_ms_round_medians, r.latency_ms_round_medians)
                 r.speedup = {**ci.to_json(), "reference": self.reference_name}
-        self.recommended = recommend(list(self.results.values()), self.race.record if self.race else None)
+        self.recommended = recommend(list(self.results.values()), self.race.record if self.race else None,
+                                     self.machine_load)
 
 
 def run_plan(cfg: CompareConfig, plan, progress: Progress | None = None,

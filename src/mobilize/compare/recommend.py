@@ -11,11 +11,12 @@ from mobilize.core.outcome import Outcome
 from mobilize.report.results import VariantResult
 
 
-def recommend(results: list[VariantResult], race: RaceRecord | None) -> dict[str, Any] | None:
+def recommend(results: list[VariantResult], race: RaceRecord | None, load: Any = None) -> dict[str, Any] | None:
     """The race's leader (:mod:`mobilize.bench.racing`), or the OK variant with the lowest geometric mean of its
     round medians when there was no race; the candidates still within noise when the time budget ran out make
     a tie (all named); a separated leader is explained by the last variant it raced itself.  Every ratio and
-    interval here is the race's one estimator."""
+    interval here is the race's one estimator.  ``load``: how busy the machine was during the rounds
+    (:class:`mobilize.bench.load.MachineLoad`); a busy machine gets no separation claim (rule race-busy-machine)."""
     ok = {r.name: r for r in results if r.outcome == Outcome.OK and r.latency_ms_round_medians}
     if not ok:
         return None
@@ -28,7 +29,10 @@ def recommend(results: list[VariantResult], race: RaceRecord | None) -> dict[str
     rounds = len(best.latency_ms_round_medians)
     at = f"{best.latency_ms_p50:.2f} ms p50" if best.latency_ms_p50 else "no p50"
     raced = f"after {rounds} paired rounds" + (f" ({race.spent()})" if race is not None else "")
-    if tied:
+    if load is not None and load.busy and not tied and others:
+        reason = (f"fastest OK variant at {at} in these rounds, but the machine was busy ({load.text()}): no variant "
+                  f"is claimed separated; rerun on a quiet machine [rule race-busy-machine]")
+    elif tied:
         first = others[tied[0]]
         reason = (f"fastest OK variant at {at}, but {raced} still within noise of {', '.join(tied)} "
                   f"({best.name} is {first.ratio:.2f}x as fast as {tied[0]}, 95% CI {first.low:.2f}-{first.high:.2f} "
@@ -48,6 +52,7 @@ def recommend(results: list[VariantResult], race: RaceRecord | None) -> dict[str
     else:
         reason = f"the only OK variant timed ({at})"
     return {"name": best.name, "reason": reason, "tied": tied, "verdict": budget,
+            "busy_machine": bool(load is not None and load.busy),
             "estimator": race.estimator if race is not None else ESTIMATOR}
 
 

@@ -157,6 +157,14 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         lines.append(stage_line(report["stage_seconds"]))
     cpu = report.get("host_cpu") or {}
     lines.append(f"machine: {cpu.get('model', '?')}, {report.get('threads')} thread(s)" + _memory(report))
+    load = report.get("machine_load") or {}
+    if load.get("busy"):
+        from mobilize.bench.load import MachineLoad
+
+        fields = {k: (tuple(v) if isinstance(v, list) else v) for k, v in load.items()
+                  if k in MachineLoad.__dataclass_fields__}
+        lines.append(f"WARNING: the machine was busy during the timed rounds ({MachineLoad(**fields).text()}): "
+                     f"the ratios and the pick may reflect the load, not the files")
     return lines
 
 

@@ -1,0 +1,62 @@
+"""A busy machine is seen (other processes' CPU time during the rounds) and a race run on it claims no
+separation (rule race-busy-machine)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from mobilize.bench.load import BUSY_OTHERS_SHARE, LoadWatch, MachineLoad
+from mobilize.bench.racing import Race
+from mobilize.compare.recommend import recommend
+from mobilize.core.outcome import Outcome
+from mobilize.report.results import VariantResult
+
+BURN = "import time\nend = time.monotonic() + 2.0\nwhile time.monotonic() < end: pass\n"
+
+
+def test_other_processes_burning_the_cores_make_the_machine_busy():
+    cores = os.cpu_count() or 1
+    # not our children: started through a shell that exits at once (setsid), so they are "other processes"
+    for _ in range(cores):
+        subprocess.Popen(["setsid", sys.executable, "-c", BURN], start_new_session=True)
+    time.sleep(0.3)
+    watch = LoadWatch.start()
+    time.sleep(1.2)
+    load = watch.stop()
+    assert load.others_cpu_share > BUSY_OTHERS_SHARE and load.busy, load
+    time.sleep(1.0)
+
+
+def test_a_quiet_watch_of_our_own_work_is_not_busy():
+    watch = LoadWatch.start()
+    end = time.monotonic() + 0.5
+    while time.monotonic() < end:  # our own CPU time counts as ours, not as the machine's load
+        pass
+    load = watch.stop()
+    assert load.ours_cpu_share > 0 and 0.0 <= load.others_cpu_share <= 1.0
+
+
+def _raced(busy: bool):
+    a, b = VariantResult("a"), VariantResult("b")
+    for r, medians in ((a, [1.0, 1.01, 0.99, 1.0, 1.02]), (b, [2.0, 2.1, 1.9, 2.0, 2.05])):
+        r.outcome, r.latency_ms_round_medians = Outcome.OK, medians
+        r.latency = {"latency_ms_p50": medians[0]}
+    times = iter(float(i) for i in range(100))
+    race = Race(["a", "b"], ["a", "b"], min_rounds=5, time_budget_s=60, clock=lambda: next(times))
+    for i in range(5):
+        race.after_round(i, {"a": a.latency_ms_round_medians[: i + 1], "b": b.latency_ms_round_medians[: i + 1]})
+    share = 0.9 if busy else 0.0
+    load = MachineLoad(2, 10.0, (3.5, 2.0, 1.0), (4.0, 2.5, 1.2), share, 0.5, 0.0)
+    return recommend([a, b], race.record, load)
+
+
+def test_a_race_on_a_busy_machine_claims_no_separation():
+    quiet, busy = _raced(False), _raced(True)
+    assert "[rule race-separated]" in quiet["reason"] and not quiet["busy_machine"]
+    assert busy["name"] == "a" and busy["busy_machine"]
+    assert "[rule race-busy-machine]" in busy["reason"] and "separated" not in busy["reason"].replace(
+        "claimed separated", "")
+    assert "other processes took 90%" in busy["reason"]

@@ -19,7 +19,7 @@ from torch import nn
 from mobilize.core.errors import headline
 from mobilize.lint.graph import BNS, CONVS, ModelView
 from mobilize.lint.report import Finding, Rule, Severity
-from mobilize.passes.bn_fold import Blocked, bn_folds, bn_folds_in_sequentials
+from mobilize.passes.bn_fold import Blocked, bn_folds, bn_folds_in_sequentials, unfolded, unfolded_text
 
 _LOOKBACK = 4
 """How many single-input ops back from a BN to look for the conv that something separates it from."""
@@ -36,7 +36,12 @@ def check(view: ModelView) -> list[Finding]:
         pairs, blocked = bn_folds(view.gm.graph, view.modules)
         blocked = [b for b in blocked if b.reason != "shared"]  # said once per module above
         findings += [_blocked(view, b) for b in blocked]
-        findings += _separated(view, {bn for _, bn in pairs} | {b.bn for b in blocked} | set(shared))
+        seen = {bn for _, bn in pairs} | {b.bn for b in blocked} | set(shared)
+        custom = [u for u in unfolded(view.gm.graph, view.modules, seen) if u.reason == "custom-forward"]
+        findings += [_finding(view, u.bn, "custom-forward", unfolded_text(u, view.modules),
+                              f"if {u.layer}'s forward computes what its base class does, drop the override (or fold "
+                              f"the BN by hand); else keep the BN", layer=u.layer) for u in custom]
+        findings += _separated(view, seen | {u.bn for u in custom})
     for layer, bn in pairs:
         reason = _try_fold(view, layer, bn)
         if reason:

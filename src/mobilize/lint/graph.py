@@ -262,7 +262,9 @@ def _trace(module: nn.Module, example: list) -> tuple[torch.fx.GraphModule | Non
     """Symbolic trace with stack traces recorded, then shapes propagated on the example inputs."""
     from torch.fx.passes.shape_prop import ShapeProp
 
-    tracer = torch.fx.Tracer()
+    from mobilize.passes.bn_fold import FoldTracer
+
+    tracer = FoldTracer()  # keeps Conv/BN subclasses that compute as their torch.nn base as modules, as fuse does
     tracer.record_stack_traces = True
     with third_party_failure("lint: FX tracing") as failed:  # the model's own Python (data-dependent branches ...)
         graph = tracer.trace(module)

@@ -18,7 +18,7 @@ from torch import nn
 
 from mobilize.core.errors import ConfigError, clip, third_party_failure
 from mobilize.passes import PASSES
-from mobilize.passes.bn_fold import BNS as _BNS, bn_folds
+from mobilize.passes.bn_fold import BNS as _BNS, bn_folds, trace_graph, unfolded, unfolded_text
 from mobilize.passes.base import Context, Pass, PassConfig
 
 _CONVS = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
@@ -52,7 +52,7 @@ class Fuse(Pass):
         was_training = module.training
         module.eval()
         with third_party_failure("fuse: FX tracing") as failed:  # data-dependent control flow, unsupported Python
-            graph = torch.fx.symbolic_trace(module).graph
+            graph = trace_graph(module)
         if failed:
             ctx.note(self.name, f"model is not FX-traceable ({clip(failed.reason, 120)}); fused only consecutive modules "
                                 f"inside nn.Sequential containers")
@@ -60,7 +60,8 @@ class Fuse(Pass):
         else:
             found = find_patterns(module, graph, self.config.linear_relu)
         if found.groups:
-            torch.ao.quantization.fuse_modules(module, found.groups, inplace=True)
+            torch.ao.quantization.fuse_modules(module, found.groups, inplace=True,
+                                               fuse_custom_config_dict=_subclass_fusers(module, found.groups))
         c = found.counts
         ctx.note(self.name, f"fused {c['conv_bn']} Conv-BN ({c['conv_bn_relu']} with ReLU), "
                             f"{c['conv_relu']} Conv-ReLU, {c['linear_relu']} Linear-ReLU")
@@ -68,6 +69,21 @@ class Fuse(Pass):
             ctx.note(self.name, f"not fused: {reason}")
         ctx.fused = dict(c)
         return module.train(was_training)
+
+
+def _subclass_fusers(module: nn.Module, groups: list[list[str]]) -> dict:
+    """fuse_modules looks fusers up by exact type: a Conv subclass that keeps its base's forward (found by
+    :class:`~mobilize.passes.bn_fold.FoldTracer`) is fused by its base's fuser."""
+    from torch.ao.quantization.fuser_method_mappings import _DEFAULT_OP_LIST_TO_FUSER_METHOD as defaults
+
+    modules = dict(module.named_modules())
+    extra = {}
+    for group in groups:
+        types = tuple(type(modules[n]) for n in group)
+        bases = tuple(next(c for c in t.__mro__ if c.__module__.startswith("torch.nn")) for t in types)
+        if types != bases and bases in defaults:
+            extra[types] = defaults[bases]
+    return {"additional_fuser_method_mapping": extra} if extra else None
 
 
 def _relu_user(node: torch.fx.Node, modules: dict[str, nn.Module]) -> tuple[torch.fx.Node | None, str]:
@@ -96,6 +112,8 @@ def find_patterns(module: nn.Module, graph: torch.fx.Graph, linear_relu: bool) -
     found = Found()
     found.skipped = [f"{b.layer} + {b.bn}: a module is called more than once" if b.reason != "conv-output-shared"
                      else f"{b.layer}: its output feeds more than one op, so BN cannot be folded" for b in blocked]
+    seen = {bn for _, bn in pairs} | {b.bn for b in blocked}
+    found.skipped += [unfolded_text(u, modules) for u in unfolded(graph, modules, seen)]
     held = {b.layer for b in blocked}
     used: set[str] = set()
     for node in graph.nodes:

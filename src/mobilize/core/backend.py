@@ -65,6 +65,9 @@ class Backend:
     reference; the variants are what builds from it)."""
     compare_profile: tuple[str, ...] = ()
     """Formats whose time split (inside / outside the delegate, fallback ops) compare reports for every file."""
+    conv_fused_activations: tuple[str, ...] = ()
+    """Activations (torch spelling: ``relu``, ``sigmoid``) this engine's own fusion folds into the conv before
+    them, as checked on the installed runtime (tests/lint/test_activation_fusion.py); lint's advice reads it."""
     delegate_hint: str = ""
     """Where a user finds the source line of an op that fell outside the delegate (said in profile warnings)."""
     tools: Mapping[str, str] = dataclasses.field(default_factory=dict)

@@ -1,11 +1,14 @@
 """Rule ``activation``: activations other than ReLU, ReLU6, Hardswish and Hardsigmoid.
 
-Clamp-like activations fuse into the conv before them (one kernel, no extra pass over memory)
-and are exact in int8.  GELU, SiLU, Mish, ELU, Softplus, Sigmoid and Tanh run as separate ops,
-are transcendental (a lookup table or a polynomial in int8 kernels) and have no fused conv
-kernel in eager quantization or XNNPACK.  With ``--data`` each one's int8 error is measured on
-the real samples: its input and output quantized per-tensor (uint8, min/max calibration over
-the samples) as an int8 pipeline would, compared with float, as SQNR in dB.
+GELU, SiLU, Mish, ELU, Softplus, Sigmoid and Tanh are transcendental (a lookup table or a polynomial in int8
+kernels).  Whether one fuses into the conv before it is each engine's own fact, declared on its descriptor
+(``Backend.conv_fused_activations``) and checked on the installed runtime by a test: XNNPACK folds only output
+clamps (ReLU, ReLU6, Hardtanh); ONNX Runtime's CPU fusion also folds Sigmoid, Tanh, LeakyReLU and
+HardSigmoid, not HardSwish, GELU or ELU.  An activation is found by what it computes, not its class name: a
+parameter-free module of another library (transformers' ``SiLUActivation``) is run on a probe tensor and
+matched against each activation.  With ``--data`` each one's int8 error is measured on the real samples: its
+input and output quantized per-tensor (uint8, min/max calibration over the samples) as an int8 pipeline
+would, compared with float, as SQNR in dB.
 """
 
 from __future__ import annotations
@@ -33,18 +36,89 @@ def kind_of(view: ModelView, item: Any) -> str | None:
         return None
     name = type(item).__name__ if isinstance(item, nn.Module) else view.op_name(item)
     name = name.lower().rstrip("_")
-    return name if name in FLAGGED else None
+    if name in FLAGGED:
+        return name
+    return computed_kind(item) if isinstance(item, nn.Module) else None
+
+
+_PROBE = torch.linspace(-6.0, 6.0, 241).reshape(1, 241)
+_FUNCTIONS = {
+    "gelu": lambda x: torch.nn.functional.gelu(x), "gelu-tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
+    "silu": torch.nn.functional.silu, "mish": torch.nn.functional.mish, "elu": torch.nn.functional.elu,
+    "selu": torch.nn.functional.selu, "celu": torch.nn.functional.celu, "softplus": torch.nn.functional.softplus,
+    "sigmoid": torch.sigmoid, "tanh": torch.tanh,
+}
+
+
+def computed_kind(module: nn.Module) -> str | None:
+    """The flagged activation a parameter-free elementwise module computes (matched on a probe tensor), else
+    None: transformers' ``SiLUActivation`` is silu whatever its class is called."""
+    if any(True for _ in module.parameters()) or any(True for _ in module.buffers()) or list(module.children()):
+        return None
+    try:
+        with torch.no_grad():
+            y = module(_PROBE.clone())
+    except (RuntimeError, TypeError, ValueError, NotImplementedError):  # not a one-tensor elementwise module
+        return None
+    if not isinstance(y, torch.Tensor) or y.shape != _PROBE.shape:
+        return None
+    for kind, fn in _FUNCTIONS.items():
+        if torch.allclose(y, fn(_PROBE), atol=1e-5, rtol=1e-4):
+            return kind.split("-")[0]
+    return None
+
+
+def fusing_engines() -> dict[str, tuple[str, ...]]:
+    """Engine label (``ONNX Runtime``) -> the activations its conv fusion folds (each engine's declaration)."""
+    from mobilize.core.backend import all_backends
+
+    out = {}
+    for b in all_backends():
+        if b.conv_fused_activations and b.lint_targets:
+            label = b.load(next(iter(b.lint_targets.values()))).LABEL
+            out[label] = tuple(b.conv_fused_activations)
+    return out
+
+
+def fusion_text(kind: str, after: str, engines: dict[str, tuple[str, ...]]) -> str:
+    """What fuses after ``after`` on each engine, and the clamp that fuses on all of them."""
+    fusing = [e for e, acts in engines.items() if kind in acts]
+    separate = [e for e, acts in engines.items() if kind not in acts]
+    clamp = next((c for c in ("relu6", "relu", "hardtanh") if all(c in acts for acts in engines.values())), None)
+    text = f"after {after}: "
+    if separate:
+        text += f"runs as a separate pass on {' and '.join(separate)}"
+        if fusing:
+            text += f" (fused into the conv on {' and '.join(fusing)})"
+        if clamp:
+            text += f"; {_CLAMPS[clamp]} would fuse into the conv on {' and '.join(engines)}"
+    else:
+        text += f"fused into the conv on {' and '.join(fusing)}"
+    return text
+
+
+_CLAMPS = {"relu6": "ReLU6", "relu": "ReLU", "hardtanh": "Hardtanh"}
+
+
+def _replacement_fusion(replacement: str, engines: dict[str, tuple[str, ...]]) -> str:
+    """`` (fuses into the conv on X; a separate op on Y)`` for the suggested replacement's first choice."""
+    kind = replacement.split(" ")[0].lower()
+    fusing = [e for e, acts in engines.items() if kind in acts]
+    separate = [e for e, acts in engines.items() if kind not in acts]
+    parts = ([f"fuses into the conv on {' and '.join(fusing)}"] if fusing else []) + \
+            ([f"a separate op on {' and '.join(separate)}"] if separate else [])
+    return f" ({replacement.split(' ')[0]}: {'; '.join(parts)})" if parts else ""
 
 
 def check(view: ModelView) -> list[Finding]:
     sites = _sites(view)
     errors = _int8_errors(view, sites) if view.samples and sites else {}
+    engines = fusing_engines() if sites else {}
     findings = []
     for key, (path, kind, node) in sites.items():
         replacement = FLAGGED[kind]
         after = _after_conv(view, node)
-        fused = (f"after {after}: a {replacement.split(' ')[0]} there would fuse into the conv; it runs as a separate "
-                 f"pass" if after else "runs as its own op")
+        fused = fusion_text(kind, after, engines) if after and engines else "runs as its own op"
         where = "" if node is None or node.op == "call_module" else f" (a {kind}() call in its forward)"
         numbers: dict[str, Any] = {"activation": kind, "replacement": replacement,
                                    "activation_bytes": _bytes(view, path, node)}
@@ -53,8 +127,9 @@ def check(view: ModelView) -> list[Finding]:
                     f"'{view.data_reference}'" if "int8_sqnr_db" in numbers else "")
         findings.append(Finding(
             Rule.ACTIVATION, Severity.WARN, path,
-            f"{kind}{where} {fused}, and is transcendental in int8 (lookup/polynomial, not a clamp){measured}",
-            f"use {replacement}, then fine-tune briefly (the swap changes the function)", numbers,
+            f"{kind}{where} is transcendental in int8 (lookup/polynomial, not a clamp){measured}; {fused}",
+            f"use {replacement}{_replacement_fusion(replacement, engines) if after else ''}, then fine-tune briefly "
+            f"(the swap changes the function)", numbers,
             location=view.location(node) if node is not None else None))
     return findings
 

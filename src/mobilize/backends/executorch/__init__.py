@@ -20,5 +20,6 @@ BACKENDS.register("executorch")(Backend(
     tune={"executorch": "tune_route:ROUTE"},
     native={"executorch": "native_runner:RUNNER"},
     compare_profile=("executorch",),
+    conv_fused_activations=("relu", "relu6", "hardtanh"),  # XNNPACK folds output clamps only
     delegate_hint="the delegation report gives its source line",
 ))

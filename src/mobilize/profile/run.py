@@ -68,5 +68,7 @@ def time_notes(path: str | Path, inputs: Sequence[Any] | None = None, threads: i
         return [warning]
     if not profile.delegate:
         return [f"time profile ({profile.source}): no delegate, every op on the runtime's own kernels"]
-    return [f"time profile ({profile.source}): {profile.inside_percent:.0f}% of the time inside {profile.delegate}, "
-            f"{profile.outside_percent:.0f}% outside"]
+    return [f"time profile ({profile.source}, as `mobilize bench --profile` takes it): "
+            f"{profile.inside_percent:.0f}% of the time inside {profile.delegate}'s ops, "
+            f"{profile.outside_percent:.0f}% in ops outside it, {profile.percent(profile.overhead_us):.0f}% in the "
+            f"runtime between ops"]

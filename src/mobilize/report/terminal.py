@@ -116,6 +116,16 @@ def _headline(v: dict[str, Any]) -> str:
     return notes[0] if notes else ""
 
 
+def warning_lines(report: dict[str, Any]) -> list[str]:
+    """Every variant's WARNING note in full: the table's notes column shows one note, cut to the width."""
+    out = []
+    for v in report["variants"]:
+        for note in v.get("notes") or []:
+            if "WARNING" in note:
+                out.append(f"{v['name']}: {note}")
+    return out
+
+
 def summary_lines(report: dict[str, Any]) -> list[str]:
     """The recommendation (or why there is none), with the noise it was judged against."""
     rec = report.get("recommended")
@@ -145,6 +155,7 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     if report.get("task"):
         lines.append(report["task"]["text"])
     lines += chosen_lines(report)
+    lines += warning_lines(report)
     if report.get("racing"):
         from mobilize.bench.racing import RaceRecord
 

@@ -76,8 +76,17 @@ def best_threads(path: Path, sample: list, cores: int, rounds: int, iterations: 
             best, against = k, ci
             break
     one = ratio_ci(got["1"], got[str(best)])
-    line = (f"best thread count: {best} of 1-{counts[-1]} (rule fewest-threads-within-noise; {best} thread(s) "
-            f"{one.ratio:.2f}x as fast as 1, 95% CI {one.low:.2f}-{one.high:.2f})")
+    if len(counts) == 1:
+        line = "best thread count: 1 (this machine has one core: no other count to compare)"
+    elif best == 1:  # say what the other counts measured, not 1 against itself
+        other = max(counts) if fastest == 1 else fastest
+        vs = ratio_ci(got["1"], got[str(other)])
+        line = (f"best thread count: 1 of 1-{counts[-1]} (rule fewest-threads-within-noise; {other} threads "
+                f"{vs.ratio:.2f}x as fast as 1, 95% CI {vs.low:.2f}-{vs.high:.2f}"
+                f"{', within noise' if not vs.significant else ', slower'})")
+    else:
+        line = (f"best thread count: {best} of 1-{counts[-1]} (rule fewest-threads-within-noise; {best} thread(s) "
+                f"{one.ratio:.2f}x as fast as 1, 95% CI {one.low:.2f}-{one.high:.2f})")
     if best != fastest:
         line += (f"; {fastest} threads were {against.ratio:.2f}x as fast, within noise (95% CI "
                  f"{against.low:.2f}-{against.high:.2f})")

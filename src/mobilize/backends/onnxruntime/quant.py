@@ -243,6 +243,10 @@ def quantize_static_qdq(src: Path, dst: Path, feed: BatchFeed, opts: StaticOptio
         tmp = Path(tmp_dir)
         ranges = calibrate(src, feed, opts.calibration, ops, tmp, batch)
         notes.append(f"calibrated {opts.calibration} ranges on {feed.count} batch(es) of {batch}")
+        masked, mask_note = masking_nodes(proto, ranges)
+        if masked:
+            exclude = list(dict.fromkeys([*exclude, *masked]))
+            notes.append(mask_note)
         cache = tmp / "ranges.json"
         save_tensors_data(ranges, cache)
         quantize_static(str(src), str(dst), None, quant_format=QuantFormat.QDQ, op_types_to_quantize=ops,
@@ -251,6 +255,37 @@ def quantize_static_qdq(src: Path, dst: Path, feed: BatchFeed, opts: StaticOptio
                         nodes_to_exclude=exclude or None,
                         calibrate_method=ort_calibration_method(opts.calibration), calibration_cache_path=str(cache))
     return notes
+
+
+MASK_MAGNITUDE = 1e4
+"""A calibrated range reaching this far is a masking constant, not an activation: transformers' additive
+attention mask is (1 - mask) * finfo(float32).min (~-3.4e38; older models -1e4 or -1e9).  One uint8 step over
+such a range (~1e36) collapses every real value there to the same code."""
+
+
+def masking_nodes(proto: Any, ranges: Any) -> tuple[list[str], str]:
+    """The nodes that produce or read a tensor whose calibrated range holds a masking constant (kept in float,
+    so the mask path computes as the float model does), and the note that says so."""
+    import numpy as np
+
+    wide = {}
+    for name in ranges:
+        try:
+            low, high = ranges[name].range_value
+        except AttributeError:  # a calibrator that keeps no min/max for this tensor
+            continue
+        reach = float(max(np.abs(np.asarray(low)).max(), np.abs(np.asarray(high)).max()))
+        if reach >= MASK_MAGNITUDE:
+            wide[name] = reach
+    if not wide:
+        return [], ""
+    nodes = [n.name for n in proto.graph.node if n.name and (set(n.output) | set(n.input)) & set(wide)]
+    shown = ", ".join(f"{t} (|x| up to {v:.3g})" for t, v in list(wide.items())[:4])
+    more = f" and {len(wide) - 4} more" if len(wide) > 4 else ""
+    return nodes, (f"masking constant: {shown}{more} reach past {MASK_MAGNITUDE:g} in calibration (an additive "
+                   f"attention mask such as finfo.min), so one uint8 step there would be "
+                   f"{max(wide.values()) / 255:.3g}; the {len(nodes)} node(s) that make or read them are kept in float: "
+                   f"{', '.join(nodes[:6])}{' ...' if len(nodes) > 6 else ''}")
 
 
 def quantize_dynamic_int8(src: Path, dst: Path, opts: StaticOptions) -> list[str]:

@@ -1,0 +1,79 @@
+"""Static int8 on a BERT-style encoder whose attention adds a ``finfo.min`` mask: the calibrated range of the
+masked scores (~3.4e38 wide) would give every Softmax input one uint8 step of ~1e36, so every attention weight
+collapsed (cosine 0.34 against float, seen on a sentence encoder).  The masking constant is found in the
+calibrated ranges and the mask path is kept in float, with a note naming the tensors."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+ort = pytest.importorskip("onnxruntime")
+
+
+class MaskedEncoder(nn.Module):
+    """One self-attention block with the additive mask transformers builds: (1 - mask) * finfo(float32).min."""
+
+    def __init__(self, dim: int = 32, heads: int = 4):
+        super().__init__()
+        torch.manual_seed(0)
+        self.heads, self.dim = heads, dim
+        self.qkv, self.out, self.ff = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim), nn.Linear(dim, dim)
+        with torch.no_grad():  # peaked attention, as a trained encoder has: a collapsed softmax shows
+            self.qkv.weight[: 2 * dim] *= 4.0
+
+    def forward(self, x, mask):
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).reshape(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        scores = q @ k.transpose(-1, -2) / (d // self.heads) ** 0.5
+        scores = scores + (1.0 - mask[:, None, None, :]) * torch.finfo(torch.float32).min
+        y = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, t, d)
+        return self.ff(torch.relu(self.out(y)))
+
+
+def _samples(n: int, t: int = 12, dim: int = 32):
+    gen = torch.Generator().manual_seed(1)
+    out = []
+    for i in range(n):
+        mask = torch.ones(1, t)
+        mask[0, t - 1 - i % 5:] = 0.0  # padded positions
+        out.append([torch.randn(1, t, dim, generator=gen), mask])
+    return out
+
+
+def _int8_cosines(tmp_path, monkeypatch, detect: bool) -> tuple[list[float], list[str], object]:
+    import onnx
+
+    from mobilize.backends.onnxruntime import quant
+
+    if not detect:  # the counterfactual: what static int8 does with the mask in its ranges
+        monkeypatch.setattr(quant, "MASK_MAGNITUDE", float("inf"))
+    model, samples = MaskedEncoder().eval(), _samples(24)
+    src, dst = tmp_path / "enc.onnx", tmp_path / f"enc-int8-{detect}.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, tuple(samples[0]), str(src), dynamo=False, input_names=["x", "mask"], opset_version=17)
+    notes = quant.quantize_static_qdq(src, dst, quant.BatchFeed(onnx.load(str(src)), samples[:16]),
+                                      quant.StaticOptions(), batch=1)
+    float_s = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"])
+    int8_s = ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"])
+    cos = []
+    for x, mask in samples[16:]:
+        feed = {"x": x.numpy(), "mask": mask.numpy()}
+        a, b = float_s.run(None, feed)[0].ravel(), int8_s.run(None, feed)[0].ravel()
+        cos.append(float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b))))
+    return cos, notes, onnx.load(str(dst))
+
+
+def test_a_masking_constant_is_kept_out_of_int8(tmp_path, monkeypatch):
+    collapsed, _, _ = _int8_cosines(tmp_path, monkeypatch, detect=False)
+    monkeypatch.undo()
+    kept, notes, int8 = _int8_cosines(tmp_path, monkeypatch, detect=True)
+    assert float(np.mean(collapsed)) < 0.9, collapsed  # the mask in the ranges breaks the file
+    assert float(np.mean(kept)) >= 0.99, (kept, notes)  # the cosine budget's default
+    assert any("masking constant" in n and "kept in float" in n and "Softmax" in n for n in notes), notes
+    assert any(n.op_type == "QuantizeLinear" for n in int8.graph.node), "the rest of the model is still int8"

@@ -63,6 +63,10 @@ class Backend:
     file_plans: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Format -> the built-in plan ``compare FILE`` runs for a file of that format made elsewhere (the file is the
     reference; the variants are what builds from it)."""
+    decoders: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Decoder variant name (``executorch-8da4w``) -> ``module:VARIANT``, a :class:`mobilize.core.decoder.
+    DecoderVariant`: how this engine builds and runs a causal decoder with its KV cache (the ``generation`` plan is
+    every engine's variants)."""
     compare_profile: tuple[str, ...] = ()
     """Formats whose time split (inside / outside the delegate, fallback ops) compare reports for every file."""
     conv_fused_activations: tuple[str, ...] = ()

@@ -9,4 +9,5 @@ BACKENDS.register("eager")(Backend(
     suffixes={".pt2": "exported_program"},
     runtimes={"eager": "runtime:EagerSession"},
     complete={"exported_program": "complete:check_pt2"},
+    decoders={"eager-fp32": "decoder:FP32", "eager-int8wo": "decoder:INT8_WEIGHT_ONLY"},
 ))

@@ -12,5 +12,6 @@ BACKENDS.register("litert")(Backend(
     runtimes={"litert": "runtime:LiteRTSession"},
     lint_targets={"litert": "lint_probe"},
     tune={"litert": "tune_route:ROUTE"},
+    decoders={"litert-fp32": "decoder:FP32", "litert-int4": "decoder:INT4"},
     noise=("Created TensorFlow Lite XNNPACK delegate", "node(s) with delegate", "INFO: "),
 ))

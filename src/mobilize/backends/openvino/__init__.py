@@ -6,6 +6,7 @@ from mobilize.core.backend import Backend
 BACKENDS.register("openvino")(Backend(
     name="openvino",
     file_plans={"openvino": "openvino-file"},
+    decoders={"openvino-fp32": "decoder:FP32", "openvino-int8": "decoder:INT8", "openvino-int4": "decoder:INT4"},
     formats={"openvino": "openvino"},
     suffixes={".xml": "openvino"},
     side_files={"openvino": (".bin",)},

@@ -1,0 +1,64 @@
+"""What an engine declares to build and run a causal decoder (a generative model with a KV cache).
+
+An engine lists its decoder variants on its descriptor (``Backend.decoders``: variant name ->
+``module:VARIANT``, a :class:`DecoderVariant`).  A variant builds its file from a saved transformers model folder
+(``config.json`` + weights, as ``save_pretrained`` writes it: the zoo's decoder and a user's own checkpoint alike)
+and loads it as a :class:`DecoderSession`, which every measure drives the same way: ``prefill`` a prompt (the
+logits of every position, for teacher-forced quality), then ``decode`` one token at a time with the cache.
+
+    >>> v = DecoderVariant(name="eager-fp32", engine="eager", weights="fp32", promise=Promise.FLOAT,
+    ...                    build=lambda folder, out: folder, load=lambda path, threads, max_len: None)
+    >>> v.promise, v.weights
+    (<Promise.FLOAT: 'float'>, 'fp32')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from pathlib import Path
+from typing import Any, Callable, Protocol, Sequence
+
+
+class Promise(enum.StrEnum):
+    """What a decoder file promises against the model it was built from (its fidelity rule)."""
+
+    FLOAT = "float"
+    """Same weights, float32 compute: the same tokens, logits to rounding."""
+    QUANTIZED = "quantized"
+    """Weights (and maybe activations) quantized: judged by token agreement and perplexity, not logits."""
+
+
+class DecoderSession(Protocol):
+    """A decoder file loaded in its runtime, with its KV cache."""
+
+    max_len: int
+    """Tokens the cache holds (prompt and generated together)."""
+
+    def prefill(self, ids: Sequence[int]) -> Any:
+        """Start a sequence: run the prompt and return the logits of every position (float32, [T, V])."""
+
+    def decode(self, token: int) -> Any:
+        """Append one token (the cache grows by one) and return the next position's logits (float32, [V])."""
+
+    def close(self) -> None: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class DecoderVariant:
+    name: str
+    """``executorch-8da4w``: unique across engines; a variant of the ``generation`` plan."""
+    engine: str
+    weights: str
+    """``fp32``, ``int8`` or ``int4``: what the weights are stored as (the bandwidth bound reads the file)."""
+    promise: Promise
+    build: Callable[[Path, Path], Path]
+    """(saved model folder, output folder) -> the file (or folder) to open; the field's own tool does the work."""
+    load: Callable[[Path, int, int], DecoderSession]
+    """(file, threads, max_len) -> a session."""
+    packages: tuple[str, ...] = ()
+    """Python packages it needs (a missing one: the variant is listed with the reason, not run)."""
+    how: str = ""
+    """One line naming the tool and scheme (``torchao 8da4w, group 32, XNNPACK, static KV cache``)."""
+    available: Callable[[], str | None] = lambda: None
+    """Why it cannot run here (one sentence), or None."""

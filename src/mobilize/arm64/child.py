@@ -100,7 +100,7 @@ def run(folder: Path) -> dict:
 def main(argv: list[str]) -> int:
     folder = Path(argv[0])
     report = run(folder)
-    (folder / "machine.json").write_text(json.dumps(report))
+    (folder / "machine.json").write_text(json.dumps(report, allow_nan=False))
     return 0
 
 

@@ -227,6 +227,9 @@ def apps_on_arm64(apps, *, cpu: str = DEFAULT_CPU, echo: Callable[[str], None] =
     why = missing()
     if why:
         return [], [f"emit-app: apps not built for aarch64: {why}"]
+    import shlex
+
+    q = lambda path: shlex.quote(str(path))  # noqa: E731 - a folder with spaces or quotes, pasted into a shell
     runs, notes = [], []
     for app in apps:
         echo(f"app {app.folder.name} built for aarch64, run under QEMU {cpu} (its defaults, model_info.h):")
@@ -240,8 +243,8 @@ def apps_on_arm64(apps, *, cpu: str = DEFAULT_CPU, echo: Callable[[str], None] =
 aarch64 (arm64 Linux): `toolchain-aarch64.cmake` cross-builds this app with Debian's g++-aarch64-linux-gnu
 against the aarch64 wheels in the arm64 root (`sudo bash scripts/setup-arm64.sh` in mobilize's checkout):
 
-    cmake -S {app.folder} -B {app.folder / 'build-aarch64'} -DCMAKE_TOOLCHAIN_FILE={app.folder / 'toolchain-aarch64.cmake'}
-    cmake --build {app.folder / 'build-aarch64'}
+    cmake -S {q(app.folder)} -B {q(app.folder / 'build-aarch64')} -DCMAKE_TOOLCHAIN_FILE={q(app.folder / 'toolchain-aarch64.cmake')}
+    cmake --build {q(app.folder / 'build-aarch64')}
 
 On an arm64 board, run `build-aarch64/app` with the wheel's lib/ folder on LD_LIBRARY_PATH; mobilize ran it
 under QEMU ({cpu}): emulated, so the time it prints is not latency.

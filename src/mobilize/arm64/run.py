@@ -126,7 +126,7 @@ def run_children(files: Sequence[tuple[str | os.PathLike, str | None]], samples:
         np.savez(folder / "inputs.npz", **arrays)
         (folder / "request.json").write_text(json.dumps({
             "files": [{"artifact": n, "runtime": r} for n, (_, r) in zip(names, files)], "threads": threads,
-            "samples": len(samples), "inputs": len(samples[0]) if samples else 0}))
+            "samples": len(samples), "inputs": len(samples[0]) if samples else 0}, allow_nan=False))
         command, env = _command(folder, on, cpu)
         what = ", ".join(Path(a).name for a, _ in files)
         _run(command, env, timeout_s, log_path, on, what)

@@ -27,6 +27,8 @@ from .encode import encode_frame, moving_pattern
 
 SYNTHETIC_FRAMES = 8
 """Distinct frames of the synthetic moving pattern, cycled through the timed loop."""
+MAX_FRAME_SIDE = 16384
+"""The largest frame width or height ``--frames`` takes (a 268-megapixel frame; no phone camera streams more)."""
 _SPEC = re.compile(r"^(?P<layout>[a-z0-9]+):(?P<w>\d+)x(?P<h>\d+)(?::(?P<rot>-?\d+))?$")
 
 
@@ -53,9 +55,25 @@ def parse_frame_spec(text: str) -> FrameSpec:
     if m["layout"] not in {v.value for v in Layout}:
         raise ConfigError(f"--frames {text!r}: unknown layout '{m['layout']}'", hint=f"choose one of: {layouts}")
     spec = FrameSpec(m["layout"], int(m["w"]), int(m["h"]), int(m["rot"] or 0))
-    FrameConfig(width=spec.width, height=spec.height, layout=spec.layout, rotation=spec.rotation,
-                output_size=(1, 1))  # the frame's own checks (even sizes for YUV, the rotation)
+    if max(spec.width, spec.height) > MAX_FRAME_SIDE:
+        raise ConfigError(f"--frames {text!r}: {spec.width}x{spec.height} is beyond the largest frame taken "
+                          f"({MAX_FRAME_SIDE} pixels a side)", hint="give the size the camera delivers, e.g. 1920x1080")
+    cfg = FrameConfig(width=spec.width, height=spec.height, layout=spec.layout, rotation=spec.rotation,
+                      output_size=(1, 1))  # the frame's own checks (even sizes for YUV, the rotation)
+    _check_memory(text, cfg)
     return spec
+
+
+def _check_memory(text: str, cfg: FrameConfig) -> None:
+    """The synthetic frames (and the RGB image each is drawn from) must fit in the memory available now."""
+    from mobilize.core.inputs import available_memory_bytes
+
+    need = SYNTHETIC_FRAMES * cfg.frame_nbytes + 3 * cfg.width * cfg.height
+    have = available_memory_bytes()
+    if have is not None and need > have:
+        raise ConfigError(f"--frames {text!r}: {SYNTHETIC_FRAMES} frames of {cfg.width}x{cfg.height} need "
+                          f"{need / 1e9:.1f} GB; this machine has {have / 1e9:.1f} GB available",
+                          hint="give a smaller frame size")
 
 
 def frame_config_for(spec: FrameSpec, input_spec: InputSpec, resize: str = "nearest",
@@ -83,6 +101,9 @@ def load_frames(cfg: FrameConfig, source: str | None) -> tuple[list[np.ndarray],
         frames = [np.frombuffer(encode_frame(moving_pattern(cfg.height, cfg.width, i), cfg.layout,
                                              row_stride=cfg.stride), np.uint8) for i in range(SYNTHETIC_FRAMES)]
         return frames, f"synthetic moving pattern ({SYNTHETIC_FRAMES} frames)"
+    from mobilize.core.paths import check_input_path
+
+    check_input_path(source, "--frames-from")  # a FIFO would block the read for ever
     path = Path(source)
     if not path.exists():
         raise UserError(f"--frames-from {source}: no such file or folder")

@@ -11,9 +11,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
+from mobilize.core.jsonfile import dumps_measured
 from mobilize.core.artifact import atomic_write_text
 from mobilize.cli.inputs import add_input_flags, bound_args_from_args, input_specs_from_args
 
@@ -71,7 +71,9 @@ def add_parser(sub) -> None:
     p.add_argument("--trust-pickle", action="store_true",
                    help="allow unpickling a torch.save()d model file (runs code from the file)")
     p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
-    p.set_defaults(run=run, outputs=[("json", "--json", "file")])
+    p.set_defaults(run=run, outputs=[("json", "--json", "file")],
+                   inputs=[("model_pos", "MODEL"), ("model", "--model"), ("data", "--data"), ("frames_from", "--frames-from"),
+                           ("from_log", "--from-log")])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -156,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
 
         print("\n".join(add_profile(report, reference, args)))
     if args.json:
-        atomic_write_text(args.json, json.dumps(report, indent=2) + "\n")
+        atomic_write_text(args.json, dumps_measured(report, indent=2) + "\n")
         print(f"wrote {args.json}", file=sys.stderr)
     return 0
 
@@ -207,7 +209,7 @@ def _from_log(args: argparse.Namespace, reference: str | None) -> int:
                              warmup=args.warmup, iterations=args.iter, bundled_input=args.use_bundled_input)
     print(format_report(report))
     if args.json:
-        atomic_write_text(args.json, json.dumps(report, indent=2) + "\n")
+        atomic_write_text(args.json, dumps_measured(report, indent=2) + "\n")
         print(f"wrote {args.json}", file=sys.stderr)
     return 0
 

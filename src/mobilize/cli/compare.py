@@ -51,7 +51,7 @@ def add_parser(sub) -> None:
                    help="the device the files are for (decides ONNX reduce_range, the default int8 engine)")
     p.add_argument("--verify-on", choices=["arm64"], metavar="arm64",
                    help="also check every file on arm64 kernels under QEMU (needs scripts/setup-arm64.sh)")
-    p.add_argument("--arm64-cpu", default="cortex-a76", metavar="MODEL",
+    p.add_argument("--arm64-cpu", default=None, metavar="MODEL",
                    help="QEMU CPU model for --verify-on arm64: cortex-a76 (default), cortex-a72, cortex-a53, "
                         "neoverse-n1, max")
     p.add_argument("-o", "--output", default="out/compare", metavar="DIR", help="output folder (default out/compare)")
@@ -59,7 +59,8 @@ def add_parser(sub) -> None:
                    help="show the runtimes' own stderr output (otherwise kept in DIR/logs)")
     p.add_argument("--trust-pickle", action="store_true", help="allow unpickling a torch.save()d model file")
     p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
-    p.set_defaults(run=run, outputs=[("output", "-o", "folder")])
+    p.set_defaults(run=run, outputs=[("output", "-o", "folder")],
+                   inputs=[("model", "MODEL"), ("data", "--data"), ("plan", "--plan"), ("metric", "--metric")])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -72,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
     from mobilize.accuracy.verify import Policy
     from mobilize.api import compare
     from mobilize.core.checks import check_threads
+    from mobilize.core.errors import ConfigError
     from mobilize.cli.progress import Progress
     from mobilize.compare.config import CompareConfig
     from mobilize.compare.failures import ReferenceFailed
@@ -79,10 +81,14 @@ def run(args: argparse.Namespace) -> int:
     from mobilize.report.terminal import format_table, summary_lines
 
     check_threads(args.threads, "--threads")
+    if args.arm64_cpu is not None and not args.verify_on:
+        raise ConfigError("--arm64-cpu picks the emulated CPU of --verify-on arm64, which is not given",
+                          hint="add --verify-on arm64, or leave --arm64-cpu out")
+    arm64_cpu = args.arm64_cpu or "cortex-a76"
     if args.verify_on:
         from mobilize.arm64 import require_arm64
 
-        require_arm64(args.arm64_cpu)
+        require_arm64(arm64_cpu)
     specs = input_specs_from_args(args) or ()
     task, metric = task_from_args(args)
     config = CompareConfig(model=args.model or "", data=args.data, input_specs=tuple(specs), out_dir=args.output,
@@ -93,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
                            trust_pickle=args.trust_pickle, target=args.target, verbose=args.verbose,
                            policy=Policy(max_drop_points=args.max_drop, min_cosine=args.min_cosine),
                            bound_args=bound_args_from_args(args), task=task, metric=metric,
-                           verify_on=args.verify_on, arm64_cpu=args.arm64_cpu)
+                           verify_on=args.verify_on, arm64_cpu=arm64_cpu)
     progress = Progress()
     started = int(time.time())  # whole seconds: file systems keep coarse modification times
     try:

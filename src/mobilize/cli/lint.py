@@ -12,9 +12,9 @@ exits 1); 2 for a bad model reference, option or data source.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
+from mobilize.core.jsonfile import dumps_measured
 from mobilize.cli.inputs import add_input_flags
 
 STRICT_EXIT = 1
@@ -45,7 +45,7 @@ def add_parser(sub) -> None:
     p.add_argument("--threads", type=int, default=1, metavar="N", help="threads for the per-layer timing (default 1)")
     p.add_argument("--trust-pickle", action="store_true", help="allow unpickling a torch.save()d model file")
     p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
-    p.set_defaults(run=run, outputs=[("json", "--json", "file")])
+    p.set_defaults(run=run, outputs=[("json", "--json", "file")], inputs=[("model", "MODEL"), ("data", "--data")])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
                           trust_pickle=args.trust_pickle, bound_args=bound_args)
     print(format_report(report, top=args.top))
     if args.json:
-        atomic_write_text(args.json, json.dumps(report.to_json(), indent=2, default=str) + "\n")
+        atomic_write_text(args.json, dumps_measured(report.to_json(), indent=2, default=str) + "\n")
         print(f"wrote {args.json}", file=sys.stderr)
     if args.strict and report.fired:
         print(f"lint: {len(report.warnings)} warning(s) fired; exit {STRICT_EXIT} because of --strict "

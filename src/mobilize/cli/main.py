@@ -51,6 +51,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # before the command started (its own interrupts are handled in _dispatch)
         print("mobilize: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if argv is None:  # the `mobilize` process itself (not a test calling main): what follows is its exit
+            from mobilize.pipeline.process import exiting
+
+            exiting()
 
 
 def _main(argv: list[str]) -> int:
@@ -68,21 +73,34 @@ def _main(argv: list[str]) -> int:
     from mobilize.core.noise import filtered_terminal
 
     outputs = Outputs()
-    with filtered_terminal(enabled=not (debug or getattr(args, "verbose", False))):
-        code = _dispatch(args, outputs, debug)
+    try:
+        with filtered_terminal(enabled=not (debug or getattr(args, "verbose", False))):
+            code = _dispatch(args, outputs, debug)
+    finally:
+        outputs.release()  # also on an interrupt that lands after the command's own handling
     if code != 0:
         outputs.discard()  # a failed run leaves no empty folder it created behind
     return code
 
 
 def _dispatch(args: argparse.Namespace, outputs, debug: bool) -> int:
-    """Check the command's outputs (declared with ``set_defaults(outputs=[(dest, flag, "folder"|"file")])``)
-    before any work, run it, and turn every error into one line and an exit code."""
+    """Check the command's inputs and outputs (declared with ``set_defaults(inputs=[(dest, flag)],
+    outputs=[(dest, flag, "folder"|"file")])``) before any work, lock its output folders against a second run,
+    run it, and turn every error into one line and an exit code."""
+    from mobilize.core.paths import check_input_path
+
     try:
+        for dest, flag in getattr(args, "inputs", ()):
+            values = getattr(args, dest, None)
+            for value in values if isinstance(values, list) else [values]:
+                check_input_path(value, flag)
         for dest, flag, kind in getattr(args, "outputs", ()):
             value = getattr(args, dest, None)
             if value is not None:
                 (outputs.folder if kind == "folder" else outputs.file)(value, flag)
+                note = outputs.lock(value, flag) if kind == "folder" else ""
+                if note:
+                    print(f"mobilize: note: {note}", file=sys.stderr)
         return int(args.run(args) or 0)
     except InternalError as exc:
         return _internal(exc, debug)

@@ -10,8 +10,8 @@
 from __future__ import annotations
 
 import argparse
-import json
 
+from mobilize.core.jsonfile import dumps_measured
 from mobilize.cli.inputs import add_input_flags, add_task_flags, bound_args_from_args, input_specs_from_args
 
 
@@ -39,7 +39,8 @@ def add_parser(sub) -> None:
     p.add_argument("--list-recipes", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(run=run, outputs=[("output", "-o", "folder"), ("json", "--json", "file"),
-                                     ("emit_app", "--emit-app", "folder")])
+                                     ("emit_app", "--emit-app", "folder")],
+                   inputs=[("model", "MODEL"), ("recipe", "--recipe"), ("data", "--data")])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,6 +52,15 @@ def run(args: argparse.Namespace) -> int:
     from mobilize.cli.progress import Progress
 
     specs = input_specs_from_args(args)
+    if args.emit_app and args.target == "arm64":  # the apps are built and run in the arm64 root: checked before work
+        from mobilize.arm64.run import missing
+        from mobilize.core.errors import BackendUnavailableError
+
+        why = missing()
+        if why:
+            raise BackendUnavailableError(f"--emit-app with --target arm64 builds each app for aarch64 and runs it "
+                                          f"under QEMU: {why}", hint="run scripts/setup-arm64.sh, or leave out "
+                                                                     "--target arm64 for host apps only")
     progress = Progress()
     log_path = None if args.verbose else Path(args.output) / "logs" / "optimize.log"
     try:
@@ -83,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         for note in notes:
             print(f"note: {note}")
     if args.json:
-        atomic_write_text(args.json, json.dumps(result, indent=2, default=str) + "\n")
+        atomic_write_text(args.json, dumps_measured(result, indent=2, default=str) + "\n")
     return 0
 
 

@@ -44,7 +44,8 @@ def add_parser(sub) -> None:
                    help="the device the files are for")
     p.add_argument("-o", "--output", default="out/sweep", metavar="DIR", help="output folder (default out/sweep)")
     p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
-    p.set_defaults(run=run, outputs=[("output", "-o", "folder")])
+    p.set_defaults(run=run, outputs=[("output", "-o", "folder")],
+                   inputs=[("models", "MODEL"), ("models_file", "--models"), ("data", "--data"), ("plan", "--plan")])
 
 
 def run(args: argparse.Namespace) -> int:

@@ -41,7 +41,7 @@ def add_parser(sub) -> None:
     p.add_argument("--prune", nargs="?", const="", metavar="LEVELS",
                    help="also search structured pruning (fractions of the MACs removed, default 0.3,0.5,0.7), each with a "
                         "fine-tune distilled from the float model on the labelled --calibration data")
-    p.add_argument("--prune-steps", type=int, default=FINETUNE_MAX_STEPS, metavar="N",
+    p.add_argument("--prune-steps", type=int, default=FINETUNE_MAX_STEPS, metavar="N", action=_Given,
                    help=f"most optimizer steps (batches of 32) each level's fine-tune takes (default {FINETUNE_MAX_STEPS}; "
                         "0: no cap, 8 full epochs however large --calibration is)")
     p.add_argument("--target", default="host", choices=["host", "arm64", "x86-avx2", "x86-vnni"],
@@ -52,7 +52,18 @@ def add_parser(sub) -> None:
     p.add_argument("--json", metavar="FILE", help="also write the search report here")
     p.add_argument("--trust-pickle", action="store_true", help="allow unpickling a torch.save()d model file")
     p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
-    p.set_defaults(run=run, outputs=[("output", "-o", "folder"), ("json", "--json", "file")])
+    p.set_defaults(run=run, outputs=[("output", "-o", "folder"), ("json", "--json", "file")],
+                   inputs=[("model", "MODEL"), ("data", "--data"), ("calibration", "--calibration"),
+                           ("metric", "--metric")])
+
+
+class _Given(argparse.Action):
+    """Stores the value and records that the option was given (``DEST_given``): an option that only means something
+    beside another one is refused when that one is missing, not ignored."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        setattr(namespace, self.dest, values)
+        setattr(namespace, f"{self.dest}_given", True)
 
 
 def parse_duration_s(text: str | None) -> float | None:
@@ -69,7 +80,6 @@ def run(args: argparse.Namespace) -> int:
     """``mobilize tune``: check every option and combination before any work, then run it and print.
 
     Long because each flag is checked (one line, exit 2) and turned into the config in one place."""
-    import json
     import shutil
     import sys
     from pathlib import Path
@@ -77,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
     from mobilize.accuracy.verify import Policy
     from mobilize.api import calibration_for, model_stem
     from mobilize.core.artifact import atomic_write_text
+    from mobilize.core.jsonfile import dumps_measured
     from mobilize.core.checks import check_at_least, check_positive
     from mobilize.cli.check import check_data, check_model
     from mobilize.cli.inputs import bound_args_from_args, input_specs_from_args, task_from_args
@@ -100,8 +111,12 @@ def run(args: argparse.Namespace) -> int:
     from mobilize.tune.prune import parse_levels
 
     prune = parse_levels(args.prune) if args.prune is not None else ()
-    if args.prune_steps < 0:
-        raise ConfigError(f"--prune-steps must not be negative, got {args.prune_steps}",
+    if getattr(args, "prune_steps_given", False) and args.prune is None:
+        raise ConfigError("--prune-steps caps the fine-tune of --prune, which is not given",
+                          hint="add --prune, or leave --prune-steps out")
+    prune_steps = args.prune_steps
+    if prune_steps < 0:
+        raise ConfigError(f"--prune-steps must not be negative, got {prune_steps}",
                           hint="give the most fine-tune steps per level, or 0 for no cap")
     Target.parse(args.target)
     stem = model_stem(args.model)
@@ -111,8 +126,9 @@ def run(args: argparse.Namespace) -> int:
     calibration = args.calibration or calibration_for(args.data)[0]
     check_data(args.data, "--data", specs, names, labelled_for="--max-drop" if args.max_drop is not None
                and args.task in (None, "classification") and not args.metric else None)
-    if calibration != args.data:
-        check_data(calibration, "--calibration", specs, names)
+    if calibration != args.data or prune:  # the pruned levels' fine-tune learns from labels: checked before work
+        check_data(calibration, "--calibration" if args.calibration else "--data", specs, names,
+                   labelled_for="--prune" if prune else None)
     out = Path(args.output)
     cache = out / "tune-cache"
     cache_was_there = cache.exists()
@@ -122,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
                               trust_pickle=args.trust_pickle, bound_args=bound_args, data=args.data, calibration=calibration, policy=policy,
                               runtimes=runtimes, out_dir=out, stem=stem, time_budget_s=budget_s,
                               eval_samples=args.samples, task=task, metric=metric, prune=prune,
-                              prune_finetune_steps=args.prune_steps, target=args.target)
+                              prune_finetune_steps=prune_steps, target=args.target)
     except BaseException:
         if not cache_was_there:
             shutil.rmtree(cache, ignore_errors=True)  # half a cache of a failed run only misleads the next one
@@ -161,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
         for line in format_layers(layers):
             print("  " + line)
     if args.json:
-        atomic_write_text(args.json, json.dumps(result.to_json(), indent=2, default=str) + "\n")
+        atomic_write_text(args.json, dumps_measured(result.to_json(), indent=2, default=str) + "\n")
     reports = [str(p) for p in result.files if p.name.startswith("tune-report")]
     print(f"report: {' and '.join(reports)}")
     if result.winner is None and not result.candidates and not result.interrupted:

@@ -10,8 +10,8 @@ Exit codes: 0 checked (whatever the verdicts); 2 bad input, or no arm64 root (ru
 from __future__ import annotations
 
 import argparse
-import json
 
+from mobilize.core.jsonfile import dumps_measured
 from mobilize.cli.inputs import add_input_flags, input_specs_from_args
 
 
@@ -39,7 +39,8 @@ def add_parser(sub) -> None:
     add_input_flags(p, bound=False)
     p.add_argument("--json", metavar="FILE", help="write the result as JSON")
     p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
-    p.set_defaults(run=run, outputs=[("json", "--json", "file")])
+    p.set_defaults(run=run, outputs=[("json", "--json", "file")],
+                   inputs=[("file", "FILE"), ("model", "--model"), ("data", "--data")])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,6 +50,9 @@ def run(args: argparse.Namespace) -> int:
     from mobilize.core.artifact import atomic_write_text
     from mobilize.core.checks import check_at_least, check_positive
 
+    from mobilize.core.artifact import Artifact
+
+    Artifact.from_file(args.file)  # a missing or unknown file is said first, before what the arm64 root lacks
     check_at_least(args.samples, 1, "--samples")
     check_positive(args.timeout, "--timeout", " seconds")
     policy = Policy(max_drop_points=args.max_drop, min_cosine=args.min_cosine)
@@ -64,5 +68,5 @@ def run(args: argparse.Namespace) -> int:
     print(f"  arm64 ran on {result['machine']} (QEMU {result['qemu_cpu']}, emulated: outputs are the target's "
           f"kernels', the {result['wall_s_not_latency']:.1f} s it took is not latency); {versions}")
     if args.json:
-        atomic_write_text(args.json, json.dumps(result, indent=2))
+        atomic_write_text(args.json, dumps_measured(result, indent=2) + "\n")
     return 0

@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from mobilize.core.jsonfile import dumps_measured
 from mobilize.core.errors import ConfigError, UserError
 from mobilize.core.paths import temp_prefix
 from mobilize.core.inputs import InputSpec
@@ -158,5 +159,5 @@ class Artifact:
     def write_manifest(self) -> Path:
         self.size_bytes = artifact_size_bytes(self.path, self.format)
         self.sha256 = sha256_of(self.path)
-        atomic_write_text(self.manifest_path, json.dumps(self.to_json(), indent=2) + "\n")
+        atomic_write_text(self.manifest_path, dumps_measured(self.to_json(), indent=2) + "\n")
         return self.manifest_path

@@ -82,7 +82,9 @@ def shape_text(shape: Sequence[int]) -> str:
 
 def parse_bound_args(items: Sequence[str] | None) -> dict[str, Any]:
     """``--input name=value`` (repeatable): non-tensor forward arguments, bound by name.  Values parse as
-    int, float, true/false/none, else stay strings."""
+    int, float, true/false/none, else stay strings; the forward's own annotation or default then decides the type
+    (:func:`mobilize.sources.bound.bind_arguments`).  An empty value and a number that is not finite (``nan``,
+    ``inf``, ``1e400``) are refused here: no forward argument means them, and JSON cannot record them."""
     bound: dict[str, Any] = {}
     for item in items or ():
         name, sep, text = item.partition("=")
@@ -92,7 +94,12 @@ def parse_bound_args(items: Sequence[str] | None) -> dict[str, Any]:
                                                             "e.g. --input sr=16000")
         if name in bound:
             raise ConfigError(f"--input {name} is given twice")
+        if not text.strip():
+            raise ConfigError(f"--input {name}= has no value", hint=f"give one, e.g. --input {name}=16000")
         bound[name] = _python_value(text.strip())
+        if isinstance(bound[name], float) and not math.isfinite(bound[name]):
+            raise ConfigError(f"--input {item}: {text.strip()} is not a finite number",
+                              hint="give a finite number: NaN and infinities cannot be recorded in a manifest")
     return bound
 
 

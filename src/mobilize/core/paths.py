@@ -17,7 +17,7 @@ from pathlib import Path
 
 from mobilize.core.errors import ConfigError
 
-_OWNED = re.compile(r"(?:\..*\.|\.)?mobilize-(tmp|compare|staging|probe|sweep)-(\d+)-")
+_OWNED = re.compile(r"(?:\..*\.|\.)?mobilize-(tmp|compare|staging|probe|sweep|child)-(\d+)-")
 """Names of mobilize's temporaries (the whole start of the name): the kind, then the owning process's id."""
 
 
@@ -105,6 +105,8 @@ def commit_staging(staging: Path, out: Path) -> dict[str, str]:
     staging path to the final one inside moved JSON files (manifests); returns {old path: new path}."""
     import json
 
+    from mobilize.core.jsonfile import dumps
+
     moved: dict[str, str] = {}
     for entry in sorted(staging.iterdir()):
         target = out / entry.name
@@ -118,7 +120,7 @@ def commit_staging(staging: Path, out: Path) -> dict[str, str]:
                 text = path.read_text()
                 if str(staging) in text:
                     data = relocate(json.loads(text), staging, out)
-                    path.write_text(json.dumps(data, indent=2) + "\n")
+                    path.write_text(dumps(data, indent=2, what=str(path)) + "\n")
     return moved
 
 
@@ -156,13 +158,111 @@ def remove_previous(out: Path, names: tuple[str, ...]) -> list[str]:
     return removed
 
 
+LOCK_NAME = ".mobilize.lock"
+"""The lock file a command keeps in its output folder while it runs; it holds the owner's process id."""
+
+
+def check_input_path(value: str | None, flag: str) -> None:
+    """Refuse a path input that exists but is not a regular file or a folder (a FIFO, a socket, a device): reading
+    one blocks or never ends.  ``value`` may be a reference such as ``net.py:Net`` or ``digits:test``: the whole
+    text and the part before its last ``:`` are each checked when they name something that exists."""
+    import stat
+
+    if not value:
+        return
+    for candidate in dict.fromkeys([value, value.rpartition(":")[0]]):
+        try:
+            mode = os.stat(candidate).st_mode if candidate else None
+        except (OSError, ValueError):  # absent (a zoo name, a module path) or not a path at all
+            continue
+        if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else
+                    "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
+            raise ConfigError(f"{flag} {value}: {candidate} is {kind}, not a regular file or folder",
+                              hint="save the data to a file first and give that file")
+
+
+class FolderLock:
+    """An output folder held by one run: ``LOCK_NAME`` inside it, ``flock``ed (the kernel lets go when the process
+    ends, even by SIGKILL) and holding the owner's process id for the message another run prints.
+
+    A lock file whose process is gone (a killed run's) is taken over; :attr:`note` then says so."""
+
+    def __init__(self, folder: Path, flag: str) -> None:
+        import fcntl
+
+        self.path = folder / LOCK_NAME
+        self.note = ""
+        while True:
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            except OSError as exc:
+                raise ConfigError(f"cannot lock {flag} {folder}: {exc.strerror}") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                holder = _read_pid(fd)
+                os.close(fd)
+                who = f"pid {holder}" if holder else "another process"
+                raise ConfigError(f"{flag} {folder} is in use by another mobilize run ({who}); two runs writing one "
+                                  f"folder would delete each other's files",
+                                  hint=f"wait for it to end, or give another {flag} folder") from None
+            try:
+                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+            except OSError:
+                same = False
+            if same:  # not a file the previous holder unlinked while we waited for it
+                break
+            os.close(fd)
+        previous = _read_pid(fd)
+        if previous and previous != os.getpid():
+            self.note = (f"{flag} {folder}: took over the lock of an earlier run (pid {previous}) that ended "
+                         f"without releasing it")
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self.fd: int | None = fd
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        try:
+            self.path.unlink()
+        except OSError:
+            pass  # the folder is gone or read-only now: the lock goes with the descriptor
+        os.close(self.fd)
+        self.fd = None
+
+
+def _read_pid(fd: int) -> int | None:
+    try:
+        text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
 class Outputs:
     """The folders and files one command run will write: each checked before any work starts (it
     can be created and written), and, after a failure, the folders the run created removed again
-    when nothing of value is in them."""
+    when nothing of value is in them.  :meth:`lock` holds a folder against a second run until :meth:`release`."""
 
     def __init__(self) -> None:
         self.created: list[Path] = []
+        self.locks: list[FolderLock] = []
+
+    def lock(self, path: str | os.PathLike, flag: str = "-o") -> str:
+        """Hold the output folder ``path`` (checked with :meth:`folder` first) for this run; returns a note when a
+        stale lock was taken over, else ''.  A folder another live run holds is a ConfigError naming its pid."""
+        if any(held.path.parent.resolve() == Path(path).resolve() for held in self.locks):
+            return ""  # the same folder given to two flags (-o and --emit-app)
+        held = FolderLock(Path(path), flag)
+        self.locks.append(held)
+        return held.note
+
+    def release(self) -> None:
+        """Let go of every folder :meth:`lock` holds (at the end of the run, however it ended)."""
+        while self.locks:
+            self.locks.pop().release()
 
     def folder(self, path: str | os.PathLike, flag: str = "-o") -> Path:
         out = Path(path)

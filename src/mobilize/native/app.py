@@ -29,6 +29,18 @@ FRAME_SPEC = "nv21:640x480"
 PROJECT = "app"
 
 
+def cmake_command(folder: Path) -> str:
+    """The shell command that builds the app in ``folder``, each path quoted for the shell (spaces, quotes).
+
+        >>> print(cmake_command(Path("my apps/app")))
+        cmake -S 'my apps/app' -B 'my apps/app/build' && cmake --build 'my apps/app/build'
+    """
+    import shlex
+
+    src, build = shlex.quote(str(folder)), shlex.quote(str(folder / "build"))
+    return f"cmake -S {src} -B {build} && cmake --build {build}"
+
+
 @dataclasses.dataclass(frozen=True)
 class EmittedApp:
     folder: Path
@@ -40,13 +52,12 @@ class EmittedApp:
 
     @property
     def build_command(self) -> str:
-        return f"cmake -S {self.folder} -B {self.folder / 'build'} && cmake --build {self.folder / 'build'}"
+        return cmake_command(self.folder)
 
     def describe(self) -> str:
         """One line for the terminal, with the folder relative to the working directory when inside it."""
         folder = Path(os.path.relpath(self.folder)) if self.folder.is_relative_to(Path.cwd()) else self.folder
-        return (f"app {folder}  ({self.format}, input {self.input_source}): "
-                f"cmake -S {folder} -B {folder / 'build'} && cmake --build {folder / 'build'}")
+        return f"app {folder}  ({self.format}, input {self.input_source}): {cmake_command(folder)}"
 
     @property
     def binary(self) -> Path:

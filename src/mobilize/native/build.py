@@ -305,7 +305,7 @@ def cached_build(source: str, package: RuntimePackage, toolchain: Toolchain, par
                 raise BackendUnavailableError(f"building {name} produced no binary", hint=f"full log: {log}")
             build_s = time.perf_counter() - t0
             folder.mkdir(parents=True, exist_ok=True)
-            (folder / "build.json").write_text(json.dumps({**parts, "build_s": round(build_s, 1)}, indent=2) + "\n")
+            (folder / "build.json").write_text(json.dumps({**parts, "build_s": round(build_s, 1)}, indent=2, allow_nan=False) + "\n")
             install_atomically(built, final)
             log.unlink(missing_ok=True)
     return BuiltBinary(final, family, False, build_s)

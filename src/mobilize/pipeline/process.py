@@ -62,10 +62,16 @@ class Child:
             from multiprocessing import resource_tracker
 
             resource_tracker.ensure_running()
+        from mobilize.core.paths import make_temp_dir
+
         self.conn, child_end = ctx.Pipe()
         self.log_path = str(log_path) if log_path else None
+        # the child's temporary files (its own and its libraries') go here, and this process removes the folder when
+        # the child ends, however it ended: a child killed mid-export (SIGKILL runs no clean-up) leaves nothing
+        self.temp_dir: Path | None = make_temp_dir("child")
         self.process = ctx.Process(target=_bootstrap, daemon=True, args=(
-            child_end, target, args, os.getpid(), self.log_path if capture_stderr else None, graceful_interrupt))
+            child_end, target, args, os.getpid(), self.log_path if capture_stderr else None, graceful_interrupt,
+            str(self.temp_dir)))
         try:
             start_ignoring_sigint(self.process, on_start=on_start and (lambda: on_start(self)))
         except BaseException:  # interrupted as it started: it must not outlive this call
@@ -141,11 +147,15 @@ class Child:
             os.kill(self.process.pid, signal.SIGTERM)
 
     def kill(self) -> None:
-        if self.process.pid is None:  # never started
-            return
-        if self.process.is_alive():
-            self.process.kill()
-        self.process.join(10)
+        if self.process.pid is not None:  # started
+            if self.process.is_alive():
+                self.process.kill()
+            self.process.join(10)
+        if self.temp_dir is not None and not self.process.is_alive():
+            import shutil
+
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
+            self.temp_dir = None
 
     def finish(self, timeout_s: float = 30.0) -> None:
         """Let a child that has sent its answer exit by itself (so it cleans up), then make sure."""
@@ -180,12 +190,23 @@ def start_ignoring_sigint(process, on_start: Callable[[], None] | None = None) -
 
 _deferring = 0
 _pending: int | None = None
+_exiting = False
+
+
+def exiting() -> None:
+    """The command has ended and the interpreter exits now (it joins threads and runs atexit clean-ups): an interrupt
+    from here on ends the process at once, quietly, instead of raising a KeyboardInterrupt into that clean-up (which
+    Python prints as a traceback after "mobilize: interrupted")."""
+    global _exiting
+    _exiting = True
 
 
 def on_interrupt(signum: int, frame: Any) -> None:
     """The CLI's handler of SIGINT and SIGTERM: a KeyboardInterrupt, at once or, inside
-    :func:`interrupts_deferred`, as soon as that section ends."""
+    :func:`interrupts_deferred`, as soon as that section ends; after :func:`exiting`, the end of the process."""
     global _pending
+    if _exiting:
+        os._exit(130)
     if _deferring:
         _pending = signum
         return
@@ -227,8 +248,11 @@ def echo_twice(conn, text: str) -> None:
 
 
 def _bootstrap(conn, target: Callable[..., None], args: tuple, parent_pid: int, log_path: str | None,
-               graceful_interrupt: bool) -> None:
+               graceful_interrupt: bool, temp_dir: str) -> None:
+    import tempfile
+
     _die_with_parent(parent_pid)
+    os.environ["TMPDIR"] = tempfile.tempdir = temp_dir  # the parent removes it when this process ends
     if log_path:
         _stderr_to(log_path)
     if graceful_interrupt:  # the parent passes an interrupt on as SIGTERM (SIGINT stays blocked here)

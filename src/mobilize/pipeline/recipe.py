@@ -13,10 +13,10 @@ files in ``mobilize/builtin_recipes/`` (file name == recipe name).
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any
 
+from mobilize.core.jsonfile import dumps
 from mobilize.core.config import build_config, builtin_names, config_to_dict, load_document
 from mobilize.core.errors import ConfigError
 from mobilize.core.runtime_options import RuntimeOptions
@@ -134,5 +134,5 @@ def dump_recipe(recipe: Recipe, path: str | Path) -> None:
     from mobilize.core.artifact import atomic_write_text
 
     data = recipe.to_dict()
-    text = json.dumps(data, indent=2) if str(path).endswith(".json") else yaml.safe_dump(data, sort_keys=False)
+    text = dumps(data, indent=2, what=f"the recipe {path}") if str(path).endswith(".json") else yaml.safe_dump(data, sort_keys=False)
     atomic_write_text(path, text)

@@ -8,6 +8,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from mobilize.core.jsonfile import dumps_measured
 from mobilize.core.artifact import atomic_write_text
 
 SCHEMA_VERSION = 2
@@ -100,6 +101,6 @@ def write_reports(report: dict[str, Any], out_dir: Path) -> tuple[Path, Path]:
 
     report.setdefault("schema_version", SCHEMA_VERSION)
     json_path, html_path = out_dir / "report.json", out_dir / "report.html"
-    atomic_write_text(json_path, json.dumps(report, indent=2, default=str) + "\n")
+    atomic_write_text(json_path, dumps_measured(report, indent=2, default=str) + "\n")
     atomic_write_text(html_path, render_html(report))
     return json_path, html_path

@@ -13,6 +13,7 @@ whose inputs are tensors only; what was bound is recorded in the manifest of eac
 from __future__ import annotations
 
 import inspect
+import re
 from typing import Any, Mapping
 
 import torch
@@ -53,7 +54,8 @@ def tensor_input_names(module: Any, count: int) -> list[str]:
 
 def bind_arguments(module: torch.nn.Module, bound_args: Mapping[str, Any], reference: str) -> torch.nn.Module:
     """``module`` itself when nothing is bound; else a :class:`BoundArguments` wrapper, after checking
-    that every name is one of the forward's parameters."""
+    that every name is one of the forward's non-tensor parameters and converting each value to the type its
+    annotation (else its default) says: int, float, bool or str."""
     if not bound_args:
         return module
     names, var_keyword = forward_parameters(module)
@@ -61,5 +63,86 @@ def bind_arguments(module: torch.nn.Module, bound_args: Mapping[str, Any], refer
     if unknown:
         raise ConfigError(f"--input {unknown[0]}=...: the forward of '{reference}' has no argument '{unknown[0]}'",
                           hint=f"its arguments: {', '.join(names) or 'none'}")
-    wrapped = BoundArguments(module, bound_args, [n for n in names if n not in bound_args])
+    params = _parameters(module)
+    tensors = _tensor_parameters(params, bound_args)
+    for name in bound_args:
+        if name in tensors:
+            raise ConfigError(f"--input {name}=...: '{name}' is a tensor input of the forward of '{reference}'; "
+                              f"--input binds only its non-tensor arguments",
+                              hint=f"leave --input {name} out")
+    typed = {name: _convert(name, value, params.get(name)) for name, value in bound_args.items()}
+    wrapped = BoundArguments(module, typed, [n for n in names if n not in bound_args])
     return wrapped.eval() if not module.training else wrapped
+
+
+def _parameters(module: Any) -> dict[str, inspect.Parameter]:
+    try:
+        return dict(inspect.signature(module.forward).parameters)
+    except (TypeError, ValueError):
+        return {}
+
+
+def _annotation(param: inspect.Parameter | None) -> Any:
+    """The parameter's declared type (a string under ``from __future__ import annotations``), else its default's
+    type, else None."""
+    if param is None:
+        return None
+    if param.annotation is not param.empty:
+        return param.annotation
+    default = param.default
+    return type(default) if default is not param.empty and default is not None else None
+
+
+def _tensor_parameters(params: Mapping[str, inspect.Parameter], bound: Mapping[str, Any]) -> set[str]:
+    """The parameters the tensors fill: annotated as a Tensor, or positional ones the positional tensors reach (every
+    positional parameter before the last one that is neither bound nor defaulted; the first one always, unless
+    every positional parameter is bound)."""
+    positional = [p for p in params.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    needed = [i for i, p in enumerate(positional) if p.name not in bound and p.default is p.empty]
+    reach = needed[-1] + 1 if needed else 0
+    if positional and positional[0].default is positional[0].empty and not all(p.name in bound for p in positional):
+        reach = max(reach, 1)
+    found = {p.name for p in positional[:reach]}
+    for p in params.values():
+        if "Tensor" in str(p.annotation) and p.annotation is not p.empty:
+            found.add(p.name)
+    return found
+
+
+def _convert(name: str, value: Any, param: inspect.Parameter | None) -> Any:
+    """``value`` (as ``--input`` parsed it) as the type the forward declares for ``name``; a value that type cannot
+    hold is a one-line ConfigError naming ``--input``."""
+    label = _type_name(_annotation(param))
+    if label is None or value is None:  # no declared type we know: the value as it was typed
+        return value
+    given = f"--input {name}={_text(value)}"
+    if label == "str":
+        return _text(value)
+    if label == "bool":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value)
+        raise ConfigError(f"{given}: the forward's '{name}' is a bool; give true or false")
+    if isinstance(value, bool) or isinstance(value, str):
+        raise ConfigError(f"{given}: the forward's '{name}' is {'an' if label == 'int' else 'a'} {label}; "
+                          f"{_text(value)!r} is not a number")
+    if label == "int":
+        if isinstance(value, float) and not value.is_integer():
+            raise ConfigError(f"{given}: the forward's '{name}' is an int; {value!r} is not a whole number")
+        return int(value)
+    return float(value)
+
+
+def _type_name(kind: Any) -> str | None:
+    """``int``, ``float``, ``bool`` or ``str`` for a declared type of one of them (``Optional[int]``, ``"int | None"``
+    and the string forms included), else None."""
+    if isinstance(kind, type):
+        return kind.__name__ if kind in (int, float, bool, str) else None
+    parts = {p for p in re.split(r"[\[\]|,\s]+", str(kind).replace("typing.", ""))
+             if p and p not in ("Optional", "None", "NoneType")}
+    return parts.pop() if len(parts) == 1 and parts <= {"int", "float", "bool", "str"} else None
+
+
+def _text(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)

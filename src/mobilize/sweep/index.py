@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from mobilize.core.jsonfile import dumps_measured
 from mobilize.sweep.fingerprint import fingerprint_id
 from mobilize.sweep.jobs import ModelEntry
 
@@ -80,7 +81,7 @@ def write_index(entries: list[ModelEntry], meta: dict[str, Any], out: Path) -> N
     from mobilize.core.artifact import atomic_write_text
 
     data = index_json(entries, meta)
-    atomic_write_text(out / "index.json", json.dumps(data, indent=2, default=str) + "\n")
+    atomic_write_text(out / "index.json", dumps_measured(data, indent=2, default=str) + "\n")
     atomic_write_text(out / "index.html", _html(entries, data))
 
 
@@ -125,5 +126,5 @@ def save_entry(entry: ModelEntry, path: Path) -> None:
     from mobilize.core.artifact import atomic_write_text
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(entry.to_json(), indent=2, default=str) + "\n")
+    atomic_write_text(path, dumps_measured(entry.to_json(), indent=2, default=str) + "\n")
 

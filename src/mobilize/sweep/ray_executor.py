@@ -187,7 +187,7 @@ class RayExecutor:
             atomic_write_bytes(target, data)
             manifest[rel] = sha
         dest.mkdir(parents=True, exist_ok=True)
-        (dest / "files.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        (dest / "files.json").write_text(json.dumps(manifest, indent=2, allow_nan=False) + "\n")
 
     def close(self) -> None:
         import shutil

@@ -10,12 +10,12 @@ judged (:mod:`mobilize.tune.search`); int8 candidates over budget keep their wor
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from mobilize.core.jsonfile import dumps_measured
 from mobilize.accuracy.verify import DEFAULT_POLICY, Policy
 from mobilize.tune.candidates import Candidate
 from mobilize.tune.exclude import MAX_EXCLUSIONS
@@ -150,7 +150,7 @@ def _finish(search: Search, candidates: list[Candidate], layers: dict[str, list[
     report = out / "tune-report.json"
     html = out / "tune-report.html"
     result.files += [report, html]
-    report.write_text(json.dumps({**result.to_json(), "policy": search.policy.to_json(search.task.task),
+    report.write_text(dumps_measured({**result.to_json(), "policy": search.policy.to_json(search.task.task),
                                   "reference_warning": search.reference_warning}, indent=2, default=str) + "\n")
     write_tune_html(report)
     return result

@@ -9,10 +9,10 @@ is run beside it as a cross-check.
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any, Sequence
 
+from mobilize.core.jsonfile import dumps
 from mobilize.accuracy.verify import verify_close
 from mobilize.core.errors import AccuracyError
 from mobilize.backends.executorch.bpte import METHOD, BundledCase, bundle_tolerances, read_test_cases
@@ -60,7 +60,7 @@ def write_bundle_manifest(path: Path, fields: dict[str, Any], atol: float, rtol:
     data = {**fields, "path": str(path), "size_bytes": path.stat().st_size, "sha256": sha256_of(path),
             "bundle": {"method": METHOD, "test_cases": len(read_test_cases(path)), "atol": atol, "rtol": rtol,
                        "expected_from": expected_from}}
-    atomic_write_text(path.with_name(path.name + ".manifest.json"), json.dumps(data, indent=2) + "\n")
+    atomic_write_text(path.with_name(path.name + ".manifest.json"), dumps(data, indent=2, what=f"{path.name}.manifest.json") + "\n")
 
 
 def verify_bundled_program(path: str | Path, *, atol: float | None = None, rtol: float | None = None) -> BundleCheck:

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from mobilize.core.jsonfile import dumps_measured
 from mobilize.lowering.graph import op_name, source_location
 from mobilize.profile.core import WARN_BELOW_PERCENT
 
@@ -131,7 +132,7 @@ def write_side_file(report: DelegationReport, artifact_path: str | Path) -> Path
     from mobilize.core.artifact import atomic_write_text
 
     path = Path(str(artifact_path) + SIDE_SUFFIX)
-    atomic_write_text(path, json.dumps(report.to_json(), indent=2) + "\n")
+    atomic_write_text(path, dumps_measured(report.to_json(), indent=2) + "\n")
     return path
 
 

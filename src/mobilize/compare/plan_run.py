@@ -30,6 +30,9 @@ from mobilize.compare.stages import StageSeconds
 from mobilize.compare.variants import check_variants
 from mobilize.compare.worker_handle import Worker
 from mobilize.core.outcome import Outcome
+
+FAILED = (Outcome.EXPORT_FAIL, Outcome.LOAD_FAIL, Outcome.RUN_FAIL, Outcome.TIMEOUT, Outcome.INTERRUPTED)
+"""Outcomes with no time: a variant that failed in the timed rounds keeps none of its earlier rounds."""
 from mobilize.core.paths import make_temp_dir, remove_stale
 from mobilize.report.results import VariantResult
 from mobilize.sources.reference import ModelRef
@@ -200,7 +203,7 @@ class PlanRun:
         self.machine_load = watch.stop() if self.workers or timed else None
         for name, rt in timed.items():
             r = self.results[name]
-            if rt.times_ns:
+            if rt.times_ns and r.outcome not in FAILED:  # a variant that failed in the rounds has no time
                 r.latency = rt.stats().to_json()
                 r.latency_ms_round_medians = rt.round_medians_ms
                 r.round_spread_percent = spread_percent(rt.round_medians_ms)
@@ -222,6 +225,13 @@ class PlanRun:
     def _finish(self) -> None:
         """Speed-ups against the reference variant with their intervals, and the recommendation."""
         ref = self.results.get(self.reference_name)
+        if ref is not None and ref.outcome in FAILED:  # a failed variant is never the baseline: the next timed one is
+            stand_in = next((r for r in self.results.values() if r.latency_ms_round_medians and r.outcome not in FAILED),
+                            None)
+            if stand_in is not None:
+                ref.note(f"speed-ups are against {stand_in.name}: {ref.name}, the plan's reference, failed "
+                         f"({ref.outcome}) and has no time")
+                self.reference_name, ref = stand_in.name, stand_in
         for r in self.results.values():
             if ref is not None and ref.latency_ms_round_medians and r.latency_ms_round_medians:
                 ci = ratio_ci(ref.latency_ms_round_medians, r.latency_ms_round_medians)

@@ -1,6 +1,7 @@
 """Tiny models of each task on scikit-learn's 8x8 digits (input ``(1,1,8,8)``), seeded so every process builds
-the same weights: an embedding net, a detection head in the documented ``(1,N,4+1+C)`` layout and one with
-separate boxes/scores/labels outputs, a segmentation net and a CTC head."""
+the same weights: an embedding net, a detection head in the documented ``(1,N,4+1+C)`` layout, one with
+separate boxes/scores/labels outputs and a YOLOv8-style one in ``(1,4+C,N)`` with zero-area boxes, a segmentation
+net and a CTC head."""
 
 from __future__ import annotations
 
@@ -45,6 +46,24 @@ class SplitBoxHead(BoxHead):
     def forward(self, x: torch.Tensor):
         out = super().forward(x)
         return {"boxes": out[..., :4], "scores": out[..., 4], "labels": out[..., 5:].argmax(-1)}
+
+
+class YoloHead(nn.Module):
+    """A YOLOv8-style head: ``(1,4+2,16)`` columns = cx,cy,w,h then two class probabilities per anchor, with no
+    objectness; widths and heights pass a ReLU, so some boxes have zero area (as real heads give them)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.body = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 6, 2, stride=2))
+        ys, xs = torch.meshgrid(torch.arange(4.0), torch.arange(4.0), indexing="ij")
+        self.register_buffer("centres", torch.stack([xs.flatten() * 2 + 1, ys.flatten() * 2 + 1]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        p = self.body(x * 4).flatten(2)  # (1,6,16)
+        centre = self.centres + p[:, 0:2]
+        size = torch.relu(p[:, 2:4] * 4 + 1.5)  # zero where the head says "no extent": ~40% of the boxes
+        return torch.cat([centre, size, torch.sigmoid(p[:, 4:6] * 4)], 1)
 
 
 class DigitSegmenter(nn.Module):

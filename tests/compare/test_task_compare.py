@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from mobilize.report.json_report import validate
-from tests.conftest import NO_RACE
+from tests.conftest import NO_RACE, assert_one_line_error
 
 MODELS = "tests/task_models.py"
 PLAN = ("name: task\nvariants:\n  - {name: eager-fp32}\n"
@@ -84,6 +84,27 @@ def test_a_detection_head_is_judged_on_its_boxes_in_terminal_json_and_chromium(r
     assert ticks and all(0.0 <= t <= 100.0 for t in ticks), ticks  # a percentage axis never leaves 0-100
 
 
+def test_a_feature_map_is_refused_for_task_detection_in_one_line(run_cli_process, tmp_path):
+    """#39 item 1: a (1,5,H,W) feature map was read as boxes (the float model matched 16.5% of its own)."""
+    code, stdout, err = run_cli_process("compare", "zoo:conv_bn_relu", "--task", "detection", "--plan", "quick",
+                                        "-o", tmp_path / "c")
+    assert_one_line_error(code, err, "--task detection reads one output (1,N,4+1+C)", "(1,4+C,N)", "(1,N,4)",
+                          "the output is 1x5x", "--task raw")
+    assert "OVER_BUDGET" not in stdout and "boxes" not in stdout
+
+
+def test_a_yolov8_head_is_read_by_columns_and_its_own_boxes_score_100(run_cli, tmp_path):
+    """#40 item 7: a (1,4+C,N) head with zero-area boxes; the float model's twin scores 100%, a lossy one less."""
+    report, stdout, out = _compare(run_cli, tmp_path, "YoloHead", "CoarseWeights", "--task", "detection")
+    assert "task: detection (given with --task); read as (1,4+C,N) columns (YOLOv8)" in stdout
+    got = {v["name"]: v for v in report["variants"]}
+    same = got["eager-fp32"]["accuracy"]["task_measure"]
+    assert same["value"] == 100.0 and same["drop"] == 0.0 and same["boxes_matched"] == same["boxes_reference"] > 0
+    coarse = got["coarse"]["accuracy"]["task_measure"]
+    assert coarse["layout"].startswith("read as (1,4+C,N) columns") and coarse["value"] < 100.0
+    assert got["coarse"]["verdict"]["rule"] in ("budget-box-drop", "quantized-sqnr")
+
+
 @pytest.mark.parametrize("spec, message", [("{tmp}/absent.py:f", "--metric file not found"),
                                            ("{tmp}/m.py:missing", "has no function 'missing'")])
 def test_a_wrong_metric_is_one_line_and_exit_2(run_cli, tmp_path, spec, message):
@@ -100,7 +121,8 @@ def test_tune_judges_a_detection_head_on_its_boxes(run_cli, tmp_path):
                                 "--data", "digits:test", "--max-drop", "1", "--samples", "64", "-o", tmp_path / "t")
     assert code in (0, 2), err  # 2: no candidate within budget, said so
     report = json.loads((tmp_path / "t" / "tune-report.json").read_text())
-    assert report["task"]["text"] == "task: detection (given with --task)" and "task: detection" in stdout
+    assert report["task"]["text"] == ("task: detection (given with --task); read as (1,N,4+1+C) rows: x1,y1,x2,y2, "
+                                      "a score, class scores") and "task: detection" in stdout
     for c in report["candidates"]:
         assert c["task_measure"]["measure"] == "boxes matched at IoU 0.5" and "top1" not in json.dumps(c)
         assert c["verdict"]["rule"] in ("float-sqnr", "quantized-sqnr", "budget-box-drop"), c["verdict"]

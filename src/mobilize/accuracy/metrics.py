@@ -35,6 +35,34 @@ class OutputError:
 
 
 @dataclasses.dataclass
+class FirstOutput:
+    """The first output's figures that say whether a per-sample cosine (which reads only that output) can judge it:
+    of one value per sample its cosine is only the value's sign, and of a sample whose reference is all zeros it is
+    0 whatever the candidate's error."""
+
+    values_per_sample: int
+    zero_share: float
+    """Share of the reference's values that are exactly 0 (a text detector's map on photos without text: 99.9%+)."""
+    range: float
+    """The reference's largest value minus its smallest, over every sample."""
+    peak: float
+    """The reference's largest magnitude."""
+    max_abs: float
+    """The largest |candidate - reference|."""
+    decision_threshold: float | None = None
+    """One value per sample: where its decision flips, 0.5 when every reference value is a probability in [0, 1],
+    else 0 (a logit)."""
+    decision_agreement: float | None = None
+    """One value per sample: the share of samples on the reference's side of ``decision_threshold``."""
+    decision_flips: int = 0
+
+    @property
+    def relative_error(self) -> float:
+        """``max_abs`` over the reference's largest magnitude (0 when both are 0)."""
+        return self.max_abs / self.peak if self.peak else (0.0 if self.max_abs == 0 else math.inf)
+
+
+@dataclasses.dataclass
 class Comparison:
     """A candidate against the reference on the same samples (what a verdict is decided on)."""
 
@@ -60,6 +88,8 @@ class Comparison:
     """The model's task (mobilize.accuracy.tasks): top-1 figures exist only for ``classification``."""
     task_measure: Any = None
     """The task's own measure against the float model (a ``tasks.TaskMeasure``), None when top-1 says it."""
+    first: FirstOutput | None = None
+    """The first output's shape figures (None when not finite): whether its cosine can judge it."""
 
     @property
     def sqnr_db(self) -> float:
@@ -106,6 +136,8 @@ class Comparison:
             data["task"] = self.task
         if self.task_measure is not None:
             data["task_measure"] = self.task_measure.to_json()
+        if self.first is not None and self.finite:
+            data["first_output"] = {**dataclasses.asdict(self.first), "relative_error": num(self.first.relative_error)}
         return data
 
 
@@ -164,6 +196,7 @@ def compare_outputs(candidate: Sequence[Outputs], reference: Sequence[Outputs], 
         first_c = torch.cat([s[0].reshape(1, -1) for s in cand])
         first_r = torch.cat([s[0].reshape(1, -1) for s in ref])
         result.cosine = _cosines(first_c, first_r)
+        result.first = _first_output(first_c, first_r)
         if first_r.shape[1] > 1 and all(s[0].numel() == first_r.shape[1] for s in ref):
             _top1(result, first_c, first_r, labels)
     return result
@@ -177,6 +210,19 @@ def _cosines(c, r) -> list[float]:
     for d, nrm, cz, rz in zip(dots.tolist(), norms.tolist(), (c.abs().sum(1) == 0).tolist(), (r.abs().sum(1) == 0).tolist()):
         out.append(1.0 if cz and rz else (0.0 if nrm == 0 else max(-1.0, min(1.0, d / nrm))))
     return out
+
+
+def _first_output(c, r) -> FirstOutput:
+    """The first output's figures (``c``, ``r``: one row per sample)."""
+    first = FirstOutput(r.shape[1], float((r == 0).double().mean()) if r.numel() else 1.0,
+                        float(r.max() - r.min()) if r.numel() else 0.0, float(r.abs().max()) if r.numel() else 0.0,
+                        float((c - r).abs().max()) if r.numel() else 0.0)
+    if r.shape[1] == 1 and r.numel():
+        threshold = 0.5 if bool(((r >= 0) & (r <= 1)).all()) else 0.0
+        flipped = (c > threshold) != (r > threshold)
+        first.decision_threshold, first.decision_flips = threshold, int(flipped.sum())
+        first.decision_agreement = 1.0 - float(flipped.double().mean())
+    return first
 
 
 def _top1(result: Comparison, c, r, labels: Sequence[int] | None) -> None:

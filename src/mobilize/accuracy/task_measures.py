@@ -3,11 +3,16 @@
 Every function takes ``candidate`` and ``reference``: one list of output tensors per sample (batch of one),
 and returns the per-sample figures in percent (100 = the float model's answer) plus other figures.
 
-Detection output layout (documented in the README): either one tensor ``(1, N, 4 + 1 + C)`` - per box
-``x1, y1, x2, y2``, a score, then ``C >= 0`` class scores (class = their arg-max; none: one class) - or
-separate outputs ``boxes (1, N, 4)`` xyxy, ``scores (1, N)`` and optionally ``labels (1, N)`` (class ids) or
-class scores ``(1, N, C)``.  Scores outside [0, 1] are logits (a sigmoid is applied).  Boxes with a score
-below ``SCORE_THRESHOLD`` are dropped; no NMS is applied (the head's output is compared as it is).
+Detection output layouts (documented in the README), read from the float model's first sample and said which
+(:func:`detection_layout`): one tensor of rows ``(1, N, 4 + 1 + C)`` - per box ``x1, y1, x2, y2``, a score, then
+``C >= 0`` class scores (class = their arg-max; none: one class), as YOLOv5-style heads give it; one tensor of
+columns ``(1, 4 + C, N)`` - per box ``cx, cy, w, h`` then ``C >= 1`` class scores (score = their max), as YOLOv8
+exports give it; a single tensor is read as columns when its last dimension is the longer one; or separate
+outputs ``boxes (1, N, 4)`` xyxy, ``scores (1, N)`` and optionally ``labels (1, N)`` (class ids) or class
+scores ``(1, N, C)``.  Anything else is refused in one line naming these.  Scores outside [0, 1] are logits (a
+sigmoid is applied).  Boxes with a score below ``SCORE_THRESHOLD`` are dropped; no NMS is applied (the head's
+output is compared as it is).  A box narrower than ``MIN_BOX_SIDE`` of the coordinates' scale is widened to it
+around its centre before IoU, so a zero-area box matches itself (and its float twin) instead of scoring IoU 0.
 
 The box matching is written here rather than taken from torchmetrics' or pycocotools' mAP: mAP ranks
 detections against ground truth, whereas this asks "does the variant find the float model's boxes?" (a
@@ -35,6 +40,15 @@ SCORE_THRESHOLD = 0.25
 """Detection: boxes scored below this are not detections (YOLO's default confidence threshold)."""
 IOU_MATCH = 0.5
 """Detection: a variant's box matches a float box of the same class at IoU >= 0.5 (PASCAL VOC's criterion)."""
+MIN_BOX_SIDE = 1e-3
+"""Detection: the smallest side a box has in the IoU, as a share of the reference's largest coordinate (0.64 px
+on a 640 px image): a zero-area box would otherwise have IoU 0 even with itself."""
+DETECTION_LAYOUTS = ("one output (1,N,4+1+C) of rows (x1,y1,x2,y2, score, class scores) or (1,4+C,N) of "
+                     "columns (YOLOv8: cx,cy,w,h, class scores), or boxes (1,N,4) beside scores (1,N)")
+"""What --task detection reads, as the refusal of any other output says it."""
+LAYOUT_TEXT = {"rows": "(1,N,4+1+C) rows: x1,y1,x2,y2, a score, class scores",
+               "columns": "(1,4+C,N) columns (YOLOv8): cx,cy,w,h, class scores (score: their max)",
+               "split": "boxes (1,N,4) x1,y1,x2,y2 beside scores (1,N)"}
 NEIGHBOURS = 5
 """Embedding: each sample's k nearest neighbours (cosine) among the samples, in the variant vs the float model."""
 CTC_BLANK = 0
@@ -77,50 +91,80 @@ def embedding(candidate: Samples, reference: Samples, labels: Sequence[int] | No
     return per, extra
 
 
-def _detections(sample: Sequence[Any]):
-    """(boxes (M,4), scores (M,), classes (M,)) above the threshold, from either documented layout."""
+def detection_layout(sample: Sequence[Any]) -> str:
+    """``rows``, ``columns`` or ``split``: how one sample's outputs hold boxes (see the module's docstring).  Any
+    other output is refused in one line naming the layouts accepted."""
+    shapes = [tuple(as_float64(t).shape) for t in sample]
+    if len(sample) > 1:
+        return "split"
+    core = shapes[0][1:] if len(shapes[0]) == 3 and shapes[0][0] == 1 else shapes[0]
+    if len(core) == 2:
+        n, k = core
+        if k >= 5 and (n < 5 or k <= n):
+            return "rows"
+        if n >= 5:
+            return "columns"
+    raise UnsupportedModelError(f"--task detection reads {DETECTION_LAYOUTS}; the output is "
+                                f"{'x'.join(map(str, shapes[0])) or 'a scalar'}",
+                                hint="give --task raw, or the task that fits")
+
+
+def _detections(sample: Sequence[Any], layout: str):
+    """(boxes (M,4) xyxy, scores (M,), classes (M,)) of every box, from the layout the reference was read in."""
     import torch
 
     outs = [as_float64(t) for t in sample]
-    if len(outs) == 1:
-        t = outs[0].reshape(-1, outs[0].shape[-1])
-        if t.shape[-1] < 5:
-            raise UnsupportedModelError(f"a detection output needs (1,N,4+1+C) boxes, got {tuple(outs[0].shape)}",
-                                        hint="see the README's detection layout, or give --task raw")
+    if layout != "split":
+        t = outs[0].reshape(outs[0].shape[-2:]) if outs[0].dim() >= 2 else outs[0].reshape(1, -1)
+        if layout == "columns":
+            t = t.T
+            centre, size = t[:, :2], t[:, 2:4]
+            boxes = torch.cat([centre - size / 2, centre + size / 2], 1)
+            scores, classes = t[:, 4:].max(1)
+            return boxes, scores, classes
         boxes, scores = t[:, :4], t[:, 4]
         classes = t[:, 5:].argmax(1) if t.shape[1] > 5 else torch.zeros(len(t), dtype=torch.long)
+        return boxes, scores, classes
+    box_i = next((i for i, o in enumerate(outs) if o.shape[-1] == 4 and o.dim() >= 2), None)
+    if box_i is None:
+        raise UnsupportedModelError(f"--task detection reads {DETECTION_LAYOUTS}; no boxes output (…,N,4) among "
+                                    f"{[tuple(o.shape) for o in outs]}", hint="see the README's detection layout")
+    boxes = outs[box_i].reshape(-1, 4)
+    n = len(boxes)
+    rest = [o for i, o in enumerate(outs) if i != box_i]
+    flat = [o for o in rest if o.numel() == n]
+    if not flat:
+        raise UnsupportedModelError(f"--task detection reads {DETECTION_LAYOUTS}; no scores output with {n} values "
+                                    f"beside the boxes {[tuple(o.shape) for o in outs]}",
+                                    hint="see the README's detection layout")
+    scores = flat[0].reshape(-1)
+    if len(flat) > 1:
+        classes = flat[1].reshape(-1).round().long()
     else:
-        box_i = next((i for i, o in enumerate(outs) if o.shape[-1] == 4 and o.dim() >= 2), None)
-        if box_i is None:
-            raise UnsupportedModelError("no boxes output (…,N,4) among the detection outputs "
-                                        f"{[tuple(o.shape) for o in outs]}", hint="see the README's detection layout")
-        boxes = outs[box_i].reshape(-1, 4)
-        n = len(boxes)
-        rest = [o for i, o in enumerate(outs) if i != box_i]
-        flat = [o for o in rest if o.numel() == n]
-        if not flat:
-            raise UnsupportedModelError(f"no scores output with {n} values beside the boxes "
-                                        f"{[tuple(o.shape) for o in outs]}", hint="see the README's detection layout")
-        scores = flat[0].reshape(-1)
-        if len(flat) > 1:
-            classes = flat[1].reshape(-1).round().long()
-        else:
-            per_class = next((o for o in rest if o.numel() > n and o.numel() % n == 0), None)
-            classes = (per_class.reshape(n, -1).argmax(1) if per_class is not None
-                       else torch.zeros(n, dtype=torch.long))
+        per_class = next((o for o in rest if o.numel() > n and o.numel() % n == 0), None)
+        classes = per_class.reshape(n, -1).argmax(1) if per_class is not None else torch.zeros(n, dtype=torch.long)
     return boxes, scores, classes
 
 
-def _iou(a, b):
-    """IoU matrix of xyxy boxes a (M,4) and b (K,4)."""
+def _iou(a, b, min_side: float = 0.0):
+    """IoU matrix of xyxy boxes a (M,4) and b (K,4), each side at least ``min_side`` (widened around its centre;
+    an inverted side counts as 0 wide)."""
     import torch
 
+    def widened(x):
+        lo, hi = x[:, :2], torch.maximum(x[:, 2:], x[:, :2])
+        pad = (min_side - (hi - lo)).clamp(min=0) / 2
+        return torch.cat([lo - pad, hi + pad], 1)
+
+    a, b = widened(a), widened(b)
     lt = torch.maximum(a[:, None, :2], b[None, :, :2])
     rb = torch.minimum(a[:, None, 2:], b[None, :, 2:])
     inter = (rb - lt).clamp(min=0).prod(-1)
     area = lambda x: (x[:, 2:] - x[:, :2]).clamp(min=0).prod(-1)  # noqa: E731
     union = area(a)[:, None] + area(b)[None, :] - inter
-    return torch.where(union > 0, inter / union.clamp(min=1e-30), torch.zeros_like(inter))
+    iou = torch.where(union > 0, inter / union.clamp(min=1e-300), torch.zeros_like(inter))
+    same = (a[:, None, :] == b[None, :, :]).all(-1)  # a box is itself, whatever its area (min_side 0 included)
+    return torch.where(same, torch.ones_like(iou), iou)
 
 
 def detection(candidate: Samples, reference: Samples, labels=None) -> tuple[list[float], dict]:
@@ -128,17 +172,20 @@ def detection(candidate: Samples, reference: Samples, labels=None) -> tuple[list
     within a class; both empty = 100).  Beside it: recall, precision, matched IoU and score differences."""
     import torch
 
-    logits = any(bool(((scores < 0) | (scores > 1)).any()) for scores in (_detections(s)[1] for s in reference))
+    layout = detection_layout(reference[0]) if reference else "rows"
+    read = [_detections(s, layout) for s in reference]
+    logits = any(bool(((scores < 0) | (scores > 1)).any()) for _, scores, _ in read)
+    scale = max((float(b.abs().max()) for b, _, _ in read if b.numel()), default=0.0) or 1.0
     per, matched_total, ref_total, cand_total, ious, score_diffs = [], 0, 0, 0, [], []
-    for c_s, r_s in zip(candidate, reference):
-        (cb, cs, cc), (rb, rs, rc) = _detections(c_s), _detections(r_s)
+    for c_s, (rb, rs, rc) in zip(candidate, read):
+        cb, cs, cc = _detections(c_s, layout)
         if logits:
             cs, rs = torch.sigmoid(cs), torch.sigmoid(rs)
         ck, rk = cs >= SCORE_THRESHOLD, rs >= SCORE_THRESHOLD
         cb, cs, cc, rb, rs, rc = cb[ck], cs[ck], cc[ck], rb[rk], rs[rk], rc[rk]
         matched = 0
         if len(cb) and len(rb):
-            iou = _iou(rb, cb) * (rc[:, None] == cc[None, :])
+            iou = _iou(rb, cb, MIN_BOX_SIDE * scale) * (rc[:, None] == cc[None, :])
             pairs = sorted(((float(iou[i, j]), i, j) for i, j in (iou >= IOU_MATCH).nonzero().tolist()), reverse=True)
             used_r, used_c = set(), set()
             for value, i, j in pairs:
@@ -156,7 +203,8 @@ def detection(candidate: Samples, reference: Samples, labels=None) -> tuple[list
              "box_precision": 100.0 * matched_total / cand_total if cand_total else None,
              "matched_iou_mean": math.fsum(ious) / len(ious) if ious else None,
              "matched_score_abs_diff_mean": math.fsum(score_diffs) / len(score_diffs) if score_diffs else None,
-             "score_threshold": SCORE_THRESHOLD, "iou_threshold": IOU_MATCH, "scores_were_logits": logits}
+             "score_threshold": SCORE_THRESHOLD, "iou_threshold": IOU_MATCH, "scores_were_logits": logits,
+             "layout": f"read as {LAYOUT_TEXT[layout]}"}
     if ref_total == 0:
         extra["note"] = (f"the float model scores no box at or above {SCORE_THRESHOLD:g} on these samples: "
                          f"the box agreement says nothing")

@@ -67,14 +67,19 @@ class TaskChoice:
     given: bool
     why: str
     """What the guess was made from (the output's shape, name or values)."""
+    reading: str | None = None
+    """How the task's measure reads the float model's outputs, where it could read them more than one way (a
+    detection layout: ``read as (1,4+C,N) columns (YOLOv8) ...``)."""
 
     def describe(self) -> str:
+        read = f"; {self.reading}" if self.reading else ""
         if self.given:
-            return f"task: {self.task} (given with --task)"
-        return f"task: {self.task} (guessed from {self.why}; --task to override)"
+            return f"task: {self.task} (given with --task){read}"
+        return f"task: {self.task} (guessed from {self.why}; --task to override){read}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": str(self.task), "given": self.given, "why": self.why, "text": self.describe()}
+        return {"name": str(self.task), "given": self.given, "why": self.why, "reading": self.reading,
+                "text": self.describe()}
 
 
 def guess_task(reference: Sequence[Sequence[Any]], labels: Sequence[int] | None = None,
@@ -245,9 +250,10 @@ def reference_task(given: str | None, metric: str | None, reference, labels=None
     """The float model's task, checked once on its own outputs: a layout the task cannot read, or a --metric that
     fails, stops the run here (before any variant is built) with one line."""
     choice = resolve_task(given, reference, labels, names)
-    measure_task(choice.task, reference, reference, labels, load_metric(metric) if metric else None,
-                 metric.rpartition(":")[2] if metric else "")
-    return choice
+    m = measure_task(choice.task, reference, reference, labels, load_metric(metric) if metric else None,
+                     metric.rpartition(":")[2] if metric else "")
+    reading = m.details.get("layout") if m is not None else None
+    return dataclasses.replace(choice, reading=reading) if reading else choice
 
 
 def without_classes(c: Comparison, task: Task | str | None) -> Comparison:

@@ -18,7 +18,7 @@ import enum
 import math
 from typing import Any, Sequence
 
-from mobilize.accuracy.metrics import Comparison, as_float64, compare_outputs
+from mobilize.accuracy.metrics import Comparison, FirstOutput, as_float64, compare_outputs
 from mobilize.core.errors import ConfigError
 from mobilize.core.outcome import Outcome
 
@@ -65,6 +65,25 @@ class Policy:
     min_cosine: float = 0.99
     """Budget without labels (or for embeddings): mean per-sample cosine to the float outputs.  0.99 is
     a relative error of ~14% per sample, the usual bar for retrieval embeddings; int8 logits reach 0.995+."""
+    one_value_max_relative_error: float = 0.05
+    """Budget for an output of one value per sample (a speech probability, a score), whose cosine is only its sign
+    and passes anything: the largest error over the float model's largest value (int8 steps of a [0, 1]
+    probability are 0.4%; the voice-activity file that flips 4 of 32 decisions is 0.15 off)."""
+    one_value_min_decision_agreement: float = 0.99
+    """Budget for an output of one value per sample: the share of samples on the float model's side of the
+    output's threshold (0.5 for a probability in [0, 1], 0 for a logit), as --min-cosine asks of a vector."""
+    near_zero_map_min_zero_share: float = 0.999
+    """A float output at least this share exactly 0 is a near-empty map (a text detector's on photos without
+    text): the cosine of an empty sample is 0 whatever the error (float files at 120 dB read cosine 0.93), so
+    it is judged by ``near_zero_map_max_error_of_range`` instead."""
+    near_zero_map_max_error_of_range: float = 0.02
+    """Budget for a near-empty map: the largest error over the output's range (max - min over the samples); 2%
+    is five int8 steps, far above a float file's 1e-7."""
+    degenerate_min_rms: float = 1.18e-35
+    """A float reference whose output RMS is below this is not represented at full precision in float32: 1000x
+    float32's smallest normal (1.18e-38), the margin the 60 dB float floor needs once an engine flushes the
+    subnormals below it to 0 (XNNPACK does).  Random-init MobileViT's logits: ~1e-40; checks against it are
+    vacuous, and no export is blamed for its scale."""
     op_min_within_one_step: float = 0.99
     """A quantized operation checked on its own (the NNAPI host check feeds each one the CPU twin's values of
     its inputs): this fraction of its elements must be within one quantization step of the twin's output.
@@ -80,6 +99,17 @@ class Policy:
     ``degenerate_min_samples`` of them) is near-constant: random-init MobileNetV1 gives one class for 58 of 64."""
     degenerate_min_samples: int = 16
     """Fewer samples than this say nothing about the top-1 share."""
+    max_ppl_increase_percent: float = 5.0
+    """Budget for a causal LM: the increase of its perplexity on held-out text (teacher-forced, every next token)
+    over the float model's, in percent, that a variant may cost (``--max-ppl-increase``): a few percent is the bar
+    int4 weight schemes are held to."""
+    near_uniform_ppl_share: float = 0.5
+    """A causal LM reference whose held-out perplexity is at least this share of its vocabulary size (a uniform
+    guess scores the vocabulary size) predicts next to nothing: checks against it are vacuous.  The shipped
+    ``zoo:tiny_lm`` scores under 1% of its vocabulary; a random-init decoder ~100%."""
+    near_uniform_entropy_share: float = 0.9
+    """A causal LM reference whose mean next-token entropy is at least this share of log(vocabulary size) is
+    near uniform whatever the text (vacuous too).  Random-init Llama configs: above 0.99."""
 
     def __post_init__(self) -> None:
         """A budget that cannot decide anything (NaN, infinite, more than all 100 points) is the user's mistake:
@@ -174,8 +204,11 @@ def judge(c: Comparison, kind: Kind | str, policy: Policy = DEFAULT_POLICY) -> V
 
 
 def judge_budget(verdict: Verdict, *, drop_points: float | None = None, drop_ci: tuple[float, float] | None = None,
-                 cosine: float | None = None, labelled: bool, policy: Policy = DEFAULT_POLICY) -> Verdict:
-    """The budget half: a working candidate that loses more than the budget is OVER_BUDGET."""
+                 cosine: float | None = None, labelled: bool, policy: Policy = DEFAULT_POLICY,
+                 first: FirstOutput | None = None) -> Verdict:
+    """The budget half: a working candidate that loses more than the budget is OVER_BUDGET.  Where the cosine
+    budget says nothing about ``first`` (the first output's figures: one value per sample, or a near-empty
+    map), :func:`judge_shape` judges in its place."""
     if verdict.outcome != Outcome.OK:
         return verdict
     if labelled and drop_points is not None:
@@ -188,6 +221,11 @@ def judge_budget(verdict: Verdict, *, drop_points: float | None = None, drop_ci:
         return dataclasses.replace(verdict, numbers=numbers,
                                    reason=f"{verdict.reason}; top-1 drop {drop_points:+.2f} points{ci} within "
                                           f"budget {policy.max_drop_points:g}")
+    from mobilize.accuracy.shapes import judge_shape
+
+    shaped = judge_shape(verdict, first, policy) if cosine is not None else None
+    if shaped is not None:
+        return shaped
     if cosine is not None:
         numbers = {**verdict.numbers, "cosine": cosine, "min_cosine": policy.min_cosine}
         if cosine < policy.min_cosine:
@@ -204,7 +242,7 @@ def judge_task(verdict: Verdict, c: Comparison, policy: Policy = DEFAULT_POLICY)
     embeddings and raw outputs --min-cosine decides and the measure is reported beside it."""
     m = c.task_measure
     if m is None or m.rule == "cosine" or m.drop is None:
-        out = judge_budget(verdict, cosine=c.cosine_mean, labelled=False, policy=policy)
+        out = judge_budget(verdict, cosine=c.cosine_mean, labelled=False, policy=policy, first=c.first)
         if m is not None and out.outcome != Outcome.MISMATCH:
             out = dataclasses.replace(out, reason=f"{out.reason}; {m.text()}",
                                       numbers={**out.numbers, "task_measure": m.measure, "task_value": m.value})
@@ -272,7 +310,7 @@ def assess(c: Comparison, kind: Kind | str, policy: Policy = DEFAULT_POLICY, *,
         verdict = judge_task(verdict, c, policy)
     else:
         verdict = judge_budget(verdict, drop_points=out.drop_points, drop_ci=out.drop_ci, cosine=c.cosine_mean,
-                               labelled=out.drop_points is not None, policy=policy)
+                               labelled=out.drop_points is not None, policy=policy, first=c.first)
     out.verdict = against_both(fidelity, verdict, reference_warning)
     return out
 
@@ -309,6 +347,9 @@ def degenerate_reference(reference: Sequence[Sequence[Any]], policy: Policy = DE
     first = torch.cat([as_float64(s[0]).reshape(1, -1) for s in reference])
     if not bool(torch.isfinite(first).all()):
         return None
+    tiny = _subnormal(reference, policy)
+    if tiny is not None:
+        return tiny
     rms = float(first.pow(2).mean().sqrt())
     fix = "train or load weights; random init gives near-constant outputs"
     n = len(reference)
@@ -333,6 +374,32 @@ def degenerate_reference(reference: Sequence[Sequence[Any]], policy: Policy = DE
             f"(rule vacuous-reference); fix: {fix}")
 
 
+SUBNORMAL_RULE = "vacuous-subnormal-reference"
+"""The rule of a reference too small for float32: every numeric difference from it is its scale, not the file's."""
+
+
+def _subnormal(reference: Sequence[Sequence[Any]], policy: Policy) -> str | None:
+    """The warning for a reference output whose RMS float32 does not represent at full precision (rule
+    ``vacuous-subnormal-reference``), else None.  Exact zeros are exact: an all-zero output is not this."""
+    import torch
+
+    tiny = torch.finfo(torch.float32).tiny
+    for i in range(len(reference[0])):
+        values = [as_float64(s[i]) for s in reference if len(s) > i]
+        count = sum(v.numel() for v in values)
+        rms = math.sqrt(math.fsum(float(v.pow(2).sum()) for v in values) / count) if count else 0.0
+        if 0 < rms < policy.degenerate_min_rms:
+            name = "" if len(reference[0]) == 1 else f" {i}"
+            where = "subnormal, below" if rms < tiny else "near subnormal, barely above"
+            return (f"WARNING: the float model's output{name} is {where} float32's smallest normal {tiny:.3g} (RMS "
+                    f"{rms:.2g} < {policy.degenerate_min_rms:.3g}, the least float32 holds at full precision): engines "
+                    f"flush such values to 0 or keep a few bits of them, so every accuracy check against it is vacuous "
+                    f"and no export is blamed for its scale "
+                    f"(rule {SUBNORMAL_RULE}); fix: train or load weights (random init can give outputs this small), "
+                    f"or scale the outputs into float32's normal range")
+    return None
+
+
 def against_both(fidelity: Verdict | None, quality: Verdict | None, reference_warning: str | None = None) -> Verdict:
     """One verdict from its two halves: fidelity (the file vs the model it was exported from) and quality (vs the
     float model, to the budget).  A file that is not what its exporter promised is decided by fidelity; one that
@@ -340,16 +407,21 @@ def against_both(fidelity: Verdict | None, quality: Verdict | None, reference_wa
     near-constant output proves nothing; else the quality half decides (MISMATCH and OVER_BUDGET stand)."""
     if fidelity is None and quality is None:
         raise ValueError("against_both needs at least one half")
+    # a reference float32 cannot hold at full precision: every numeric difference from it is its scale, so only a
+    # wrong shape or NaN still blames the file, and neither half says MISMATCH for less
+    scale = bool(reference_warning) and f"(rule {SUBNORMAL_RULE})" in reference_warning
+    if scale:
+        fidelity, quality = (_scale_only(v) for v in (fidelity, quality))
     halves = [(FIDELITY, fidelity), (QUALITY, quality)]
     parts = {name: (v.part(against) if v else None) for name, (against, v) in zip(("fidelity", "quality"), halves)}
     broken = next((v for _, v in halves if v and v.outcome == Outcome.MISMATCH and v.rule in ("shape", "finite")), None)
-    if broken is None:
+    if broken is None and not scale:
         broken = fidelity if fidelity and not fidelity.ok else None
     if broken is not None:
         decided = broken
-    elif reference_warning and (quality or fidelity).ok:
-        decided = Verdict(Outcome.VACUOUS, "vacuous-reference", reference_warning.removeprefix("WARNING: "),
-                          (quality or fidelity).numbers)
+    elif reference_warning and (scale or (quality or fidelity).ok):
+        decided = Verdict(Outcome.VACUOUS, SUBNORMAL_RULE if scale else "vacuous-reference",
+                          reference_warning.removeprefix("WARNING: "), (quality or fidelity).numbers)
     else:
         decided = quality or fidelity
     named = list(zip(("fidelity", "quality"), halves))
@@ -360,6 +432,15 @@ def against_both(fidelity: Verdict | None, quality: Verdict | None, reference_wa
     reason = f"{decided.reason}; {text}" if decided.outcome == Outcome.VACUOUS else text
     return Verdict(decided.outcome, decided.rule, reason, decided.numbers, parts["fidelity"], parts["quality"],
                    reference_warning)
+
+
+def _scale_only(v: Verdict | None) -> Verdict | None:
+    """A half measured against a subnormal reference: a numeric failure (not shape or NaN) is VACUOUS, its figures
+    kept."""
+    if v is None or v.ok or v.rule in ("shape", "finite"):
+        return v
+    return Verdict(Outcome.VACUOUS, SUBNORMAL_RULE, f"{v.reason}, against a reference too small for float32: its "
+                                                    f"scale, not the file (rule {SUBNORMAL_RULE})", v.numbers)
 
 
 def verify_close(got: Sequence[Any], expected: Sequence[Any], atol: float, rtol: float) -> Verdict:

@@ -187,6 +187,7 @@ def _file_reference(source, job: Job, xs: list, ys) -> ReferenceDone:
     import torch
 
     from mobilize.accuracy.metrics import compare_outputs
+    from mobilize.accuracy.verify import degenerate_reference
     from mobilize.runtimes.base import open_session
 
     with open_session(source, threads=job.threads) as session:
@@ -194,7 +195,9 @@ def _file_reference(source, job: Job, xs: list, ys) -> ReferenceDone:
     names = [f"output{i}" for i in range(len(outs[0]))] if len(outs[0]) > 1 else ["output"]
     torch.save({"state_dict": None, "outputs": outs, "labels": ys, "names": names}, job.reference_path)
     correct = compare_outputs(outs, outs, ys).correct if ys is not None else None
-    return ReferenceDone(len(xs), ys is not None, correct, names, len(outs[0]), task=_task(job, outs, ys, names))
+    task = _task(job, outs, ys, names)
+    return ReferenceDone(len(xs), ys is not None, correct, names, len(outs[0]),
+                         degenerate_reference(outs, task=task["name"]), task)  # the same rule as for a module
 
 
 def _lint_section(source, job: Job) -> tuple[dict | None, str | None]:

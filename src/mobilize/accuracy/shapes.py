@@ -1,0 +1,66 @@
+"""Budgets for first outputs whose per-sample cosine cannot judge them (issue #40 items 8 and 9), with the
+thresholds of the one :class:`~mobilize.accuracy.verify.Policy`; :func:`~mobilize.accuracy.verify.judge_budget`
+calls it in place of the cosine budget.
+
+    >>> import torch
+    >>> from mobilize.accuracy.metrics import compare_outputs
+    >>> from mobilize.accuracy.verify import assess
+    >>> probs = [[torch.tensor([[p]])] for p in (0.1, 0.4, 0.6, 0.9)]
+    >>> off = [[t + 0.2] for (t,) in probs]
+    >>> v = assess(compare_outputs(off, probs), "quantized").verdict
+    >>> v.outcome, v.rule
+    (<Outcome.OVER_BUDGET: 'OVER_BUDGET'>, 'budget-one-value-error')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from mobilize.accuracy.metrics import FirstOutput
+from mobilize.accuracy.verify import DEFAULT_POLICY, Policy, Verdict, _num
+from mobilize.core.outcome import Outcome
+
+
+def judge_shape(verdict: Verdict, first: FirstOutput | None, policy: Policy = DEFAULT_POLICY) -> Verdict | None:
+    """The budget for a first output whose per-sample cosine cannot judge it, else None.  One value per sample (its
+    cosine is its sign): the largest error over the reference's largest value and the decision agreement at the
+    output's threshold (rules ``budget-one-value-error``, ``budget-one-value-decision``; ``budget-one-value``
+    when within).  A near-empty map (the cosine of an empty sample is 0): the largest error over the output's
+    range (rule ``budget-near-zero-map``)."""
+    if first is None or verdict.outcome != Outcome.OK:
+        return None
+    if first.values_per_sample == 1 and first.decision_agreement is not None:
+        err, agree = first.relative_error, first.decision_agreement
+        cut = "0.5 (a probability)" if first.decision_threshold == 0.5 else f"{first.decision_threshold:g} (a logit)"
+        numbers = {**verdict.numbers, "one_value_relative_error": _num(err),
+                   "one_value_max_relative_error": policy.one_value_max_relative_error,
+                   "decision_threshold": first.decision_threshold, "decision_agreement": agree,
+                   "decision_flips": first.decision_flips,
+                   "min_decision_agreement": policy.one_value_min_decision_agreement}
+        what = (f"one value per sample (its cosine is only its sign): max error {err:.2%} of the float model's "
+                f"largest value, decisions at {cut} agree {agree:.1%} ({first.decision_flips} flipped)")
+        if err > policy.one_value_max_relative_error:
+            return Verdict(Outcome.OVER_BUDGET, "budget-one-value-error",
+                           f"{what}: error > budget {policy.one_value_max_relative_error:.1%} "
+                           f"(rule budget-one-value-error)", numbers)
+        if agree < policy.one_value_min_decision_agreement:
+            return Verdict(Outcome.OVER_BUDGET, "budget-one-value-decision",
+                           f"{what}: agreement < budget {policy.one_value_min_decision_agreement:.0%} "
+                           f"(rule budget-one-value-decision)", numbers)
+        return dataclasses.replace(verdict, numbers=numbers, reason=(
+            f"{verdict.reason}; {what} within budgets {policy.one_value_max_relative_error:.1%} and "
+            f"{policy.one_value_min_decision_agreement:.0%} (rule budget-one-value)"))
+    if first.zero_share >= policy.near_zero_map_min_zero_share and first.range > 0:
+        err = first.max_abs / first.range
+        numbers = {**verdict.numbers, "reference_zero_share": first.zero_share, "reference_range": first.range,
+                   "error_of_range": err, "max_error_of_range": policy.near_zero_map_max_error_of_range}
+        what = (f"a near-empty map ({first.zero_share:.2%} of the float model's values are 0, where a cosine reads 0 "
+                f"whatever the error): max error {err:.2g} of the output's range {first.range:.3g}")
+        if err > policy.near_zero_map_max_error_of_range:
+            return Verdict(Outcome.OVER_BUDGET, "budget-near-zero-map",
+                           f"{what} > budget {policy.near_zero_map_max_error_of_range:g} (rule budget-near-zero-map)",
+                           numbers)
+        return dataclasses.replace(verdict, numbers=numbers, reason=(
+            f"{verdict.reason}; {what} within budget {policy.near_zero_map_max_error_of_range:g} "
+            f"(rule budget-near-zero-map)"))
+    return None

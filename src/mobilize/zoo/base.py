@@ -16,3 +16,6 @@ class ZooModel:
     input_specs: tuple[InputSpec, ...]
     description: str = ""
     num_classes: int = 1000
+    task: str | None = None
+    """The model's task when its outputs alone do not say it (``generation`` for a causal LM: compare then builds
+    decoder files with a KV cache and times them in tokens)."""

@@ -1,0 +1,61 @@
+"""The shipped decoder: it loads from the repo's files, and its held-out perplexity is far from a uniform guess's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mobilize.accuracy.generation import measure_tokens
+from mobilize.zoo import ZOO
+from mobilize.zoo import tiny_lm
+
+
+@pytest.fixture(scope="module")
+def model():
+    return ZOO.get("tiny_lm").build()
+
+
+def test_it_is_a_zoo_model_with_token_id_input(model):
+    entry = ZOO.get("tiny_lm")
+    assert "tiny_lm" in ZOO.names()
+    assert entry.input_specs[0].dtype == "int64" and entry.input_specs[0].shape == (1, tiny_lm.SEQ_LEN)
+    assert not model.training and all(p.dtype == torch.float32 for p in model.parameters())
+    with torch.inference_mode():
+        logits = model(torch.zeros(entry.input_specs[0].shape, dtype=torch.int64))
+    assert logits.shape == (1, tiny_lm.SEQ_LEN, model.vocab_size) and torch.isfinite(logits).all()
+    assert model.vocab_size == tiny_lm.load_tokenizer().get_vocab_size()
+
+
+def test_the_shipped_files_are_small_and_half_precision():
+    from safetensors import safe_open
+
+    assert tiny_lm.WEIGHTS.stat().st_size < 10e6
+    with safe_open(str(tiny_lm.WEIGHTS), "pt") as f:
+        assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.float16}
+
+
+def test_the_split_is_by_file_and_fixed():
+    train, held_out = tiny_lm.corpus_files("train"), tiny_lm.corpus_files("held-out")
+    assert held_out and len(train) > 5 * len(held_out) and not set(train) & set(held_out)
+    assert all("site-packages" not in p.parts and "test" not in p.parts for p in train + held_out)
+    first = tiny_lm.held_out_ids(4, 32)
+    assert first.dtype == torch.int64 and first.shape == (4, 32)
+    assert torch.equal(first, tiny_lm.held_out_ids(4, 32))
+
+
+def test_held_out_perplexity_is_far_below_uniform(model):
+    ids = tiny_lm.held_out_ids(16, tiny_lm.SEQ_LEN)
+    with torch.inference_mode():
+        logits = torch.cat([model(row[None]) for row in ids])
+    m = measure_tokens(logits, logits, ids)
+    assert m.reference_ppl < 0.2 * m.vocab_size and not m.near_uniform
+    assert m.top1_agreement == 1.0
+
+
+def test_it_writes_python(model):
+    from mobilize.bench.generation import greedy_continuation
+
+    tokenizer = tiny_lm.load_tokenizer()
+    prompt = torch.tensor([tokenizer.encode("import os\n\n\ndef ").ids])
+    text = tokenizer.decode(greedy_continuation(model.lm, prompt, 12))
+    assert text.strip() and "(" in text, text

@@ -47,6 +47,13 @@ def add_parser(sub) -> None:
     p.add_argument("--timeout", type=float, default=None, help="seconds per stage before TIMEOUT (default 600)")
     add_input_flags(p)
     add_task_flags(p)
+    p.add_argument("--max-ppl-increase", type=float, default=None, metavar="PERCENT",
+                   help="a causal LM's budget: perplexity increase over the float model on held-out text, in percent "
+                        "(default: the Policy's, 5)")
+    p.add_argument("--prompt-len", type=int, default=32, metavar="P",
+                   help="a causal LM: prompt tokens whose prefill is timed (time to first token; default: 32)")
+    p.add_argument("--gen-len", type=int, default=32, metavar="G",
+                   help="a causal LM: tokens decoded with the KV cache per timed round (default: 32)")
     p.add_argument("--target", default="host", choices=["host", "arm64", "x86-avx2", "x86-vnni"],
                    help="the device the files are for (decides ONNX reduce_range, the default int8 engine)")
     p.add_argument("--verify-on", choices=["arm64"], metavar="arm64",
@@ -81,6 +88,10 @@ def run(args: argparse.Namespace) -> int:
     from mobilize.report.terminal import format_table, summary_lines
 
     check_threads(args.threads, "--threads")
+    from mobilize.core.checks import check_at_least
+
+    check_at_least(args.prompt_len, 1, "--prompt-len")
+    check_at_least(args.gen_len, 1, "--gen-len")
     if args.arm64_cpu is not None and not args.verify_on:
         raise ConfigError("--arm64-cpu picks the emulated CPU of --verify-on arm64, which is not given",
                           hint="add --verify-on arm64, or leave --arm64-cpu out")
@@ -97,7 +108,10 @@ def run(args: argparse.Namespace) -> int:
                            accuracy_samples=args.accuracy_samples,
                            timeout_s=600.0 if args.timeout is None else args.timeout,
                            trust_pickle=args.trust_pickle, target=args.target, verbose=args.verbose,
-                           policy=Policy(max_drop_points=args.max_drop, min_cosine=args.min_cosine),
+                           policy=Policy(max_drop_points=args.max_drop, min_cosine=args.min_cosine,
+                                         **({} if args.max_ppl_increase is None
+                                            else {"max_ppl_increase_percent": args.max_ppl_increase})),
+                           prompt_tokens=args.prompt_len, gen_tokens=args.gen_len,
                            bound_args=bound_args_from_args(args), task=task, metric=metric,
                            verify_on=args.verify_on, arm64_cpu=arm64_cpu)
     progress = Progress()
@@ -119,6 +133,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"mobilize: interrupted; {where}", file=sys.stderr)
         return 130
     progress.close()
+    if report.get("task") == "generation":
+        from mobilize.report.generation_terminal import generation_lines
+
+        print("\n".join(generation_lines(report)))
+        for note in report.get("notes", []):
+            print(f"note: {note}")
+        print(f"wrote {Path(args.output) / 'report.json'} and {Path(args.output) / 'report.html'}")
+        return 0
     print(format_table(report))
     print()
     for line in summary_lines(report):

@@ -24,6 +24,10 @@ Progress = Callable[[int, int, str], None]
 class CompareConfig:
     model: str = ""
     """Model reference (empty: the built-in default model)."""
+    prompt_tokens: int = 32
+    """A causal LM (``--task generation``): the prompt whose prefill is timed (``--prompt-len``)."""
+    gen_tokens: int = 32
+    """A causal LM: decode steps timed per round (``--gen-len``)."""
     data: str | None = None
     """Data for accuracy and benchmark inputs (None: a default for the model, else seeded random inputs)."""
     calibration: str | None = None

@@ -13,6 +13,7 @@ from mobilize.core.errors import ConfigError
 from mobilize.core.paths import check_output_dir
 from mobilize.report.json_report import SCHEMA_VERSION
 from mobilize.plans.facts import calibration_for, check_data_fits, default_data, model_facts_isolated
+from mobilize.generation.detect import wants_generation
 from mobilize.sources.reference import ModelRef
 
 
@@ -34,11 +35,13 @@ def compare(model: str | None = None, plan: Any = "default", config: Any = None,
 
     cfg = config or CompareConfig(model="")
     model = model or cfg.model or f"zoo:{DEFAULT_MODEL}"
+    ref = ModelRef.parse(model)  # the one parse: the checks and every child get the typed reference
+    if wants_generation(cfg.task, ref):
+        return _generation(ref, cfg, plan, variants, progress)
     fit = plan == "default" and not variants  # the built-in default adapts to the model; a named plan runs as given
     _check_numbers(cfg)
     target = Target.parse(cfg.target)
     out = check_output_dir(cfg.out_dir)
-    ref = ModelRef.parse(model)  # the one parse: the checks and every child get the typed reference
     facts = model_facts_isolated(ref, cfg.trust_pickle, len(cfg.input_specs), cfg.timeout_s, dict(cfg.bound_args))
     plan, plan_notes = _load_plan(model, plan, variants, facts["format"])
     specs = _input_specs(model, cfg.input_specs or facts["input_specs"])
@@ -132,3 +135,21 @@ def _fit_default_plan(plan: Any, facts: dict[str, Any], specs: Sequence[Any]) ->
 
 RUN_FILES = ("report.json", "report.html", "artifacts", "logs")
 """What a compare run writes into its output folder (and removes from an earlier run there first)."""
+
+
+def _generation(ref: ModelRef, cfg: Any, plan: Any, variants: Sequence[str],
+                progress: Callable[[int, int, str], None] | None) -> dict[str, Any]:
+    """A causal LM: every engine's decoder file, timed in tokens and judged token by token
+    (:mod:`mobilize.generation`); reports written as it goes."""
+    from mobilize.generation.config import GenerationConfig
+    from mobilize.generation.run import compare_generation
+    from mobilize.report.json_report import write_reports
+
+    if plan not in ("default", "generation"):
+        raise ConfigError(f"a causal LM runs the generation plan (every engine's decoder files), not '{plan}'",
+                          hint="leave --plan out, and pick files with --variant")
+    out = check_output_dir(cfg.out_dir)
+    gcfg = GenerationConfig(model=ref.text, out_dir=str(out), variants=tuple(variants), threads=cfg.threads,
+                            prompt_tokens=cfg.prompt_tokens, gen_tokens=cfg.gen_tokens, rounds=cfg.rounds,
+                            time_budget_s=cfg.time_budget_s, timeout_s=cfg.timeout_s, policy=cfg.policy)
+    return compare_generation(gcfg, ref, progress=progress, on_update=lambda report: write_reports(report, out))

@@ -28,6 +28,8 @@ class Outcome(enum.StrEnum):
     TIMEOUT = "TIMEOUT"
     INTERRUPTED = "INTERRUPTED"
     """The run was stopped (Ctrl-C, SIGTERM) while this variant was in flight."""
+    UNAVAILABLE = "UNAVAILABLE"
+    """Not run: what it needs is not installed or cannot run on this machine (the reason is said)."""
 
     @classmethod
     def for_stage(cls, stage: str | None) -> "Outcome":

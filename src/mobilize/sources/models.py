@@ -73,6 +73,8 @@ def resolve_model(reference: str | ModelRef, *, trust_pickle: bool = False,
         source = _instantiate(getattr(import_python_file(ref), ref.attribute), reference)
     elif ref.kind == RefKind.FILE:
         source = _resolve_file(Path(ref.path), trust_pickle)
+    elif ref.kind == RefKind.MODEL_FOLDER:
+        source = _resolve_model_folder(Path(ref.path), reference)
     else:
         source = _resolve_import(ref.module, ref.attribute, reference)
     if bound_args:
@@ -163,6 +165,28 @@ def import_python_file(ref: ModelRef) -> Any:
     if not hasattr(module, ref.attribute):
         raise ConfigError(f"{path} has no '{ref.attribute}'", hint=_public_names(module))
     return module
+
+
+def _resolve_model_folder(path: Path, reference: str) -> ModelSource:
+    """A saved transformers causal LM as a one-tensor module (token ids in, logits out); ``.lm`` is the model."""
+    import torch
+
+    with translate_errors(UnsupportedModelError, f"loading the transformers model in {path}",
+                          message=lambda exc: f"loading the transformers model in {path} failed: {headline(exc)}"):
+        from transformers import AutoModelForCausalLM
+
+        lm = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32).eval()
+
+    class CausalLM(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lm = lm
+
+        def forward(self, input_ids):
+            return self.lm(input_ids=input_ids, use_cache=False).logits
+
+    length = min(int(getattr(lm.config, "max_position_embeddings", 128) or 128), 128)
+    return ModelSource(CausalLM().eval(), reference, [InputSpec((1, length), "int64")])
 
 
 def _resolve_import(module_name: str, attr: str, reference: str) -> ModelSource:

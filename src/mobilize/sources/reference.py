@@ -35,6 +35,8 @@ class RefKind(enum.StrEnum):
     """A model file (``.pt``, ``.pte``, ``.onnx``, ``.xml``, ...)."""
     IMPORT = "import"
     """``pkg.mod:factory``: an importable module."""
+    MODEL_FOLDER = "model-folder"
+    """A saved transformers model (a folder with ``config.json`` and its weights, as ``save_pretrained`` writes)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +77,8 @@ class ModelRef:
         head, sep, attr = text.rpartition(":")
         if sep and head.endswith(".py"):
             return cls(text, RefKind.PYTHON_FILE, path=head, attribute=attr)
+        if Path(text).is_dir() and (Path(text) / "config.json").is_file():
+            return cls(text, RefKind.MODEL_FOLDER, path=text)
         suffix = Path(text).suffix.lower()
         fmt = format_for_suffix(suffix)
         if fmt or Path(text).exists() or "/" in text:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import importlib
+from mobilize.compare.config import CompareConfig
 from mobilize.core.errors import UserError
 from mobilize.cli.main import main as cli_main
 from mobilize.sweep import ModelJob, SweepConfig, sweep
@@ -28,7 +29,7 @@ zoo:toy_classifier --input_dims 1,3,32,32 --variant eager-fp32 --variant fused
 zoo:digits_mobilenet_v2 --variant eager-fp32 --variant torchscript-frozen   # trained, 96x96
 """
 SMALL = ["--plan", "quick", "--iter", "4", "--rounds", "1", "--accuracy-samples", "8"]
-FAST = SweepConfig(iterations=4, rounds=1, accuracy_samples=8)
+FAST = SweepConfig(compare=CompareConfig(iterations=4, rounds=1, accuracy_samples=8))
 
 
 class FakeCompare:
@@ -66,7 +67,7 @@ def fake(monkeypatch):
 def test_index_has_each_models_summary_and_link(fake, tmp_path):
     f = fake()
     jobs = parse_models_text(MODELS_TEXT)
-    index = sweep(jobs, "quick", SweepConfig(out_dir=str(tmp_path), iterations=4, rounds=1))
+    index = sweep(jobs, "quick", SweepConfig(out_dir=str(tmp_path), compare=CompareConfig(iterations=4, rounds=1)))
     assert f.calls == ["zoo:conv_bn_relu", "zoo:toy_classifier", "zoo:digits_mobilenet_v2"]
     rows = {m["stem"]: m for m in index["models"]}
     assert set(rows) == {"conv_bn_relu", "toy_classifier", "digits_mobilenet_v2"}
@@ -99,19 +100,19 @@ def test_a_model_that_crashes_is_an_outcome_not_a_failed_sweep(fake, tmp_path, c
 
 def test_resume_after_an_interrupted_sweep_redoes_only_what_was_missing(fake, tmp_path, capsys):
     jobs = parse_models_text(MODELS_TEXT)
-    cfg = SweepConfig(out_dir=str(tmp_path), iterations=4, rounds=1)
+    cfg = SweepConfig(out_dir=str(tmp_path), compare=CompareConfig(iterations=4, rounds=1))
     fake(interrupt="zoo:toy_classifier")
     with pytest.raises(KeyboardInterrupt):
         sweep(jobs, "quick", cfg)
     cut = {m["stem"]: m["status"] for m in json.loads((tmp_path / "index.json").read_text())["models"]}
     assert cut == {"conv_bn_relu": "DONE", "toy_classifier": "INTERRUPTED", "digits_mobilenet_v2": "PENDING"}
     again = fake()
-    index = sweep(jobs, "quick", SweepConfig(out_dir=str(tmp_path), iterations=4, rounds=1, resume=True))
+    index = sweep(jobs, "quick", SweepConfig(out_dir=str(tmp_path), resume=True, compare=CompareConfig(iterations=4, rounds=1)))
     assert again.calls == ["zoo:toy_classifier", "zoo:digits_mobilenet_v2"]
     assert index["complete"] and index["status_counts"] == {"DONE": 3}
     # a different setting is a different key: that model runs again
     third = fake()
-    sweep(jobs[:1], "quick", SweepConfig(out_dir=str(tmp_path), iterations=8, rounds=1, resume=True))
+    sweep(jobs[:1], "quick", SweepConfig(out_dir=str(tmp_path), resume=True, compare=CompareConfig(iterations=8, rounds=1)))
     assert third.calls == ["zoo:conv_bn_relu"]
 
 
@@ -340,3 +341,12 @@ def test_real_resume_redoes_only_the_missing_model(tmp_path):
     assert "1 model(s) already have a result, 1 to run" in done.stdout
     assert (out / "conv_bn_relu" / "sweep.json").read_text() == before
     assert _outcomes(out / "index.json")["toy_classifier"][0] == "DONE"
+
+
+def test_the_sweep_config_holds_a_compare_config_and_round_trips_through_json():
+    from mobilize.accuracy.verify import Policy
+
+    cfg = SweepConfig(out_dir="o", executor="ray", compare=CompareConfig(data="digits:test", threads=2, rounds=3,
+                                                                         policy=Policy(max_drop_points=0.5)))
+    assert SweepConfig.from_json(json.loads(json.dumps(cfg.to_json()))) == cfg
+    assert cfg.settings() == {"iterations": 50, "rounds": 3, "accuracy_samples": 1000, "target": "host", "threads": 2}

@@ -17,6 +17,8 @@ import sys
 
 from mobilize.cli.bench import _flag
 from mobilize.cli.inputs import add_input_flags, add_task_flags, bound_args_from_args, input_specs_from_args, task_from_args
+from mobilize.core.target import TARGETS
+from mobilize.accuracy.verify import DEFAULT_POLICY
 
 
 def add_parser(sub) -> None:
@@ -30,12 +32,13 @@ def add_parser(sub) -> None:
     p.add_argument("--variant", action="append", default=[], metavar="NAME", help="run only this variant (repeatable)")
     p.add_argument("--data", metavar="SRC", help="accuracy/benchmark data: digits:test, sample-photos, DIR, FILE.npz "
                                                  "(one array per model input, optional labels y)")
-    p.add_argument("--max-drop", type=float, default=1.0, metavar="POINTS",
+    p.add_argument("--max-drop", type=float, default=DEFAULT_POLICY.max_drop_points, metavar="POINTS",
                    help="accuracy budget: points of the task's measure a variant may lose (top-1 on labelled data "
-                        "for classifiers; boxes, mask IoU, sequences; --metric's units) (default 1.0)")
-    p.add_argument("--min-cosine", type=float, default=0.99, metavar="C",
+                        f"for classifiers; boxes, mask IoU, sequences; --metric's units) (default "
+                        f"{DEFAULT_POLICY.max_drop_points:g})")
+    p.add_argument("--min-cosine", type=float, default=DEFAULT_POLICY.min_cosine, metavar="C",
                    help="accuracy budget without labels (or for embeddings): mean cosine to the float outputs "
-                        "(default 0.99)")
+                        f"(default {DEFAULT_POLICY.min_cosine:g})")
     p.add_argument("--threads", type=int, metavar="N", help="threads for every runtime (default: all cores)")
     _flag(p, "iter", type=int, default=50, help="timed iterations per variant (default 50)")
     p.add_argument("--rounds", type=int, default=5, help="interleaved rounds every variant runs (default 5); then the "
@@ -49,12 +52,12 @@ def add_parser(sub) -> None:
     add_task_flags(p)
     p.add_argument("--max-ppl-increase", type=float, default=None, metavar="PERCENT",
                    help="a causal LM's budget: perplexity increase over the float model on held-out text, in percent "
-                        "(default: the Policy's, 5)")
+                        f"(default {DEFAULT_POLICY.max_ppl_increase_percent:g})")
     p.add_argument("--prompt-len", type=int, default=32, metavar="P",
                    help="a causal LM: prompt tokens whose prefill is timed (time to first token; default: 32)")
     p.add_argument("--gen-len", type=int, default=32, metavar="G",
                    help="a causal LM: tokens decoded with the KV cache per timed round (default: 32)")
-    p.add_argument("--target", default="host", choices=["host", "arm64", "x86-avx2", "x86-vnni"],
+    p.add_argument("--target", default="host", choices=list(TARGETS),
                    help="the device the files are for (decides ONNX reduce_range, the default int8 engine)")
     p.add_argument("--verify-on", choices=["arm64"], metavar="arm64",
                    help="also check every file on arm64 kernels under QEMU (needs scripts/setup-arm64.sh)")

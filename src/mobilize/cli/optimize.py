@@ -13,6 +13,7 @@ import argparse
 
 from mobilize.core.jsonfile import dumps_measured
 from mobilize.cli.inputs import add_input_flags, add_task_flags, bound_args_from_args, input_specs_from_args
+from mobilize.core.target import TARGETS
 
 
 def add_parser(sub) -> None:
@@ -22,7 +23,7 @@ def add_parser(sub) -> None:
     p.add_argument("--recipe", default="seed", help="built-in recipe name or a .yaml/.json file (default: seed)")
     p.add_argument("--data", metavar="SRC", help="calibration data: digits, sample-photos, DIR or FILE.npz")
     p.add_argument("--engine", help="quantization engine for the recipe's quantize steps (x86, fbgemm, qnnpack)")
-    p.add_argument("--target", default="host", choices=["host", "arm64", "x86-avx2", "x86-vnni"],
+    p.add_argument("--target", default="host", choices=list(TARGETS),
                    help="the device the files are for; decides CPU-dependent choices such as ONNX reduce_range and "
                         "the int8 engine (default: this machine, recorded in every manifest)")
     p.add_argument("-o", "--output", default="out", metavar="DIR", help="output folder (default: out)")

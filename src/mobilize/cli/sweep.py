@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from mobilize.cli.bench import _flag
+from mobilize.core.target import TARGETS
 
 
 def add_parser(sub) -> None:
@@ -40,7 +41,7 @@ def add_parser(sub) -> None:
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per compare stage (default 600)")
     p.add_argument("--max-retries", type=int, default=2, help="Ray: retries of a model whose worker was lost "
                                                                "(default 2)")
-    p.add_argument("--target", default="host", choices=["host", "arm64", "x86-avx2", "x86-vnni"],
+    p.add_argument("--target", default="host", choices=list(TARGETS),
                    help="the device the files are for")
     p.add_argument("-o", "--output", default="out/sweep", metavar="DIR", help="output folder (default out/sweep)")
     p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
@@ -73,10 +74,12 @@ def run(args: argparse.Namespace) -> int:
         jobs += parse_models_text(text, defaults)
     if not jobs:
         raise ConfigError("no models to sweep", hint="give MODEL arguments or --models FILE")
-    cfg = SweepConfig(out_dir=args.output, data=args.data, executor=args.executor, resume=args.resume,
-                      threads=args.threads, iterations=args.iter, rounds=args.rounds,
-                      accuracy_samples=args.accuracy_samples, timeout_s=args.timeout, target=args.target,
-                      max_retries=args.max_retries)
+    from mobilize.compare.config import CompareConfig
+
+    cfg = SweepConfig(out_dir=args.output, executor=args.executor, resume=args.resume, max_retries=args.max_retries,
+                      compare=CompareConfig(data=args.data, threads=args.threads, iterations=args.iter,
+                                            rounds=args.rounds, accuracy_samples=args.accuracy_samples,
+                                            timeout_s=args.timeout, target=args.target))
     out = Path(args.output)
     progress = Progress()
     try:

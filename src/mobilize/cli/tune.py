@@ -14,6 +14,7 @@ from typing import Any
 from mobilize.cli.inputs import add_input_flags, add_task_flags
 from mobilize.core.errors import ConfigError
 from mobilize.tune.prune import FINETUNE_MAX_STEPS
+from mobilize.core.target import TARGETS
 
 
 def add_parser(sub) -> None:
@@ -44,7 +45,7 @@ def add_parser(sub) -> None:
     p.add_argument("--prune-steps", type=int, default=FINETUNE_MAX_STEPS, metavar="N", action=_Given,
                    help=f"most optimizer steps (batches of 32) each level's fine-tune takes (default {FINETUNE_MAX_STEPS}; "
                         "0: no cap, 8 full epochs however large --calibration is)")
-    p.add_argument("--target", default="host", choices=["host", "arm64", "x86-avx2", "x86-vnni"],
+    p.add_argument("--target", default="host", choices=list(TARGETS),
                    help="the device the files are for (decides ONNX reduce_range)")
     p.add_argument("-o", "--output", default="out", metavar="DIR", help="output folder (default: out)")
     add_input_flags(p)

@@ -13,6 +13,7 @@ import argparse
 
 from mobilize.core.jsonfile import dumps_measured
 from mobilize.cli.inputs import add_input_flags, input_specs_from_args
+from mobilize.accuracy.verify import DEFAULT_POLICY
 
 
 def add_parser(sub) -> None:
@@ -33,8 +34,8 @@ def add_parser(sub) -> None:
     p.add_argument("--cpu", default="cortex-a76", metavar="MODEL",
                    help="QEMU CPU model: cortex-a76 (default), cortex-a72, cortex-a53, neoverse-n1, max")
     p.add_argument("--runtime", help="runtime to use (default: the one for the file's format)")
-    p.add_argument("--max-drop", type=float, default=1.0, metavar="POINTS", help="top-1 budget (default 1.0)")
-    p.add_argument("--min-cosine", type=float, default=0.99, metavar="C", help="cosine budget (default 0.99)")
+    p.add_argument("--max-drop", type=float, default=DEFAULT_POLICY.max_drop_points, metavar="POINTS", help=f"top-1 budget (default {DEFAULT_POLICY.max_drop_points:g})")
+    p.add_argument("--min-cosine", type=float, default=DEFAULT_POLICY.min_cosine, metavar="C", help=f"cosine budget (default {DEFAULT_POLICY.min_cosine:g})")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per child process (default 900)")
     add_input_flags(p, bound=False)
     p.add_argument("--json", metavar="FILE", help="write the result as JSON")

@@ -77,7 +77,7 @@ def _remote():
         try:
             entry = run_job(ModelJob(job["reference"], job["input_dims"], tuple(job["variants"]), stem,
                                      job.get("input_type")), plan,
-                            SweepConfig(**cfg), tmp)
+                            SweepConfig.from_json(cfg), tmp)
             files = []
             for p in sorted((tmp / stem).rglob("*")):
                 if p.is_file():
@@ -120,7 +120,7 @@ class RayExecutor:
 
         _, fingerprint, _ = _remote()
         refs = [fingerprint.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
-                .remote(cfg.threads) for n in self.nodes]
+                .remote(cfg.compare.threads) for n in self.nodes]
         return self.ray.get(refs)
 
     def run(self, todo: list[tuple[ModelJob, ModelEntry]], plans: dict[str, dict], cfg: Any, out: Path,
@@ -134,7 +134,7 @@ class RayExecutor:
         Attempts, _, task = _remote()
         here = ray.get_runtime_context().get_node_id()
         attempts = Attempts.options(scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)).remote()
-        cfg_json = dataclasses.asdict(cfg)
+        cfg_json = cfg.to_json()
         pending = {}
         for job, entry in todo:
             ref = task.options(num_cpus=1, resources={BENCH_RESOURCE: 1}, max_retries=cfg.max_retries,

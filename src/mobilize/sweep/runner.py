@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from mobilize.compare.config import CompareConfig
 from mobilize.core.errors import ConfigError, MobilizeError
 from mobilize.sweep.fingerprint import digest, fingerprint_id, host_fingerprint
 from mobilize.sweep.index import load_entry, save_entry, write_index
@@ -25,50 +26,56 @@ Progress = Callable[[int, int, str], None]
 @dataclasses.dataclass(frozen=True)
 class SweepConfig:
     out_dir: str = "out/sweep"
-    data: str | None = None
-    """Data for every model (None: compare's default for each model)."""
     executor: str = "local"
     """``local`` (one model after the other, in this process) or ``ray`` / ``ray:ADDRESS``."""
     resume: bool = False
     """Keep models whose key already has a result in ``out_dir``; run only the rest."""
-    threads: int | None = None
-    """Threads for every runtime (None: all cores of the machine the model runs on)."""
-    iterations: int = 50
-    rounds: int = 5
-    accuracy_samples: int = 1000
-    timeout_s: float = 600.0
-    """Per compare stage, as in compare."""
-    target: str = "host"
     max_retries: int = 2
     """Ray: how often a model whose worker or node was lost is tried again."""
+    compare: CompareConfig = CompareConfig()
+    """Every model's compare settings (data, threads, iterations, rounds, samples, timeout, target, Policy); each
+    model fills in its own reference, inputs and output folder."""
 
     def settings(self) -> dict[str, Any]:
         """The compare settings that change a result (part of the resume key)."""
-        return {"iterations": self.iterations, "rounds": self.rounds, "accuracy_samples": self.accuracy_samples,
-                "target": self.target, "threads": self.threads}
+        c = self.compare
+        return {"iterations": c.iterations, "rounds": c.rounds, "accuracy_samples": c.accuracy_samples,
+                "target": c.target, "threads": c.threads}
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "SweepConfig":
+        """The inverse of :meth:`to_json` (a Ray worker gets the config as JSON)."""
+        from mobilize.accuracy.verify import Policy
+
+        compare = dict(data.get("compare") or {})
+        if isinstance(compare.get("policy"), dict):
+            compare["policy"] = Policy(**compare["policy"])
+        compare["input_specs"] = tuple(compare.get("input_specs") or ())
+        compare["input_names"] = tuple(compare.get("input_names") or ())
+        return cls(**{**data, "compare": CompareConfig(**compare)})
 
 
 def work_key(job: ModelJob, plan_dict: dict[str, Any], cfg: SweepConfig) -> str:
-    return digest({"job": job.to_json(), "plan": plan_dict, "data": cfg.data, "settings": cfg.settings()}, 16)
+    return digest({"job": job.to_json(), "plan": plan_dict, "data": cfg.compare.data, "settings": cfg.settings()}, 16)
 
 
 def run_job(job: ModelJob, plan_dict: dict[str, Any], cfg: SweepConfig, out_dir: Path,
             progress: Progress | None = None) -> ModelEntry:
     """Run one model's compare where this is called; failures of the model become a FAILED entry."""
     from mobilize.compare.entry import compare
-    from mobilize.compare.config import CompareConfig
     from mobilize.plans.plan import Plan
     from mobilize.core.inputs import parse_input_specs
 
     entry = ModelEntry(job.reference, job.stem, job.to_json(), work_key(job, plan_dict, cfg),
-                       status=ModelStatus.RUNNING, fingerprint=host_fingerprint(cfg.threads), node=platform.node(),
+                       status=ModelStatus.RUNNING, fingerprint=host_fingerprint(cfg.compare.threads), node=platform.node(),
                        attempts=1)
     start = time.monotonic()
     try:
         specs = tuple(parse_input_specs(job.input_dims, job.input_type)) if job.input_dims else ()
-        ccfg = CompareConfig(model=job.reference, data=cfg.data, input_specs=specs, out_dir=str(out_dir / job.stem),
-                             threads=cfg.threads, iterations=cfg.iterations, rounds=cfg.rounds,
-                             accuracy_samples=cfg.accuracy_samples, timeout_s=cfg.timeout_s, target=cfg.target)
+        ccfg = dataclasses.replace(cfg.compare, model=job.reference, input_specs=specs, out_dir=str(out_dir / job.stem))
         report = compare(job.reference, Plan.from_dict(plan_dict, plan_dict.get("name", "custom")), ccfg,
                          progress=progress)
         entry.status = ModelStatus.DONE
@@ -109,7 +116,7 @@ class LocalExecutor:
     parallel = 1
 
     def fingerprints(self, cfg: SweepConfig) -> list[dict[str, Any]]:
-        return [host_fingerprint(cfg.threads)]
+        return [host_fingerprint(cfg.compare.threads)]
 
     def run(self, todo: list[tuple[ModelJob, ModelEntry]], plans: dict[str, dict], cfg: SweepConfig, out: Path,
             started: Callable[[ModelEntry], None], finished: Callable[[ModelEntry, ModelEntry], None],
@@ -154,14 +161,14 @@ def sweep(models: Sequence[str | ModelJob], plan: Any = "default", config: Sweep
     from mobilize.plans.plan import Plan, load_plan
 
     cfg = config
-    if cfg.iterations < 1 or cfg.rounds < 1 or cfg.accuracy_samples < 1:
+    if cfg.compare.iterations < 1 or cfg.compare.rounds < 1 or cfg.compare.accuracy_samples < 1:
         raise ConfigError("--iter, --rounds and --accuracy-samples must be at least 1")
     plan = plan if isinstance(plan, Plan) else load_plan(plan)
     jobs = as_jobs(models)
     plans = {j.stem: (plan.select(list(j.variants)) if j.variants else plan).to_dict() for j in jobs}
     out = check_output_dir(cfg.out_dir)
     executor = executor or make_executor(cfg.executor, cfg)
-    meta = {"plan": plan.name, "data": cfg.data, "executor": cfg.executor, "settings": cfg.settings()}
+    meta = {"plan": plan.name, "data": cfg.compare.data, "executor": cfg.executor, "settings": cfg.settings()}
     try:
         known = {fingerprint_id(fp) for fp in executor.fingerprints(cfg)}
         entries, todo = [], []

@@ -16,7 +16,7 @@ BACKENDS.register("executorch")(Backend(
     profilers={"executorch": "profiler:profile_pte"},
     drift={"executorch": "drift"},
     noise=("threadpool.cpp", "Failed to load /", "KernelPreference",
-           "[method.cpp:"),  # what a failed run logs, the runtime's checks say in the error itself
+           "[method.cpp:", "No temp allocator provided"),  # what a failed run logs, the runtime's checks say in the error itself
     tune={"executorch": "tune_route:ROUTE"},
     native={"executorch": "native_runner:RUNNER"},
     decoders={"executorch-fp32": "decoder:FP32", "executorch-8da4w": "decoder:INT4_8DA4W"},

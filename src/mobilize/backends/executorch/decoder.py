@@ -1,0 +1,145 @@
+"""ExecuTorch decoders: a transformers causal LM as one ``.pte`` with a static KV cache inside the program, updated
+and read by ExecuTorch's LLM custom ops (``llama::update_cache``, ``llama::custom_sdpa``), linears on XNNPACK, in
+float32 (``executorch-fp32``) or torchao 8da4w (``executorch-8da4w``); run through ExecuTorch's Python runtime with
+its threadpool sized to the session's threads.  :mod:`.decoder_export` builds the program.
+
+    >>> FP32.name, INT4_8DA4W.weights, INT4_8DA4W.promise
+    ('executorch-fp32', 'int4', <Promise.QUANTIZED: 'quantized'>)
+
+A prefill restarts at position 0 without reloading the method: ``update_cache`` overwrites the positions it runs and
+``custom_sdpa`` reads only the positions before the current one, so the previous sequence is never read.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any, Sequence
+
+from mobilize.core.decoder import DecoderVariant, Promise
+from mobilize.core.errors import BackendUnavailableError, ConfigError, UnsupportedModelError, translate_errors
+
+FLOAT_PACKAGES = ("executorch", "transformers")
+QUANT_PACKAGES = FLOAT_PACKAGES + ("torchao",)
+
+
+def _missing(packages: Sequence[str]) -> str | None:
+    missing = [p for p in packages if importlib.util.find_spec(p) is None]
+    return f"needs the Python package(s) {', '.join(missing)} (pip install {' '.join(missing)})" if missing else None
+
+
+def _require(packages: Sequence[str]) -> None:
+    for pkg in packages:
+        if importlib.util.find_spec(pkg) is None:
+            raise BackendUnavailableError(f"the ExecuTorch decoder needs the Python package '{pkg}'",
+                                          hint=f"pip install {pkg}")
+
+
+def _build(folder: Path, out_dir: Path, quantize: bool) -> Path:
+    """Load the saved model, quantize it (8da4w) when asked, and write its .pte into ``out_dir``."""
+    from mobilize.backends.executorch.decoder_export import program_bytes, quantize_8da4w
+    from mobilize.lowering.decoder import load_hf_decoder
+
+    _require(QUANT_PACKAGES if quantize else FLOAT_PACKAGES)
+    name = "model-fp32.pte"
+    with translate_errors(UnsupportedModelError, f"ExecuTorch could not export the decoder in {folder}"):
+        model = load_hf_decoder(folder)
+        if quantize:
+            group = quantize_8da4w(model)
+            name = f"model-8da4w-{f'g{group}' if group else 'perchannel'}.pte"  # the file says which
+        data = program_bytes(model)
+    out = Path(out_dir) / name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(data)
+    return out
+
+
+def build_fp32(folder: Path, out_dir: Path) -> Path:
+    return _build(folder, out_dir, quantize=False)
+
+
+def build_8da4w(folder: Path, out_dir: Path) -> Path:
+    return _build(folder, out_dir, quantize=True)
+
+
+class ExecuTorchDecoderSession:
+    """A decoder ``.pte`` loaded in ExecuTorch's Python runtime; the cache lives in the program's buffers."""
+
+    def __init__(self, path: Path, threads: int, max_len: int):
+        from mobilize.backends.executorch.runtime import _OPEN, _size_pool
+
+        _require(FLOAT_PACKAGES)
+        self.path = Path(path)
+        _size_pool(threads)  # before loading: XNNPACK binds a program to the pool it finds
+        self.threads = threads
+        self.module: Any = None
+        self._reload()
+        built = int(self._program.load_method("get_max_seq_len").execute([])[0])
+        if max_len > built:
+            raise ConfigError(f"{self.path.name} holds {built} tokens in its KV cache, not {max_len}",
+                              hint=f"use max_len <= {built}")
+        self.max_len = max_len
+        self._pos: int | None = None
+        _OPEN.add(self)  # a later threadpool resize reloads this program too (see runtime.py)
+
+    def _reload(self) -> None:
+        """(Re)load the program onto the current threadpool; the cache starts empty, so a prefill must come next."""
+        from mobilize.backends.executorch.runtime import portable_lib, quiet_native_stderr
+
+        path = str(self.path)
+        portable_lib()
+        with translate_errors(UnsupportedModelError, f"ExecuTorch could not load {path}"), quiet_native_stderr():
+            import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  (the llama:: kernels)
+            from executorch.runtime import Runtime
+
+            self._program = Runtime.get().load_program(path)
+            self.module = self._program.load_method("forward")
+        self._pos = None
+
+    def _run(self, ids: Sequence[int], start: int) -> Any:
+        import numpy as np
+        import torch
+
+        tokens = torch.tensor([list(ids)], dtype=torch.long)
+        logits = self.module.execute([tokens, torch.arange(start, start + len(ids), dtype=torch.long)])[0]
+        self._pos = start + len(ids)
+        return np.asarray(logits[0].numpy(), dtype=np.float32)
+
+    def prefill(self, ids: Sequence[int]) -> Any:
+        if not 1 <= len(ids) < self.max_len:
+            raise ConfigError(f"a prompt of {len(ids)} tokens: prefill takes 1 to {self.max_len - 1}")
+        return self._run(ids, 0)
+
+    def decode(self, token: int) -> Any:
+        if self._pos is None:
+            raise ConfigError("decode before prefill (or after the threadpool was resized): prefill first")
+        if self._pos >= self.max_len:
+            raise ConfigError(f"the KV cache is full ({self.max_len} tokens)")
+        return self._run([token], self._pos)[0]
+
+    def close(self) -> None:
+        from mobilize.backends.executorch.runtime import _OPEN
+
+        _OPEN.discard(self)
+        self.module = self._program = None
+
+
+def load(path: Path, threads: int, max_len: int) -> ExecuTorchDecoderSession:
+    return ExecuTorchDecoderSession(path, threads, max_len)
+
+
+_CACHE = "ExecuTorch custom SDPA/KV-cache ops, static KV cache (max_position_embeddings, at most 1024 tokens)"
+
+FP32 = DecoderVariant(
+    name="executorch-fp32", engine="executorch", weights="fp32", promise=Promise.FLOAT,
+    build=build_fp32, load=load, packages=FLOAT_PACKAGES,
+    how=f"ExecuTorch XNNPACK float32, {_CACHE}",
+    available=lambda: _missing(FLOAT_PACKAGES),
+)
+INT4_8DA4W = DecoderVariant(
+    name="executorch-8da4w", engine="executorch", weights="int4", promise=Promise.QUANTIZED,
+    build=build_8da4w, load=load, packages=QUANT_PACKAGES,
+    how=f"torchao 8da4w (int8 dynamic activations, int4 weights group 32, per channel where 32 does not divide the "
+        f"in-features; embeddings float32), XNNPACK, {_CACHE}",
+    available=lambda: _missing(QUANT_PACKAGES),
+)

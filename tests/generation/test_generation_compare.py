@@ -1,0 +1,95 @@
+"""compare on a causal LM: decoder files built by each engine's own tool, judged token by token and timed in
+tokens (zoo:tiny_lm on ONNX Runtime fp32 and int4 here, seconds each; every engine's own test builds its files),
+with the verdict rules and the refusals."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from mobilize.accuracy.decoder_verdict import assess_decoder, continuation_match
+from mobilize.accuracy.generation import measure_tokens
+from mobilize.core.outcome import Outcome
+from tests.conftest import assert_one_line_error
+
+pytest.importorskip("onnxruntime")
+
+
+def _measures(shift: float = 0.0, uniform: bool = False):
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 16, size=(8, 12))
+    reference = 6.0 * np.eye(16)[np.roll(ids, -1, axis=1)] + rng.normal(size=(8, 12, 16))
+    if uniform:
+        reference = np.zeros_like(reference)
+    candidate = reference + shift * rng.normal(size=reference.shape)
+    return measure_tokens(reference, candidate, ids)
+
+
+@pytest.mark.parametrize("promise,logits_db,cache_db,measures,outcome,rule", [
+    ("float", 130.0, 140.0, _measures(), Outcome.OK, "budget-ppl-increase"),
+    ("float", 40.0, 140.0, _measures(), Outcome.MISMATCH, "float-sqnr"),
+    ("quantized", None, 12.0, _measures(0.3), Outcome.MISMATCH, "cache-consistency"),
+    ("quantized", None, 60.0, _measures(3.0), Outcome.OVER_BUDGET, "budget-ppl-increase"),
+    ("quantized", None, 60.0, _measures(0.3, uniform=True), Outcome.VACUOUS, "vacuous-reference"),
+])
+def test_each_decoder_verdict_names_its_rule(promise, logits_db, cache_db, measures, outcome, rule):
+    verdict = assess_decoder(promise, logits_db, {"sqnr_db": cache_db, "positions": 8}, measures, [8, 8])
+    assert (verdict.outcome, verdict.rule) == (outcome, rule), verdict.reason
+    assert f"(rule {rule})" in verdict.reason
+
+
+def test_continuation_match_counts_tokens_before_the_first_difference():
+    assert continuation_match([[1, 2, 3, 4], [5, 6]], [[1, 2, 9, 4], [5, 6]]) == [2, 2]
+
+
+def test_tiny_lm_decoder_files_judged_and_timed_in_tokens(run_cli_process, tmp_path):
+    out = tmp_path / "gen"
+    code, stdout, err = run_cli_process("compare", "zoo:tiny_lm", "--variant", "onnx-fp32", "--variant", "onnx-int4",
+                                        "--prompt-len", "8", "--gen-len", "8", "--rounds", "2", "--threads", "1",
+                                        "-o", out)
+    assert code == 0, err[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["task"] == "generation" and report["vocab_size"] == 4096 and "held-out" in report["held_out"]
+    got = {v["name"]: v for v in report["variants"]}
+    fp32, int4 = got["onnx-fp32"], got["onnx-int4"]
+    assert fp32["outcome"] == "OK" and fp32["verdict"]["fidelity"]["rule"] == "float-sqnr"
+    assert fp32["verdict"]["numbers"]["top1_agreement"] > 0.99 and fp32["verdict"]["numbers"]["continuation_match_tokens"]
+    assert int4["outcome"] in ("OK", "OVER_BUDGET") and int4["weights"] == "int4"
+    assert int4["size_bytes"] < fp32["size_bytes"]
+    for v in (fp32, int4):
+        t = v["timing"]
+        assert t["decode_tokens_per_s"] > 0 and t["prefill_ms_p50"] > 0 and 0 < t["percent_of_bound"]
+    assert report["bandwidth"]["gb_per_s"] > 0 and report["recommended"]["name"] in got
+    assert "decode time per token" in report["recommended"]["reason"]
+    assert "tok/s" in stdout and "recommended:" in stdout and "scope: timed on" in stdout
+    assert "<svg" in (out / "report.html").read_text()
+
+
+def test_a_saved_random_decoder_folder_is_vacuous_not_ok(run_cli_process, tmp_path):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    LlamaForCausalLM(LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                 num_attention_heads=4, num_key_value_heads=2,
+                                 max_position_embeddings=256)).save_pretrained(tmp_path / "lm")
+    out = tmp_path / "gen"
+    code, stdout, err = run_cli_process("compare", tmp_path / "lm", "--variant", "onnx-fp32", "--prompt-len", "8",
+                                        "--gen-len", "4", "--rounds", "2", "-o", out)
+    assert code == 0, err[-2000:]
+    [v] = json.loads((out / "report.json").read_text())["variants"]
+    assert v["outcome"] == "VACUOUS" and v["verdict"]["rule"] == "vacuous-reference"
+    assert v["verdict"]["fidelity"]["outcome"] == "OK"  # the file is faithful; the reference proves nothing
+    assert "no tokenizer.json" in " ".join(json.loads((out / "report.json").read_text())["notes"])
+
+
+@pytest.mark.parametrize("argv,fragments", [
+    (["zoo:tiny_lm", "--plan", "quick"], ["a causal LM runs the generation plan"]),
+    (["zoo:tiny_lm", "--variant", "onnx-in4"], ["unknown decoder variant 'onnx-in4'", "did you mean: onnx-int4"]),
+    (["zoo:tiny_lm", "--gen-len", "0"], ["--gen-len must be at least 1"]),
+])
+def test_generation_refusals_are_one_line(run_cli, tmp_path, argv, fragments):
+    code, _, err = run_cli("compare", *argv, "-o", tmp_path / "o")
+    assert_one_line_error(code, err, *fragments)

@@ -65,6 +65,12 @@ def add_parser(sub) -> None:
     p.add_argument("--frame-resize", choices=["nearest", "bilinear"], default="nearest",
                    help="with --frames: how the centre crop is scaled to the model's input (default nearest)")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    p.add_argument("--task", choices=["generation"],
+                   help="generation: a decoder file (or zoo:tiny_lm, a saved transformers folder) timed in tokens: "
+                        "time to first token for --prompt-len tokens, then microseconds per token decoding --gen-len "
+                        "tokens with the KV cache")
+    p.add_argument("--prompt-len", type=int, default=32, metavar="P", help="with --task generation (default 32)")
+    p.add_argument("--gen-len", type=int, default=32, metavar="G", help="with --task generation (default 32)")
     p.add_argument("--from-log", metavar="FILE",
                    help="do not run: read one speed_benchmark_torch output (a phone's, e.g. from nnapi_benchmark.sh) "
                         "into the same report; give the flags the device run used (--model, --pthreadpool_size, ...)")
@@ -100,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
     threads = args.threads if args.threads is not None else args.pthreadpool_size
     check_at_least(args.warmup, 0, "--warmup")
     check_at_least(args.iter, 1, "--iter")
+    if args.task == "generation":
+        return _generation(args, reference, threads)
     specs = input_specs_from_args(args)
     bound = bound_args_from_args(args)
     _refuse_unmeasured(reference, args.runtime)
@@ -227,3 +235,20 @@ def format_stats(r: dict) -> str:
     ]
     lines += [f"  note: {n}" for n in r["notes"]]
     return "\n".join(lines)
+
+
+def _generation(args: argparse.Namespace, reference: str, threads: int | None) -> int:
+    """``--task generation``: prefill and decode timed in tokens (:mod:`mobilize.cli._bench_generation`)."""
+    from mobilize.cli._bench_generation import bench_generation, lines
+    from mobilize.core.checks import check_at_least, default_threads
+
+    check_at_least(args.prompt_len, 1, "--prompt-len")
+    check_at_least(args.gen_len, 1, "--gen-len")
+    report = bench_generation(reference, threads or default_threads(), args.prompt_len, args.gen_len, args.iter,
+                              args.warmup)
+    for line in lines(report):
+        print(line)
+    if args.json:
+        atomic_write_text(args.json, dumps_measured(report, indent=2) + "\n")
+        print(f"wrote {args.json}", file=sys.stderr)
+    return 0

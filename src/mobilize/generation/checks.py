@@ -54,7 +54,8 @@ def check_variant(name: str, path: str, threads: int, max_len: int, eval_ids: np
         cache = cache_check(session, [int(t) for t in eval_ids[0][:min(len(eval_ids[0]), 32)]])
     finally:
         session.close()
-    return {"load_s": load_s, "continuations": continuations, "cache": cache}
+    return {"load_s": load_s, "continuations": continuations, "cache": cache,
+            "notes": list(getattr(session, "notes", []))}
 
 
 def greedy(session: Any, prompt: list[int], steps: int) -> list[int]:

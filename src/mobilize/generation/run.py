@@ -130,6 +130,7 @@ def _build_and_check(v: Any, r: DecoderResult, model: Any, cfg: GenerationConfig
                                timeout_s=cfg.timeout_s, log_path=logs / f"{v.name}-check.log")
     except MobilizeError as exc:
         return r.fail(Outcome.RUN_FAIL, "load and check", exc)
+    r.notes += checked.get("notes", [])
     logits = np.load(logits_path)
     tokens = measure_tokens(model.reference_logits, logits, model.eval_ids, cfg.policy)
     matches = continuation_match(model.reference_continuations, checked["continuations"])

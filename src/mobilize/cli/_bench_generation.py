@@ -1,0 +1,89 @@
+"""``mobilize bench FILE --task generation``: a decoder file timed in tokens, speed_benchmark style - time to the
+first token for a prompt of P tokens, then microseconds per decoded token over G tokens with the KV cache.
+
+The file is opened by the decoder session of the engine that owns its format (``Backend.decoders``); a saved
+transformers folder or ``zoo:tiny_lm`` runs in eager PyTorch.  The prompt is seeded random token ids; the decode
+steps are fed the greedy continuation found on the first run, so every run does the same work.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+
+def decoder_loader(reference: str) -> tuple[Any, Path, str]:
+    """(the engine's decoder variant, the path to load, how it was found) for a file, folder or zoo model."""
+    import tempfile
+
+    from mobilize.core.backend import backend_for_format, entries
+    from mobilize.core.errors import ConfigError
+    from mobilize.sources.reference import ModelRef, RefKind
+
+    ref = ModelRef.parse(reference)
+    if ref.kind in (RefKind.ZOO, RefKind.MODEL_FOLDER, RefKind.PYTHON_FILE, RefKind.IMPORT):
+        from mobilize.generation.model import causal_lm
+
+        folder = Path(ref.path) if ref.kind == RefKind.MODEL_FOLDER else Path(tempfile.mkdtemp(prefix="mobilize-lm-"))
+        if ref.kind != RefKind.MODEL_FOLDER:
+            causal_lm(ref).save_pretrained(str(folder))
+        backend, entry = entries("decoders")["eager-fp32"]
+        return backend.load(entry), folder, "eager PyTorch with its DynamicCache"
+    from mobilize.core.artifact import format_for_path
+
+    fmt = format_for_path(Path(ref.path))
+    backend = backend_for_format(fmt)
+    if backend is None or not backend.decoders:
+        raise ConfigError(f"no engine here runs a {fmt} file as a decoder with a KV cache",
+                          hint="--task generation times files that mobilize compare --task generation built")
+    name, entry = next(iter(backend.decoders.items()))
+    return backend.load(entry), Path(ref.path), f"{backend.name}'s decoder session"
+
+
+def bench_generation(reference: str, threads: int, prompt_tokens: int, gen_tokens: int, iterations: int,
+                     warmup: int) -> dict[str, Any]:
+    import numpy as np
+
+    variant, path, how = decoder_loader(reference)
+    session = variant.load(path, threads, prompt_tokens + gen_tokens + 1)
+    try:
+        vocab = int(np.asarray(session.prefill([0])).shape[-1])
+        prompt = [int(t) for t in np.random.default_rng(0).integers(0, vocab, size=prompt_tokens)]
+        token = int(np.argmax(session.prefill(prompt)[-1]))
+        fed = [token]
+        for _ in range(gen_tokens - 1):
+            token = int(np.argmax(session.decode(token)))
+            fed.append(token)
+        prefill_ms, decode_us = [], []
+        for run in range(warmup + iterations):
+            t0 = time.perf_counter_ns()
+            session.prefill(prompt)
+            first = time.perf_counter_ns() - t0
+            steps = []
+            for t in fed:
+                t1 = time.perf_counter_ns()
+                session.decode(t)
+                steps.append((time.perf_counter_ns() - t1) / 1e3)
+            if run >= warmup:
+                prefill_ms.append(first / 1e6)
+                decode_us += steps
+    finally:
+        session.close()
+    decode_us.sort()
+    per_token = statistics.median(decode_us)
+    return {"model": reference, "task": "generation", "runner": how, "threads": threads,
+            "prompt_tokens": prompt_tokens, "gen_tokens": gen_tokens, "iterations": iterations, "warmup": warmup,
+            "prefill_ms_p50": statistics.median(prefill_ms), "decode_us_per_token_p50": per_token,
+            "decode_us_per_token_p90": decode_us[int(0.9 * (len(decode_us) - 1))],
+            "decode_tokens_per_s": 1e6 / per_token, "input_source": f"{prompt_tokens} seeded random token ids"}
+
+
+def lines(r: dict[str, Any]) -> list[str]:
+    return [f"Prefill finished. Milliseconds to first token: {r['prefill_ms_p50']:.3f} ({r['prompt_tokens']}-token "
+            f"prompt, median of {r['iterations']} runs)",
+            f"Main run finished. Microseconds per token: {r['decode_us_per_token_p50']:.1f}. Tokens per second: "
+            f"{r['decode_tokens_per_s']:.1f}",
+            f"decode per token: p50 {r['decode_us_per_token_p50']:.1f} us, p90 {r['decode_us_per_token_p90']:.1f} us "
+            f"over {r['gen_tokens']} tokens x {r['iterations']} runs ({r['runner']}, {r['threads']} thread(s))"]

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 
@@ -46,7 +47,11 @@ def task_from_args(args: argparse.Namespace) -> tuple[str | None, str | None]:
     from mobilize.accuracy.tasks import load_metric
 
     if args.metric:
+        from mobilize.accuracy.tasks import metric_timeout_s
+
         load_metric(args.metric)
+        print(f"mobilize: note: --metric {args.metric} is your own code: it runs with your permissions (as a "
+              f"trusted pickle would), in an isolated child, under a {metric_timeout_s():g} s limit", file=sys.stderr)
     return args.task, args.metric
 
 

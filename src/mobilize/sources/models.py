@@ -84,7 +84,8 @@ def resolve_model(reference: str | ModelRef, *, trust_pickle: bool = False,
         from mobilize.sources.bound import bind_arguments
 
         source.module = bind_arguments(source.module, bound_args, reference)
-        source.notes.append("bound forward argument(s): " + ", ".join(f"{k}={v!r}" for k, v in bound_args.items()))
+        typed = getattr(source.module, "bound_args", bound_args)  # as the forward receives them (sr=16000, an int)
+        source.notes.append("bound forward argument(s): " + ", ".join(f"{k}={v!r}" for k, v in typed.items()))
     return source
 
 

@@ -208,3 +208,27 @@ def test_sigterm_during_an_onnx_export_leaves_no_temporary_folder(tmp_path):
     assert proc.returncode == 130, err
     time.sleep(0.5)
     assert not list(tmp.rglob("mobilize-*")), list(tmp.rglob("*"))
+
+
+def _boom_module():
+    import torch
+
+    class Boom(torch.nn.Module):
+        def forward(self, x):
+            if x.sum() > -1e9:
+                raise RuntimeError("boom in scripted forward")
+            return x
+
+    return Boom()
+
+
+def test_a_scripted_models_own_raise_is_shown_not_blamed_on_the_inputs(run_cli, tmp_path):
+    """TorchScript prints its stacks first: the innermost raise's message ('builtins.RuntimeError: ...') is shown,
+    and the hint points at the model's forward, not --input_dims."""
+    path = tmp_path / "boom.pt"
+    import torch
+
+    torch.jit.script(_boom_module()).save(str(path))
+    code, _, err = run_cli("bench", path, "--input_dims", "1,4", "--iter", "2")
+    assert_one_line_error(code, err, "the model's own code raised on inputs [(1,4) float32]: boom in scripted forward")
+    assert "--input_dims" not in err

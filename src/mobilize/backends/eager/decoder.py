@@ -1,0 +1,156 @@
+"""Eager PyTorch decoders: the transformers model itself, run with its own ``DynamicCache`` under ``torch.no_grad``
+(``eager-fp32``), or with every linear (``lm_head`` included) quantized by torchao's ``Int8WeightOnlyConfig``:
+int8 weights with one scale per output channel, float32 activations (``eager-int8wo``).
+
+    >>> FP32.name, INT8_WEIGHT_ONLY.weights, INT8_WEIGHT_ONLY.promise
+    ('eager-fp32', 'int8', <Promise.QUANTIZED: 'quantized'>)
+
+The fp32 "file" is the saved folder copied into the output folder.  The int8 file is the quantized state dict
+(``torch.save``; torchao's tensor subclasses load back with ``weights_only=True``) beside the model's
+``config.json``; loading builds the model from the config and assigns the quantized weights.  The session holds
+the ``DynamicCache`` the last call returned; a prefill starts a new one.  Threads: ``torch.set_num_threads``,
+which is process-wide, so each call sets it again.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+from typing import Any, Sequence
+
+from mobilize.core.decoder import DecoderVariant, Promise
+from mobilize.core.errors import BackendUnavailableError, ConfigError, UnsupportedModelError, translate_errors
+
+FLOAT_PACKAGES = ("torch", "transformers")
+INT8_PACKAGES = FLOAT_PACKAGES + ("torchao",)
+INT8_WEIGHTS = "int8wo.pt"
+"""The quantized state dict's file name inside the int8 folder."""
+_CONFIG_FILES = ("config.json", "generation_config.json")
+
+
+def _missing(packages: Sequence[str]) -> str | None:
+    missing = [p for p in packages if importlib.util.find_spec(p) is None]
+    return f"needs the Python package(s) {', '.join(missing)} (pip install {' '.join(missing)})" if missing else None
+
+
+def _require(packages: Sequence[str]) -> None:
+    for pkg in packages:
+        if importlib.util.find_spec(pkg) is None:
+            raise BackendUnavailableError(f"the eager decoder needs the Python package '{pkg}'",
+                                          hint=f"pip install {pkg}")
+
+
+def build_fp32(folder: Path, out_dir: Path) -> Path:
+    """The saved folder itself, copied into ``out_dir`` (what eager runs is the transformers model)."""
+    out = Path(out_dir) / "model-fp32"
+    shutil.copytree(Path(folder), out, dirs_exist_ok=True)
+    return out
+
+
+def build_int8wo(folder: Path, out_dir: Path) -> Path:
+    """torchao ``quantize_(model, Int8WeightOnlyConfig())``; the quantized state dict beside the model's config."""
+    import torch
+
+    from mobilize.lowering.decoder import load_hf_decoder
+
+    _require(INT8_PACKAGES)
+    from torchao.quantization import Int8WeightOnlyConfig, quantize_
+
+    folder, out = Path(folder), Path(out_dir) / "model-int8wo"
+    out.mkdir(parents=True, exist_ok=True)
+    with translate_errors(UnsupportedModelError, f"torchao int8 weight-only quantization of {folder}"):
+        model = load_hf_decoder(folder)
+        quantize_(model, Int8WeightOnlyConfig())
+        torch.save(model.state_dict(), out / INT8_WEIGHTS)
+    for name in _CONFIG_FILES:
+        if (folder / name).is_file():
+            shutil.copy2(folder / name, out / name)
+    return out
+
+
+def _load_model(path: Path) -> Any:
+    """The transformers model a build wrote: the saved folder, or the config with the int8 state dict assigned."""
+    import torch
+
+    from mobilize.lowering.decoder import load_hf_decoder
+
+    if not (path / INT8_WEIGHTS).is_file():
+        return load_hf_decoder(path)
+    _require(INT8_PACKAGES)
+    import torchao  # noqa: F401  (registers the tensor subclasses the state dict holds as safe globals)
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    # built on CPU, not "meta": the rotary embedding's buffers are not in the state dict
+    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(str(path)), dtype=torch.float32)
+    model.load_state_dict(torch.load(path / INT8_WEIGHTS, weights_only=True), assign=True)
+    return model.eval()
+
+
+class EagerDecoderSession:
+    """A transformers causal LM run eagerly, its KV cache a ``DynamicCache``."""
+
+    def __init__(self, path: Path, threads: int, max_len: int):
+        import torch
+
+        _require(FLOAT_PACKAGES)
+        torch.set_num_threads(threads)
+        self.path = Path(path)
+        with translate_errors(UnsupportedModelError, f"eager PyTorch could not load the decoder in {self.path}"):
+            self.model = _load_model(self.path)
+        self.threads = threads
+        self.max_len = max_len
+        self._cache: Any = None
+        self._pos = 0
+
+    def _run(self, ids: Sequence[int]) -> Any:
+        import numpy as np
+        import torch
+
+        if torch.get_num_threads() != self.threads:
+            torch.set_num_threads(self.threads)
+        with torch.no_grad():
+            out = self.model(input_ids=torch.tensor([list(ids)], dtype=torch.long), cache=self._cache,
+                             use_cache=True)
+        self._cache = out.cache
+        self._pos += len(ids)
+        return np.asarray(out.logits[0].float().numpy(), dtype=np.float32)
+
+    def prefill(self, ids: Sequence[int]) -> Any:
+        from transformers import DynamicCache
+
+        if not 1 <= len(ids) < self.max_len:
+            raise ConfigError(f"a prompt of {len(ids)} tokens: prefill takes 1 to {self.max_len - 1}")
+        self._cache, self._pos = DynamicCache(config=self.model.config), 0
+        return self._run(ids)
+
+    def decode(self, token: int) -> Any:
+        if self._cache is None:
+            raise ConfigError("decode before prefill: prefill first")
+        if self._pos >= self.max_len:
+            raise ConfigError(f"the KV cache is full ({self.max_len} tokens)")
+        return self._run([token])[0]
+
+    def close(self) -> None:
+        self.model = self._cache = None
+
+
+def load(path: Path, threads: int, max_len: int) -> EagerDecoderSession:
+    return EagerDecoderSession(path, threads, max_len)
+
+
+_RUN = "transformers DynamicCache, eager PyTorch on CPU"
+
+FP32 = DecoderVariant(
+    name="eager-fp32", engine="eager", weights="fp32", promise=Promise.FLOAT,
+    build=build_fp32, load=load, packages=FLOAT_PACKAGES,
+    how=f"float32, {_RUN}",
+    available=lambda: _missing(FLOAT_PACKAGES),
+)
+INT8_WEIGHT_ONLY = DecoderVariant(
+    name="eager-int8wo", engine="eager", weights="int8", promise=Promise.QUANTIZED,
+    build=build_int8wo, load=load, packages=INT8_PACKAGES,
+    how=f"torchao Int8WeightOnlyConfig (int8 weights per output channel, every linear and lm_head; embeddings "
+        f"float32; float32 activations), {_RUN}",
+    available=lambda: _missing(INT8_PACKAGES),
+)

@@ -44,7 +44,7 @@ def generation_lines(report: dict[str, Any]) -> list[str]:
                   f"TTFT: prefill of a {report.get('settings', {}).get('prompt_tokens', '?')}-token prompt; ms/tok, p90, "
                   f"tok/s: decode with the KV cache, the same token ids in every file; %bound: tokens/s over the "
                   f"bandwidth bound (file bytes read per token at {_f(bw.get('gb_per_s'), '.1f')} GB/s measured in "
-                  f"this run); speedup: decode vs {report.get('reference_variant')} (~ : a tie); Δppl: perplexity "
+                  f"this run from DRAM; above 100%: the weights fit in the CPU's caches); speedup: decode vs {report.get('reference_variant')} (~ : a tie); Δppl: perplexity "
                   f"vs the float model on {report.get('held_out', 'held-out text')}, paired bootstrap over sequences"]
     for v in report["variants"]:
         verdict = v.get("verdict") or {}

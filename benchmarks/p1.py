@@ -1,7 +1,9 @@
 """P1: the file mobilize recommends (and tune's pick) against files hand-built with each tool's documented defaults.
 
 Same model (the default, MobileNetV2 x0.5 on digits, 96x96), same bare loop for every file (mobilize's
-Session for the runtime, ``warm_round``: compare's untimed warm-up, then ``timed_loop`` over a prepared input),
+Session for the runtime, ``warm_round``: compare's untimed warm-up, then ``timed_loop``), on the same work by
+default (float input to float answer, each file's own quantize / layout conversions inside the loop, as compare
+times; ``--unit file``: each file alone on a prepared input),
 interleaved rounds (the order rotates each round), top-1 of each file on digits:test.  Hand-built, each with the tool's documented defaults and nothing
 else: ONNX Runtime fp32 (``torch.onnx.export``) and static QDQ int8 (``quantize_static`` on 100 digits:train
 samples: MinMax, per-tensor, reduce_range off); OpenVINO fp32 (``convert_model`` + ``save_model``) and NNCF int8
@@ -33,7 +35,7 @@ from mobilize.core.artifact import Artifact
 from mobilize.bench.harness import warm_round
 from mobilize.bench.racing import ESTIMATOR, geometric_mean
 from mobilize.bench.rounds import schedule
-from mobilize.runtimes.base import open_session
+from mobilize.runtimes.base import Unit, as_array, open_session, timed_call
 from mobilize.sources.data import open_data
 from mobilize.core.target import host_cpu
 from mobilize.zoo import ZOO
@@ -158,16 +160,20 @@ def mobilize_files(args, out: Path) -> dict[str, Path]:
     return files
 
 
-def time_files(files: dict[str, Path], xs, ys, threads: int, rounds: int, iterations: int):
-    """Every file in one bare loop (mobilize's Session, ``warm_round`` over a prepared input), interleaved rounds;
-    its top-1 on (xs, ys).  Returns the RoundTimes, the round medians (ms) and top-1 (%) per name."""
-    sessions, prepared, top1 = {}, {}, {}
+def time_files(files: dict[str, Path], xs, ys, threads: int, rounds: int, iterations: int, unit: str = "same-work"):
+    """Every file in one bare loop (mobilize's Session, ``warm_round``), interleaved rounds; its top-1 on (xs, ys).
+    ``unit`` as compare's (:class:`mobilize.runtimes.base.Unit`): ``same-work`` times each file from the float
+    input to a float answer, its own conversions inside the loop (a file that converts nothing: ``run_prepared``
+    on a prepared input, as ``file`` does); a runtime that needs no torch is fed numpy, as compare's lean worker
+    feeds it.  Returns the RoundTimes, the round medians (ms) and top-1 (%) per name."""
+    sessions, calls, top1 = {}, {}, {}
     for name, path in files.items():
         s = open_session(Artifact.from_file(path), threads=threads)
-        sessions[name], prepared[name] = s, s.prepare(xs[0])
+        fed = xs[0] if type(s).needs_torch else [as_array(t) for t in xs[0]]
+        sessions[name], calls[name] = s, timed_call(s, fed, unit)
         correct = sum(int(s.run(sample)[0].reshape(-1).argmax()) == y for sample, y in zip(xs, ys))
         top1[name] = 100.0 * correct / len(ys)
-    got = schedule(list(files), lambda n, k: warm_round(sessions[n].run_prepared, prepared[n], k), rounds, iterations)
+    got = schedule(list(files), lambda n, k: warm_round(*calls[n], k), rounds, iterations)
     for s in sessions.values():
         s.close()
     return got, {n: got[n].round_medians_ms for n in files}, top1
@@ -184,6 +190,9 @@ def main() -> int:
     parser.add_argument("--no-mobilize", action="store_true", help="hand-built files only (a quick check)")
     parser.add_argument("--only", help="comma-separated hand-built files to build (default: all)")
     parser.add_argument("--samples", type=int, default=100_000, help="digits:test samples for top-1 (default all)")
+    parser.add_argument("--unit", choices=[str(u) for u in Unit], default=str(Unit.SAME_WORK),
+                        help="what the loop times: the same work for every file (float in, float out, conversions "
+                             "timed; compare's default) or each file alone")
     args = parser.parse_args()
     out = Path(args.out)
     (out / "hand").mkdir(parents=True, exist_ok=True)
@@ -206,7 +215,7 @@ def main() -> int:
     if not args.no_mobilize:
         files.update(mobilize_files(args, out))
 
-    got, medians, top1 = time_files(files, xs, ys, args.threads, args.rounds, args.iter)
+    got, medians, top1 = time_files(files, xs, ys, args.threads, args.rounds, args.iter, args.unit)
     hand = [n for n in files if n.startswith("hand:")]
     best_hand = min(hand, key=lambda n: geometric_mean(medians[n]))
 
@@ -218,7 +227,7 @@ def main() -> int:
               f"{top1[n]:8.2f}")
     cpu = host_cpu()
     print(f"\nCPU: {cpu.describe()}; {args.threads} thread(s), {args.rounds} interleaved rounds of {args.iter} runs; "
-          f"ratios: {ESTIMATOR}; top-1 on {len(ys)} digits:test samples")
+          f"ratios: {ESTIMATOR}; top-1 on {len(ys)} digits:test samples; timed on {Unit(args.unit).label}")
     if args.no_mobilize:
         print("P1: not computed (--no-mobilize: hand-built files only)")
     for n in files:

@@ -1,6 +1,8 @@
 """Is compare's pick decided by the files or by noise?  N back-to-back ``mobilize compare --plan runtimes`` runs on
 the default model, then every OK file of the last run timed right after in p1.py's bare loop (mobilize's Session,
-``timed_loop`` over a prepared input, interleaved rounds, the order rotating each round).
+``timed_loop``, interleaved rounds, the order rotating each round) on the unit compare picked on (report.json's
+``unit``: the same work for every file, float input to float answer with each file's own conversions timed), so
+the check is the same work on both sides.
 
 A run's pick counts as right when it is the fastest file of that bare loop, or inside its noise: the ratio
 pick / fastest (geometric mean of paired round ratios with its 95% t interval, the estimator compare races with)
@@ -26,6 +28,7 @@ from mobilize.accuracy.stats import ratio_ci
 from mobilize.bench.racing import ESTIMATOR, geometric_mean
 from mobilize.sources.data import open_data
 from mobilize.core.target import host_cpu
+from mobilize.runtimes.base import Unit
 from mobilize.zoo import ZOO
 
 
@@ -64,9 +67,11 @@ def main() -> int:
              if v["outcome"] == "OK" and v.get("artifact") and not v.get("on_device_only")}
     spec = ZOO.get(MODEL).input_specs[0]
     xs, ys = open_data("digits:test").labelled_sample_lists([spec], args.samples)
-    got, medians, top1 = time_files(files, xs, ys, args.threads, args.rounds, args.iter)
+    unit = last.get("unit") or "file"  # a report from before compare timed the same work timed each file alone
+    got, medians, top1 = time_files(files, xs, ys, args.threads, args.rounds, args.iter, unit)
     fastest = min(files, key=lambda n: geometric_mean(medians[n]))
-    print(f"\nbare loop right after ({args.rounds} interleaved rounds of {args.iter} runs, {args.threads} thread(s)):")
+    print(f"\nbare loop right after ({args.rounds} interleaved rounds of {args.iter} runs, {args.threads} thread(s); "
+          f"timed on the unit compare picked on: {Unit(unit).label}):")
     print(f"{'file':<18} {'p50 ms':>8} {'time / fastest':>28} {'top-1 %':>8}")
     inside = {}
     for n in sorted(files, key=lambda n: geometric_mean(medians[n])):

@@ -8,7 +8,7 @@ import math
 
 import jsonschema
 
-from mobilize.bench.racing import Race
+from mobilize.bench.racing import Race, level_text, look_level
 from mobilize.bench.rounds import schedule
 
 
@@ -69,6 +69,34 @@ def test_overlapping_variants_keep_racing_and_end_as_a_tie_when_the_budget_runs_
     assert "a tie" in rec.summary()
 
 
+def test_every_look_is_at_its_spent_level_and_the_record_says_so():
+    """Alpha spending: look k at 1 - 0.05 * 6 / (pi^2 k^2); the looks' alphas sum to under 5% however many."""
+    a = [1.0] * 6
+    m = FakeMachine({"a": a, "b": [1.1, 1 / 1.1] * 3}, round_s=1.0)
+    rec, _ = m.race(budget_s=8.0)
+    assert [look["round"] for look in rec.looks] == list(range(3, rec.rounds + 1))  # from min_rounds, one a round
+    levels = [look["level"] for look in rec.looks]
+    assert levels == [look_level(k) for k in range(1, len(levels) + 1)] and levels == sorted(levels)
+    assert math.isclose(sum(1 - look_level(k) for k in range(1, 100_000)), 0.05, rel_tol=1e-4)
+    saved = rec.to_json()
+    assert "alpha spending" in saved["correction"] and saved["looks"][0] == {"round": 3, "level": look_level(1)}
+
+
+def test_a_difference_the_uncorrected_95_interval_would_call_at_the_first_look_waits_for_more_rounds():
+    """b is ~6% slower with round-to-round noise: at round 3 its 95% interval already excludes 1, the corrected
+    first look's (97.0%) does not, so b is dropped only when more rounds have narrowed the interval."""
+    from mobilize.accuracy.stats import ratio_ci
+
+    ratios = [1.05, 1.03, 1.06, 1.05, 1.05, 1.04, 1.05, 1.05]
+    m = FakeMachine({"a": [1.0] * 8, "b": ratios}, round_s=1.0)
+    assert ratio_ci(ratios[:3], [1.0] * 3).significant  # what the uncorrected look would have dropped on
+    assert not ratio_ci(ratios[:3], [1.0] * 3, look_level(1)).significant
+    rec, _ = m.race(budget_s=20.0)
+    b = next(d for d in rec.dropped if d.name == "b")
+    assert b.after_round > 3 and b.level == look_level(b.after_round - 2) and b.low > 1
+    assert f"{level_text(b.level)} CI" in b.reason
+
+
 def test_the_budget_stops_the_fixed_rounds_too_and_a_non_candidate_is_not_raced():
     m = FakeMachine({"a": [1.0] * 4, "b": [1.1, 1 / 1.1] * 2, "over": [0.1] * 4}, round_s=10.0)
     rec, _ = m.race(candidates=["a", "b"], min_rounds=2, budget_s=5.0)
@@ -100,7 +128,10 @@ def test_recommend_takes_the_race_leader_and_prints_the_estimator_inside_its_int
     assert out["name"] == "fast" and out["tied"] == [] and "race-separated" in out["reason"]
     assert "as fast as slow," in out["reason"]  # of the two dropped in the same round, the closer one
     ratio = float(out["reason"].split("; ")[1].split("x as fast")[0])
-    low, high = (float(x) for x in out["reason"].split("95% CI ")[1].split(",")[0].split("-"))
+    slow = next(d for d in rec.dropped if d.name == "slow")
+    shown = f"{level_text(slow.level)} CI "  # the interval at the level of the look that dropped it, not 95%
+    assert slow.level == look_level(1) and shown == "97.0% CI "
+    low, high = (float(x) for x in out["reason"].split(shown)[1].split(" ")[0].split("-"))
     assert low <= ratio <= high and math.isclose(ratio, 2.0, rel_tol=0.01)
 
 

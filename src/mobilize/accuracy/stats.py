@@ -27,9 +27,14 @@ BOOTSTRAP_RESAMPLES = 2000
 
 def t95(df: int) -> float:
     """Two-sided 95% Student t quantile."""
+    return t_quantile(df, CONFIDENCE)
+
+
+def t_quantile(df: int, level: float = CONFIDENCE) -> float:
+    """Two-sided Student t quantile at ``level`` (0.95: the 95% interval's)."""
     from scipy import stats
 
-    return float(stats.t.ppf(1 - (1 - CONFIDENCE) / 2, df))
+    return float(stats.t.ppf(1 - (1 - level) / 2, df))
 
 
 def paired_drop_ci(reference_correct: Sequence[bool], candidate_correct: Sequence[bool],
@@ -101,8 +106,8 @@ class RatioCI:
                 "significant": self.significant}
 
 
-def ratio_ci(a_round_ms: Sequence[float], b_round_ms: Sequence[float]) -> RatioCI:
-    """Per-round ratios a/b (same round, so the same machine state); t interval on their logs."""
+def ratio_ci(a_round_ms: Sequence[float], b_round_ms: Sequence[float], level: float = CONFIDENCE) -> RatioCI:
+    """Per-round ratios a/b (same round, so the same machine state); t interval on their logs at ``level``."""
     pairs = [(a, b) for a, b in zip(a_round_ms, b_round_ms) if a > 0 and b > 0]
     if not pairs:
         return RatioCI(math.nan, math.nan, math.nan, 0)
@@ -111,7 +116,7 @@ def ratio_ci(a_round_ms: Sequence[float], b_round_ms: Sequence[float]) -> RatioC
     ratio = math.exp(center)
     if len(logs) < 2:
         return RatioCI(ratio, 0.0, math.inf, len(logs))
-    half = t95(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    half = t_quantile(len(logs) - 1, level) * statistics.stdev(logs) / math.sqrt(len(logs))
     return RatioCI(ratio, math.exp(center - half), math.exp(center + half), len(logs))
 
 

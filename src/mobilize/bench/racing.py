@@ -5,14 +5,20 @@ Every variant runs the first ``min_rounds`` interleaved rounds.  From then on, a
 is compared with it on the paired rounds by **one estimator**: the geometric mean of the per-round ratios
 (other / leader, same round, so the same machine state) with the Student t interval on their logarithms
 (:func:`mobilize.accuracy.stats.ratio_ci`; the point estimate is the interval's centre, so it always lies
-inside it).  A candidate whose interval excludes 1 (the leader is faster beyond noise) is dropped, with the
-round and the numbers that decided it.  The race stops when the leader has separated from every other
+inside it), at the level of that look (below).  A candidate whose interval excludes 1 (the leader is faster
+beyond noise) is dropped, with the round, the level and the numbers that decided it.  The race stops when the leader has separated from every other
 candidate, or when the next round would overrun the time budget; then the candidates left are a **tie**.
 Variants that are not candidates (not OK, e.g. over the accuracy budget) are timed in the first rounds for
 the table, then dropped for that reason.
 
-The intervals are looked at after every round without a correction for the repeated looks, so between two
-equally fast variants one may be dropped by chance; the one kept is then no slower within noise.
+The intervals are looked at after every round, so the race corrects for the repeated looks by **alpha
+spending**: look k (k = 1 at round ``min_rounds``, then one per round) uses the interval at level
+1 - alpha_k with alpha_k = alpha * 6 / (pi^2 k^2), alpha = 0.05.  Those alphas sum to less than alpha over any
+number of looks (sum 1/k^2 = pi^2/6), so the chance that a candidate no slower than the leader is ever
+dropped by chance stays within 5% however long the race runs, and the race needs no planned number of looks
+(the time budget decides it).  The first look is at 97.0%, the second 99.2%, the fifth 99.9%: a real
+difference separates at the first looks, a small one takes more rounds or ends in a tie.  report.json's
+``racing`` block keeps the ``correction`` and the level of every look.
 
     >>> times = iter([0.0] + [float(i) for i in range(1, 100)])
     >>> race = Race(["a", "b"], candidates=["a", "b"], min_rounds=3, time_budget_s=60, clock=lambda: next(times))
@@ -33,9 +39,31 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from mobilize.accuracy.stats import RatioCI, ratio_ci
 
-ESTIMATOR = ("geometric mean of paired per-round ratios (same round, other / leader) with the 95% Student t "
-             "interval on their logarithms")
+ESTIMATOR = ("geometric mean of paired per-round ratios (same round, other / leader) with the Student t "
+             "interval on their logarithms (95%; in the race, at each look's corrected level)")
 """The one estimator behind every speed ratio and interval compare reports."""
+
+ALPHA = 0.05
+"""The race's total error rate, spent over its looks (:func:`look_level`)."""
+
+CORRECTION = ("alpha spending over the looks: look k (one per round from min_rounds on) uses the interval at level "
+              "1 - 0.05 * 6 / (pi^2 k^2); the levels' alphas sum to under 0.05 over any number of looks")
+"""How the race corrects for looking at the intervals after every round (report.json ``racing.correction``)."""
+
+
+def look_level(k: int, alpha: float = ALPHA) -> float:
+    """The interval level of the race's look ``k`` (1-based): 1 - alpha * 6 / (pi^2 k^2).
+
+    >>> [round(look_level(k), 4) for k in (1, 2, 5)], round(sum(1 - look_level(k) for k in range(1, 10000)), 4)
+    ([0.9696, 0.9924, 0.9988], 0.05)
+    """
+    return 1.0 - alpha * 6.0 / (math.pi ** 2 * k * k)
+
+
+def level_text(level: float) -> str:
+    """``97.0%``, ``99.24%``: enough digits to tell the looks apart."""
+    digits = 1 if level < 0.99 else 2 if level < 0.999 else 3
+    return f"{100 * level:.{digits}f}%"
 
 DEFAULT_TIME_BUDGET_S = 30.0
 """Seconds for compare's timed rounds, warm-up and the first ``--rounds`` included: on the default plan the
@@ -61,6 +89,8 @@ class Drop:
     against: str | None = None
     """The leader of the round it was dropped in (``race-separated``): the leader may change later, so a
     variant dropped early was measured against that leader, not the final one."""
+    level: float | None = None
+    """The level of the interval that decided it (the look's, :func:`look_level`)."""
 
     def to_json(self) -> dict[str, Any]:
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
@@ -84,6 +114,14 @@ class RaceRecord:
     contenders: list[str] = dataclasses.field(default_factory=list)
     """Candidates still racing when it stopped (the leader first): more than one is a tie."""
     dropped: list[Drop] = dataclasses.field(default_factory=list)
+    correction: str = CORRECTION
+    looks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    """Every look at the intervals: after which round (1-based) and at which level."""
+
+    @property
+    def last_level(self) -> float:
+        """The level of the last look (95% when there was none): a tie is judged at it."""
+        return self.looks[-1]["level"] if self.looks else 1 - ALPHA
 
     @property
     def tied(self) -> list[str]:
@@ -104,8 +142,9 @@ class RaceRecord:
         if self.stopped == "running":
             return f"racing: stopped early after {self.rounds} round(s)"
         separated = sum(d.rule == "race-separated" for d in self.dropped)
+        looks = f" ({len(self.looks)} look(s), each at its alpha-spent level)" if self.looks else ""
         head = (f"racing: {self.rounds} rounds in {self.spent()}; "
-                f"{separated} dropped as slower beyond noise")
+                f"{separated} dropped as slower beyond noise{looks}")
         other = len(self.dropped) - separated
         if other:
             head += f", {other} not raced (not OK or failed)"
@@ -119,15 +158,17 @@ class RaceRecord:
     def summary_of(cls, data: Mapping[str, Any]) -> str:
         """:meth:`summary` of a record read back from report.json."""
         fields = {f.name for f in dataclasses.fields(cls)}
-        record = cls(**{k: v for k, v in data.items() if k in fields and k != "dropped"})
+        record = cls(**{k: v for k, v in data.items() if k in fields and k not in ("dropped", "looks")})
         record.dropped = [Drop(**d) for d in data.get("dropped", [])]
+        record.looks = list(data.get("looks") or [])
         return record.summary()
 
     def to_json(self) -> dict[str, Any]:
         return {"estimator": self.estimator, "min_rounds": self.min_rounds, "time_budget_s": self.time_budget_s,
                 "rounds": self.rounds, "elapsed_s": round(self.elapsed_s, 3), "stopped": self.stopped,
                 "leader": self.leader, "contenders": list(self.contenders), "tied": self.tied,
-                "dropped": [d.to_json() for d in self.dropped]}
+                "dropped": [d.to_json() for d in self.dropped], "correction": self.correction,
+                "looks": list(self.looks)}
 
 
 def geometric_mean(values: Sequence[float]) -> float:
@@ -169,12 +210,15 @@ class Race:
         if len(racing) == 1:
             return self._stop("separated" if rec.dropped and any(d.rule == "race-separated" for d in rec.dropped)
                               else "alone", [leader])
+        level = look_level(len(rec.looks) + 1)
+        rec.looks.append({"round": rec.rounds, "level": level})
         for name in racing:
             if name == leader:
                 continue
-            ci = ratio_ci(round_medians_ms[name], round_medians_ms[leader])
+            ci = ratio_ci(round_medians_ms[name], round_medians_ms[leader], level)
             if ci.significant and ci.ratio > 1:
-                self._drop(name, "race-separated", _slower(leader, ci, rec.rounds), ci, against=leader)
+                self._drop(name, "race-separated", _slower(leader, ci, rec.rounds, level), ci, against=leader,
+                           level=level)
         racing = [n for n in self.alive if n in self.candidates]
         racing.sort(key=lambda n: n != leader)
         if len(racing) == 1:
@@ -183,10 +227,11 @@ class Race:
             return self._stop("time-budget", racing)
         return list(self.alive)
 
-    def _drop(self, name: str, rule: str, reason: str, ci: RatioCI | None = None, against: str | None = None) -> None:
+    def _drop(self, name: str, rule: str, reason: str, ci: RatioCI | None = None, against: str | None = None,
+              level: float | None = None) -> None:
         self.alive.remove(name)
         self.record.dropped.append(Drop(name, self.record.rounds, rule, reason,
-                                        *((ci.ratio, ci.low, ci.high) if ci else (None, None, None)), against))
+                                        *((ci.ratio, ci.low, ci.high) if ci else (None, None, None)), against, level))
 
     def _stop(self, why: str, contenders: list[str]) -> list[str]:
         self.record.stopped, self.record.contenders = why, contenders
@@ -194,6 +239,6 @@ class Race:
         return []
 
 
-def _slower(leader: str, ci: RatioCI, rounds: int) -> str:
-    return (f"{leader} is {ci.ratio:.2f}x as fast (95% CI {ci.low:.2f}-{ci.high:.2f}, excludes 1) after {rounds} "
-            f"paired rounds")
+def _slower(leader: str, ci: RatioCI, rounds: int, level: float) -> str:
+    return (f"{leader} is {ci.ratio:.2f}x as fast ({level_text(level)} CI {ci.low:.2f}-{ci.high:.2f}, excludes 1, "
+            f"the level of this look) after {rounds} paired rounds")

@@ -59,6 +59,10 @@ class CompareConfig:
     """The model's task (``--task``); None: guessed from the float model's outputs (and said so)."""
     metric: str | None = None
     """``FILE.py:FUNCTION``: the user's own accuracy measure, judged by ``policy.max_drop_points``."""
+    unit: str = "same-work"
+    """What the timed rounds time and the pick is made on (:class:`mobilize.runtimes.base.Unit`): ``same-work``,
+    from the reference's float input to a float answer with each file's own conversions timed, or ``file``, each
+    file alone on its own element type and layout.  The other figure is kept beside it (``p50 file``)."""
     verify_on: str | None = None
     """``arm64``: also check every file on arm64 kernels under QEMU, after the timed rounds (:mod:`mobilize.arm64`)."""
     arm64_cpu: str = "cortex-a76"

@@ -69,7 +69,7 @@ class _Hosted:
         import torch
 
         from mobilize.core.artifact import Artifact
-        from mobilize.compare.timing import read_inputs
+        from mobilize.compare.timing import TimedUnit, read_inputs
         from mobilize.plans.plan import Variant
         from mobilize.runtimes.base import open_session
         from mobilize.core.inputs import InputSpec, apply_memory_format
@@ -92,19 +92,16 @@ class _Hosted:
         self.session = open_session(target, variant.runtime,
                                     options=variant.recipe.runtime.with_threads(job.threads))
         inputs = [apply_memory_format(torch.from_numpy(a), s) for a, s in zip(read_inputs(job.inputs_path), specs)]
-        self.native = self.session.prepare(inputs)
-        self.session.checked_run(self.native, inputs)
+        native = self.session.prepare(inputs)
+        self.session.checked_run(native, inputs)
         _same_outputs(self.session.run(inputs), bundle["outputs"])
+        self.unit = TimedUnit(self.session, inputs, job.unit, native)
 
     def bench(self, command: Bench) -> Times:
         import torch
 
-        from mobilize.bench.harness import peak_rss_mb, warm_round
-
         torch.backends.quantized.engine = self.engine
-        times, total = warm_round(self.session.run_prepared, self.native, command.iterations, command.warmup,
-                                  command.warmup_s)
-        return Times(times, total, peak_rss_mb())
+        return self.unit.round(command)
 
 
 def _restore_module_state(module) -> None:

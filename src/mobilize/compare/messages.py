@@ -46,6 +46,8 @@ class Job:
     inputs_path: str | None = None
     """The timed inputs (one sample, an .npz with one array per model input in order), written once by the
     reference job and read by the lean timing workers."""
+    unit: str = "same-work"
+    """What the timed rounds time (:class:`mobilize.runtimes.base.Unit`)."""
     timing_bundle: str | None = None
     """A ``run`` job of a torch runtime writes here what the shared timing host needs to time the variant
     (:mod:`mobilize.compare.host`): its prepared module (none for a file), input specs, quantized engine and
@@ -174,8 +176,12 @@ class HostedFailed:
 @dataclasses.dataclass
 class Times:
     times_ns: list[int]
+    """On the run's unit (:class:`mobilize.runtimes.base.Unit`: the same work for every file by default)."""
     total_ns: int
     rss_mb: float
+    file_times_ns: list[int] | None = None
+    """The file alone, on inputs converted once (a second, smaller loop right after): only for a file whose
+    interface converts; None where the two units are the same call."""
 
 
 @dataclasses.dataclass

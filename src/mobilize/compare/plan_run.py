@@ -73,6 +73,8 @@ class PlanRun:
         self.linter: Worker | None = None
         """The reference worker while it lints the model, beside the variants."""
         self.lint: dict[str, Any] | None = None
+        self.file_times: dict[str, list[int]] = {}
+        """Per variant whose file converts: its file-alone times (the second figure, ``latency_ms_p50_file``)."""
 
     # -- bookkeeping ---------------------------------------------------------------------
     def tick(self, text: str, steps: int = 1) -> None:
@@ -87,6 +89,7 @@ class PlanRun:
         return {
             "model": self.cfg.model, "plan": self.plan.name, "data": self.cfg.data, "threads": self.cfg.threads,
             "rounds": self.cfg.rounds, "iterations": self.cfg.iterations, "complete": self.complete,
+            "unit": self.cfg.unit,
             "accuracy_samples": ref.samples if ref else None, "labelled": ref.labelled if ref else None,
             "reference_variant": self.reference_name,
             "policy": self.cfg.policy.to_json(ref.task["name"] if ref and ref.task else None),
@@ -125,7 +128,7 @@ class PlanRun:
                    input_names=list(cfg.input_names) or None, bound_args=dict(cfg.bound_args),
                    artifact=artifact, trust_pickle=cfg.trust_pickle, metric=cfg.metric,
                    task=self.reference.task["name"] if self.reference and self.reference.task else cfg.task,
-                   inputs_path=str(self.workdir / "inputs.npz"),
+                   inputs_path=str(self.workdir / "inputs.npz"), unit=cfg.unit,
                    timing_bundle=str(self.workdir / f"{variant['name']}-timing.pt") if kind == "run" else None)
 
     # -- the run ---------------------------------------------------------------------------
@@ -179,6 +182,8 @@ class PlanRun:
                 self.workers.pop(name).kill()
                 return None
             self.results[name].peak_rss_mb = msg.rss_mb
+            if msg.file_times_ns:
+                self.file_times.setdefault(name, []).extend(msg.file_times_ns)
             return msg.times_ns, msg.total_ns
 
         ticked = 0
@@ -204,7 +209,7 @@ class PlanRun:
         for name, rt in timed.items():
             r = self.results[name]
             if rt.times_ns and r.outcome not in FAILED:  # a variant that failed in the rounds has no time
-                r.latency = rt.stats().to_json()
+                r.latency = {**rt.stats().to_json(), **file_alone(rt.times_ns, self.file_times.get(name))}
                 r.latency_ms_round_medians = rt.round_medians_ms
                 r.round_spread_percent = spread_percent(rt.round_medians_ms)
         if ticked < cfg.rounds:
@@ -237,7 +242,17 @@ class PlanRun:
                 ci = ratio_ci(ref.latency_ms_round_medians, r.latency_ms_round_medians)
                 r.speedup = {**ci.to_json(), "reference": self.reference_name}
         self.recommended = recommend(list(self.results.values()), self.race.record if self.race else None,
-                                     self.machine_load)
+                                     self.machine_load, unit=self.cfg.unit)
+
+
+def file_alone(times_ns: list[int], file_times_ns: list[int] | None) -> dict[str, Any]:
+    """The file-alone figure beside the timed unit's: its own loop's median where the file converts, else the same
+    call's (the two units are one call for a file that takes the reference's float tensors)."""
+    import statistics
+
+    times = file_times_ns or times_ns
+    return {"latency_ms_p50_file": statistics.median(times) / 1e6 if times else None,
+            "latency_file_same_call": not file_times_ns}
 
 
 def run_plan(cfg: CompareConfig, plan, progress: Progress | None = None,

@@ -1,17 +1,62 @@
 """Which variant compare recommends: the race's leader (or the fastest OK variant when there was no race), a tie
-when the time budget ran out with others still within noise, each with the reason a user reads."""
+when the time budget ran out with others still within noise, each with the reason a user reads; the reason names
+the unit the pick was made on and the CPU it holds for (the instruction sets that decided the kernels).
+
+    >>> from mobilize.core.target import CpuInfo
+    >>> scope = pick_scope(CpuInfo("AMD EPYC 9R14", "x86_64", 2, ("avx2", "avx512f", "avx512_vnni", "avx512_bf16")))
+    >>> scope["isa"]
+    ['AVX2', 'AVX-512', 'VNNI', 'bf16']
+    >>> print(scope["text"].split(";")[0] + ";" + scope["text"].split(";")[1])
+    this ranking holds for this CPU: AMD EPYC 9R14 (x86_64; AVX2, AVX-512, VNNI, bf16)
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from mobilize.accuracy.stats import ratio_ci
-from mobilize.bench.racing import ESTIMATOR, RaceRecord, geometric_mean
+from mobilize.bench.racing import ESTIMATOR, RaceRecord, geometric_mean, level_text
 from mobilize.core.outcome import Outcome
+from mobilize.core.target import VNNI_FLAGS
 from mobilize.report.results import VariantResult
 
 
-def recommend(results: list[VariantResult], race: RaceRecord | None, load: Any = None) -> dict[str, Any] | None:
+ISA_NAMES = (("AVX2", ("avx2",)), ("AVX-512", ("avx512f",)), ("VNNI", VNNI_FLAGS),
+             ("bf16", ("avx512_bf16", "amx_bf16", "bf16")), ("AMX", ("amx_tile", "amx_int8", "amx_bf16")),
+             ("NEON", ("asimd",)), ("dotprod", ("asimddp",)), ("i8mm", ("i8mm",)), ("SVE", ("sve",)))
+"""The instruction sets that decide which kernels a runtime picks, by the CPU flags that announce them (VNNI: the
+int8 dot products :attr:`mobilize.core.target.CpuInfo.has_vnni` counts, AMX's included)."""
+
+UNIT_WHY = {"same-work": "timed on the same work for every file (float input to float answer, each file's own "
+                         "conversions inside the timed call)",
+            "file": "timed on each file alone (its input already in its own element type and layout; not the same "
+                    "work where files convert differently)"}
+
+
+def pick_scope(cpu: Any) -> dict[str, Any]:
+    """The CPU a ranking holds for (a :class:`mobilize.core.target.CpuInfo`): its model and the instruction sets
+    that decided the kernels, with the sentence the why line carries."""
+    isa = [name for name, flags in ISA_NAMES if any(f in cpu.flags for f in flags)]
+    text = (f"this ranking holds for this CPU: {cpu.model} ({cpu.arch}; {', '.join(isa) or 'no SIMD extensions found'})"
+            f"; on another CPU (a phone's arm64 core, an AVX2-only x86) the files may rank differently: compare there")
+    return {"cpu": cpu.model, "arch": cpu.arch, "isa": isa, "text": text}
+
+
+def recommend(results: list[VariantResult], race: RaceRecord | None, load: Any = None, *, cpu: Any = None,
+              unit: str = "same-work") -> dict[str, Any] | None:
+    """The pick (:func:`_pick`), its reason followed by the unit it was picked on and the CPU it holds for
+    (``cpu``: a :class:`mobilize.core.target.CpuInfo`, this machine's when None)."""
+    from mobilize.core.target import host_cpu
+
+    picked = _pick(results, race, load)
+    if picked is None:
+        return None
+    scope = pick_scope(cpu or host_cpu())
+    picked["reason"] += f"; {UNIT_WHY.get(unit, unit)}; {scope['text']}"
+    return {**picked, "unit": unit, "scope": scope}
+
+
+def _pick(results: list[VariantResult], race: RaceRecord | None, load: Any = None) -> dict[str, Any] | None:
     """The race's leader (:mod:`mobilize.bench.racing`), or the OK variant with the lowest geometric mean of its
     round medians when there was no race; the candidates still within noise when the time budget ran out make
     a tie (all named); a separated leader is explained by the last variant it raced itself.  Every ratio and
@@ -32,16 +77,17 @@ def recommend(results: list[VariantResult], race: RaceRecord | None, load: Any =
     if load is not None and load.busy and not tied and others:
         reason = (f"fastest OK variant at {at} in these rounds, but the machine was busy ({load.text()}): no variant "
                   f"is claimed separated; rerun on a quiet machine [rule race-busy-machine]")
-    elif tied:
-        first = others[tied[0]]
+    elif tied:  # judged as the race's last look judged it: at that look's corrected level
+        first = ratio_ci(ok[tied[0]].latency_ms_round_medians, best.latency_ms_round_medians, race.last_level)
         reason = (f"fastest OK variant at {at}, but {raced} still within noise of {', '.join(tied)} "
-                  f"({best.name} is {first.ratio:.2f}x as fast as {tied[0]}, 95% CI {first.low:.2f}-{first.high:.2f} "
-                  f"includes 1): a tie [rule race-tie]")
+                  f"({best.name} is {first.ratio:.2f}x as fast as {tied[0]}, {level_text(race.last_level)} CI "
+                  f"{first.low:.2f}-{first.high:.2f} includes 1, the level of the race's last look): a tie "
+                  f"[rule race-tie]")
     elif race is not None and (last := _last_separated(race, best.name)) is not None:
         earlier = [d.name for d in race.dropped if d.rule == "race-separated" and d is not last]
         reason = (f"fastest OK variant at {at}; {last.ratio:.2f}x as fast as {last.name}, the closest variant it "
-                  f"raced to the end (95% CI {last.low:.2f}-{last.high:.2f}, {last.after_round} paired rounds) "
-                  f"[rule race-separated]")
+                  f"raced to the end ({level_text(last.level or 0.95)} CI {last.low:.2f}-{last.high:.2f} at that "
+                  f"look, {last.after_round} paired rounds) [rule race-separated]")
         if earlier:
             reason += (f"; {len(earlier)} other(s) dropped as slower beyond noise than the leader of their round "
                        f"(report.json racing.dropped)")

@@ -51,21 +51,44 @@ def time_file(conn, job: Job, enter: Callable[[str], None]) -> None:
     enter("run")
     native = session.prepare(inputs)
     session.checked_run(native, inputs)
+    unit = TimedUnit(session, inputs, job.unit, native)
+    unit.call[0](unit.call[1])  # the timed call once before the rounds: a failing conversion fails in this stage
     enter("bench")
     conn.send(TimerReady(session.name, "torch" in sys.modules, peak_rss_mb()))
-    serve_rounds(conn, session, native)
+    serve_rounds(conn, session, unit)
 
 
-def serve_rounds(conn, session, native: Any) -> None:
+class TimedUnit:
+    """What a compare worker times for one file: the call on the run's unit (:func:`~mobilize.runtimes.base.timed_call`),
+    and, for a file whose interface converts, the file-alone call beside it (its second figure, ``p50 file``).
+
+    The file-alone loop runs right after the same-work one in the same round, on half its iterations (at least
+    5): the model is warm from it, and the second figure is a median, not a race, so it needs fewer."""
+
+    def __init__(self, session, inputs, unit: str, prepared: Any = None):
+        from mobilize.runtimes.base import Unit, timed_call
+
+        self.unit = Unit(unit)
+        self.call = timed_call(session, inputs, self.unit, prepared)
+        converts = self.unit is Unit.SAME_WORK and session.interface().converts
+        self.alone = timed_call(session, inputs, Unit.FILE, prepared) if converts else None
+
+    def round(self, command: Bench) -> Times:
+        from mobilize.bench.harness import peak_rss_mb, warm_round
+
+        times, total = warm_round(*self.call, command.iterations, command.warmup, command.warmup_s)
+        alone = None
+        if self.alone is not None:
+            alone, _ = warm_round(*self.alone, max(5, command.iterations // 2), 1, 0.0)
+        return Times(times, total, peak_rss_mb(), alone)
+
+
+def serve_rounds(conn, session, unit: TimedUnit) -> None:
     """Answer ``Bench`` with ``Times`` until ``Stop``."""
-    from mobilize.bench.harness import peak_rss_mb, warm_round
-
     while True:
         command = conn.recv()
         if isinstance(command, Bench):
-            times, total = warm_round(session.run_prepared, native, command.iterations, command.warmup,
-                                      command.warmup_s)
-            conn.send(Times(times, total, peak_rss_mb()))
+            conn.send(unit.round(command))
         elif isinstance(command, Stop):
             session.close()
             return

@@ -258,7 +258,7 @@ def serve(conn, job: Job, enter) -> None:
     from mobilize.core.artifact import Artifact
     from mobilize.core.backend import backend_for_format
     from mobilize.pipeline.build import prepare
-    from mobilize.compare.timing import serve_rounds
+    from mobilize.compare.timing import TimedUnit, serve_rounds
     from mobilize.plans.plan import Variant
     from mobilize.runtimes.base import open_session
     from mobilize.core.inputs import apply_memory_format
@@ -309,13 +309,16 @@ def serve(conn, job: Job, enter) -> None:
         from mobilize.compare.host import write_bundle
 
         hostable = write_bundle(job.timing_bundle, target, specs, session.run(xs[0]))
+    timed_inputs = xs[0]
     del outs, reference, xs
     gc.collect()
     _trim_heap()
     enter("bench")
+    unit = TimedUnit(session, timed_inputs, job.unit, native)
+    details["interface"] = session.interface().to_json(job.unit)
     conn.send(Ready(session.name, str(target.format), kind or "", load_ms, first_run_ms, comparison, notes,
                     {**details, **session.details()}, size, type(session).measures_latency, hostable))
-    serve_rounds(conn, session, native)
+    serve_rounds(conn, session, unit)
 
 
 def _time_profile(job: Job, inputs: list, details: dict[str, Any]) -> list[str]:

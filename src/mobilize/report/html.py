@@ -215,7 +215,8 @@ def size_chart(variants: list[dict]) -> str:
 
 def render_html(report: dict[str, Any]) -> str:
     from mobilize.report.terminal import (
-        drop_text, fidelity_text, measure_column, measure_text, speed_text, sqnr_text, summary_lines,
+        drop_text, fidelity_text, file_text, interface_text, measure_column, measure_text, speed_text, sqnr_text,
+        summary_lines, unit_legend,
     )
 
     variants = report["variants"]
@@ -226,8 +227,8 @@ def render_html(report: dict[str, Any]) -> str:
         acc = v.get("accuracy") or {}
         cls = "ok" if v["outcome"] == "OK" else "bad"
         verdict = v.get("verdict") or {}
-        cells = [v.get("format"), v.get("runtime"),
-                 "on device only" if v.get("on_device_only") else _num(v.get("latency_ms_p50")),
+        cells = [v.get("format"), v.get("runtime"), interface_text(v),
+                 "on device only" if v.get("on_device_only") else _num(v.get("latency_ms_p50")), file_text(v),
                  _num(v.get("latency_ms_p90")), speed_text(v),
                  _num(v["size_bytes"] / 1e6 if v.get("size_bytes") else None), fidelity_text(v),
                  measure_text(acc, 2), drop_text(acc), _num(acc.get("cosine"), digits=5), sqnr_text(acc),
@@ -258,13 +259,13 @@ Generated {esc(report.get('created', ''))} by mobilize {esc(report.get('mobilize
 {status}{summary}
 <h2>Latency</h2>{latency_chart(variants)}
 <h2>Latency vs accuracy ({esc(CHART_TITLES.get(metric) or column.removesuffix(' %'))})</h2>{accuracy_chart(variants, metric)}
-<h2>Results</h2><table><tr><th>variant</th><th>outcome</th><th>format</th><th>runtime</th><th>p50 ms</th><th>p90 ms</th>
+<h2>Results</h2><table><tr><th>variant</th><th>outcome</th><th>format</th><th>runtime</th><th>interface</th><th>p50 ms</th><th>p50 file</th><th>p90 ms</th>
 <th>speedup</th><th>size MB</th><th title="the file vs the model it was exported from">fidelity</th><th>{esc(column)}</th><th>drop</th><th>cosine</th><th>SQNR dB</th><th>max abs</th><th>ran in</th><th>rule</th></tr>
 {''.join(rows)}</table>
 <p class="muted">~ marks a difference inside its 95% interval of no difference: a tie. Speed-ups are against
 {esc(report.get('reference_variant'))}, from paired round medians. Fidelity: the file vs the model it was exported from
 (its exporter's promise; - : no file). {esc(column.removesuffix(' %'))}, drop, cosine, SQNR, max abs and rule: quality vs
-the float model on the data (the budget).</p>
+the float model on the data (the budget). {esc(unit_legend(report))}.</p>
 <h2>Verdicts</h2><ul>{verdicts or '<li>None yet.</li>'}</ul>
 {extra}
 <h2>Sizes</h2>{size_chart(variants)}

@@ -80,8 +80,9 @@ def format_table(report: dict[str, Any], note_width: int = 56) -> str:
     measured = sorted((v for v in variants if v.get("latency_ms_p50")), key=lambda v: v["latency_ms_p50"])
     rest = [v for v in variants if not v.get("latency_ms_p50")]
     column = measure_column(report)
-    header = (f"{'variant':<20} {'outcome':<11} {'format':<12} {'runtime':<12} {'p50 ms':>8} {'p90 ms':>8} "
-              f"{'speedup':>8} {'size MB':>8} {'fidelity':>8} {column:>8} {'drop':>6} {'sqnr dB':>8}  {'rule':<20} notes")
+    header = (f"{'variant':<20} {'outcome':<11} {'format':<12} {'runtime':<12} {'interface':<16} {'p50 ms':>8} "
+              f"{'p50 file':>8} {'p90 ms':>8} {'speedup':>8} {'size MB':>8} {'fidelity':>8} {column:>8} {'drop':>6} "
+              f"{'sqnr dB':>8}  {'rule':<20} notes")
     lines = [header, "-" * len(header)]
     for v in measured + rest:
         acc = v.get("accuracy") or {}
@@ -93,7 +94,8 @@ def format_table(report: dict[str, Any], note_width: int = 56) -> str:
         outcome = v["outcome"] + ("!" if (v.get("arm64") or {}).get("differs_from_host") else "")
         lines.append(
             f"{v['name']:<20} {outcome:<11} {(v.get('format') or '-'):<12} {(v.get('runtime') or '-'):<12} "
-            f"{p50:>8} {_fmt(v.get('latency_ms_p90'), '8.2f'):>8} {speed_text(v):>8} {_fmt(size, '8.2f'):>8} "
+            f"{interface_text(v):<16} {p50:>8} {file_text(v):>8} {_fmt(v.get('latency_ms_p90'), '8.2f'):>8} "
+            f"{speed_text(v):>8} {_fmt(size, '8.2f'):>8} "
             f"{fidelity_text(v):>8} "
             f"{measure_text(acc) or '-':>8} {drop_text(acc):>6} {sqnr_text(acc):>8}  {rule:<20} {note}")
     lines.append("")
@@ -101,9 +103,37 @@ def format_table(report: dict[str, Any], note_width: int = 56) -> str:
                  f"speed-up vs {report.get('reference_variant')}; rules: see report.json verdicts")
     lines.append(f"fidelity: the file vs the model it was exported from (- : no file); {column.removesuffix(' %')}, "
                  f"drop, sqnr and rule: quality vs the float model on the data")
+    lines.append(unit_legend(report))
     if any(v.get("arm64") for v in variants):
         lines.append("! : its arm64 verdict (QEMU) differs from this host's: see the arm64 lines and report.json")
     return "\n".join(lines)
+
+
+def interface_text(v: dict[str, Any]) -> str:
+    """The file's element types and layout, inputs -> outputs (``int8 NHWC->int8``); ``*`` when it converts from
+    and to the reference's float tensors."""
+    face = v.get("interface")
+    if not face:
+        return "-"
+    return face["text"] + ("*" if face.get("conversion") not in (None, "none") else "")
+
+
+def file_text(v: dict[str, Any]) -> str:
+    """The file-alone p50: ``=`` where it is the same call as the p50 (a file that converts nothing)."""
+    if v.get("latency_ms_p50_file") is None:
+        return "-"
+    return "=" if v.get("latency_file_same_call") else f"{v['latency_ms_p50_file']:.2f}"
+
+
+UNIT_WORDS = {"same-work": "the same work for every file: from the reference's float input to a float answer, each "
+                           "file's own conversions (* in interface: quantize, NCHW->NHWC, dequantize) timed with it",
+              "file": "each file alone, on inputs already converted to its own element type and layout"}
+
+
+def unit_legend(report: dict[str, Any]) -> str:
+    unit = report.get("unit") or "file"
+    return (f"p50/p90 ms: {UNIT_WORDS.get(unit, unit)}; p50 file: the file alone, its conversions done once outside "
+            f"the timed call (= : the same call, nothing to convert)")
 
 
 def _headline(v: dict[str, Any]) -> str:

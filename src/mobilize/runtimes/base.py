@@ -5,6 +5,13 @@ inputs against what the model declares, turning the first failure into a user er
 names the input spec, and converting outputs to torch tensors.  A runtime implements
 ``_load``, ``prepare``, ``run_prepared`` and ``set_threads``.
 
+Two units of time (:class:`Unit`): ``file`` times ``run_prepared`` on inputs ``prepare`` converted once (what
+the file alone costs when an app feeds it its own element type and layout); ``same-work`` times
+``run_float``: from the reference's float tensors to a float answer, the file's own conversions (quantize
+with its scale and zero point, NCHW to NHWC, dequantize the outputs) inside the call, as an app does them.
+A file whose :meth:`Session.interface` takes and gives the reference's float tensors converts nothing, so
+both units are the same call (:func:`timed_call`).
+
     >>> from mobilize.runtimes.base import open_session
     >>> from mobilize.sources.models import resolve_model
     >>> session = open_session(resolve_model("zoo:conv_bn_relu"), threads=1)
@@ -17,14 +24,89 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import enum
 import importlib.util
 import inspect
-from typing import Any, ClassVar, Sequence
+import re
+from typing import Any, Callable, ClassVar, Sequence
 
 from mobilize.core.artifact import Format
 from mobilize.core.runtime_options import RuntimeOptions, check_options  # noqa: F401  (re-exported)
 from mobilize.core.errors import BackendUnavailableError, ConfigError, UserError, translate_errors
-from mobilize.core.inputs import InputSpec, input_type_name, make_random_inputs, shape_text
+from mobilize.core.inputs import InputSpec, MemoryFormat, input_type_name, make_random_inputs, shape_text
+
+
+class Unit(enum.StrEnum):
+    """What a timed call covers (see the module docstring)."""
+
+    SAME_WORK = "same-work"
+    """From the reference's float input to a float answer, the file's own conversions inside the call."""
+    FILE = "file"
+    """The file alone, on inputs already converted to what it takes."""
+
+    @property
+    def label(self) -> str:
+        return "same work (float in, float out, conversions timed)" if self is Unit.SAME_WORK else "file alone"
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorInterface:
+    """One input or output of a file as the file takes or gives it."""
+
+    dtype: str
+    """Element type: float, int8, uint8, int32 ..."""
+    layout: str = "-"
+    """NCHW or NHWC for a 4-d tensor, - otherwise (or when the file does not say)."""
+    conversion: str = ""
+    """What turns the reference's float tensor into this one (an input) or this into a float answer (an output);
+    empty: none."""
+
+    def text(self) -> str:
+        return self.dtype + (f" {self.layout}" if self.layout != "-" else "")
+
+
+@dataclasses.dataclass(frozen=True)
+class Interface:
+    """A file's inputs and outputs as it takes and gives them, against the reference's float tensors."""
+
+    inputs: tuple[TensorInterface, ...]
+    """Empty: a file that declares no inputs (TorchScript) takes the reference's tensors as given."""
+    outputs: tuple[TensorInterface, ...] = ()
+    """Empty: float answers as the reference gives them."""
+
+    @property
+    def converts(self) -> bool:
+        return any(t.conversion for t in self.inputs + self.outputs)
+
+    def text(self) -> str:
+        """Short, for the table: ``int8 NHWC->int8`` (inputs -> outputs)."""
+        def side(ts: tuple[TensorInterface, ...]) -> str:
+            kinds = list(dict.fromkeys(t.text() for t in ts))
+            return ",".join(kinds) if kinds else "float"
+        return f"{side(self.inputs)}->{side(self.outputs)}"
+
+    def to_json(self, unit: "Unit | str" = Unit.SAME_WORK) -> dict[str, Any]:
+        """``conversion``: ``none`` (the file takes the reference's float tensors), ``timed`` (inside the timed call:
+        the same-work unit) or ``outside the timed call`` (the file-alone unit)."""
+        where = "none" if not self.converts else ("timed" if Unit(unit) is Unit.SAME_WORK else "outside the timed call")
+        def one(t: TensorInterface) -> dict[str, str]:
+            return {"dtype": t.dtype, "layout": t.layout, "conversion": t.conversion or None}
+        outputs = self.outputs or (TensorInterface("float"),)
+        return {"inputs": [one(t) for t in self.inputs], "outputs": [one(t) for t in outputs], "conversion": where,
+                "text": self.text()}
+
+
+def float_interface(specs: Sequence[InputSpec] | None, declared: bool = False) -> Interface:
+    """The interface of a file that takes the reference's float tensors; ``declared``: the specs are the file's
+    own, so a channels-last input is a conversion ``prepare`` makes (a copy into channels-last memory)."""
+    def one(s: InputSpec) -> TensorInterface:
+        if len(s.shape) != 4:
+            return TensorInterface(s.dtype)
+        if declared and s.memory_format == MemoryFormat.CHANNELS_LAST:
+            return TensorInterface(s.dtype, "NHWC", "NCHW->NHWC (channels-last memory)")
+        return TensorInterface(s.dtype, "NCHW")
+
+    return Interface(tuple(one(s) for s in specs or ()))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +184,22 @@ class Session(abc.ABC):
     def outputs_to_torch(self, raw: Any) -> list:
         return flatten_outputs(raw)
 
+    # -- the same work for every file --------------------------------------------------------
+    def interface(self) -> Interface:
+        """The file's inputs and outputs as it takes and gives them; a runtime whose file takes another element
+        type or layout than the reference's float tensors says so, with the conversion ``prepare`` does."""
+        declared = self.declared_input_specs()
+        return float_interface(declared or getattr(self.target, "input_specs", None), declared=bool(declared))
+
+    def run_float(self, inputs: Sequence[Any]) -> Any:
+        """From the reference's float inputs to float answers, this file's own conversions inside the call (the
+        ``same-work`` unit); returns what ``run_prepared`` returns, floats (``outputs_to_torch`` takes it too)."""
+        return self.float_outputs(self.run_prepared(self.prepare(inputs)))
+
+    def float_outputs(self, raw: Any) -> Any:
+        """The float answers of ``run_prepared``'s outputs (dequantized), without torch; as they are by default."""
+        return raw
+
     def run(self, inputs: Sequence[Any]) -> list:
         native = self.prepare(inputs)
         if not self._validated:
@@ -112,12 +210,16 @@ class Session(abc.ABC):
         """The first run: a failure here is reported against the inputs that caused it."""
         self.validate_inputs(inputs)
 
-        def failed(exc: Exception) -> str:
+        def failed(exc: Exception) -> UserError:
             shapes = "; ".join(describe_tensor(t) for t in inputs) or "no inputs"
-            return f"the model failed on inputs [{shapes}]: {first_error_line(exc)}{self._type_mismatch(inputs)}"
+            if model_raised(exc):  # the model's own raise: its message, and no blame on the inputs' shapes
+                return UserError(f"the model's own code raised on inputs [{shapes}]: {first_error_line(exc)}",
+                                 hint="see the model's forward where it raises this", stage="run")
+            return UserError(f"the model failed on inputs [{shapes}]: {first_error_line(exc)}"
+                             f"{self._type_mismatch(inputs)}",
+                             hint="check --input_dims / --input_type against what the model expects", stage="run")
 
-        with translate_errors(UserError, f"runtime '{self.name}'", ours=(inspect.getfile(type(self)),), message=failed,
-                              hint="check --input_dims / --input_type against what the model expects", stage="run"):
+        with translate_errors(failed, f"runtime '{self.name}'", ours=(inspect.getfile(type(self)),)):
             out = self.run_prepared(native)
         self._validated = True
         return out
@@ -187,6 +289,16 @@ class Session(abc.ABC):
         self.close()
 
 
+def timed_call(session: Session, inputs: Sequence[Any], unit: Unit | str = Unit.SAME_WORK, prepared: Any = None
+               ) -> tuple[Callable[[Any], Any], Any]:
+    """The call a benchmark times for ``unit``, and its argument.  A file that converts nothing (or the ``file``
+    unit): ``run_prepared`` on inputs prepared once (``prepared`` when given); else ``run_float`` on the
+    reference's float inputs."""
+    if Unit(unit) is Unit.FILE or not session.interface().converts:
+        return session.run_prepared, session.prepare(inputs) if prepared is None else prepared
+    return session.run_float, list(inputs)
+
+
 def flatten_outputs(raw: Any) -> list:
     import numpy as np
     import torch
@@ -235,15 +347,24 @@ def output_names(raw: Any, prefix: str = "") -> list[str]:
     return [prefix[:-1] if prefix else "output"]
 
 
+_RAISED = re.compile(r"^(?:builtins\.|torch\.)?[A-Za-z_.]*(?:Error|Exception): ")
+
+
 def first_error_line(exc: BaseException) -> str:
-    """The informative line of an exception message (TorchScript puts it last, after a stack)."""
+    """The informative line of an exception message: TorchScript puts the innermost raise's message last, after
+    its stacks (``builtins.RuntimeError: boom``)."""
     lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
     if not lines:
         return type(exc).__name__
     for ln in reversed(lines):
-        if ln.startswith(("RuntimeError:", "ValueError:", "IndexError:", "TypeError:")):
-            return ln.split(":", 1)[1].strip()
+        if _RAISED.match(ln):
+            return ln.split(": ", 1)[1].strip()
     return lines[0]
+
+
+def model_raised(exc: BaseException) -> bool:
+    """A TorchScript program's own ``raise`` (``prim::RaiseException``), not an operator failing on its inputs."""
+    return "prim.RaiseException" in str(exc) or "prim::RaiseException" in str(exc)
 
 
 def describe_tensor(t: Any) -> str:

@@ -3,7 +3,9 @@
 Threads go to the interpreter (and so to XNNPACK's pool); a thread change rebuilds it.  Inputs
 are converted to what the file takes: NHWC where mobilize's exporter wrote it so (the layout is
 read from the file's metadata), and int8 with the file's own scale and zero point for fully
-integer models (outputs are dequantized back); both outside the timed call.  ``details()``
+integer models (outputs are dequantized back).  ``prepare`` does both once, outside the file-alone timed call;
+the same-work unit (:meth:`LiteRTSession.run_float`) does them in every call, as an app feeding float pixels
+does, and :meth:`LiteRTSession.interface` says which the file needs.  ``details()``
 says which ops XNNPACK runs and which fall back to builtin kernels; a mostly-builtin model
 gets a WARNING note.
 """
@@ -17,7 +19,7 @@ from mobilize.core import noise
 from mobilize.core.errors import UnsupportedModelError, UserError, translate_errors
 from mobilize.backends.litert.tflite import TfliteDelegation, read_tflite, tflite_delegation
 from mobilize.runtimes.native_stderr import filtered_stderr
-from mobilize.runtimes.base import Session, as_array
+from mobilize.runtimes.base import Interface, Session, TensorInterface, as_array
 from mobilize.core.inputs import InputSpec, MemoryFormat
 
 _NUMPY_TO_SPEC = {"float32": "float", "float16": "float16", "int64": "int64", "int32": "int32", "int16": "int16",
@@ -96,6 +98,35 @@ class LiteRTSession(Session):
             native += [None] * (len(self._inputs) - len(native))
         return native
 
+    def interface(self) -> Interface:
+        """Each input's element type and layout as the file takes it, each output's as it gives it, with the
+        conversion from and to the reference's float tensors (``prepare`` / :meth:`float_outputs`)."""
+        def one(d: dict, nhwc: bool | None, output: bool) -> TensorInterface:
+            dtype = _NUMPY_TO_SPEC.get(d["dtype"].__name__, d["dtype"].__name__)
+            steps = []
+            if nhwc:
+                steps.append("NCHW->NHWC transpose")
+            if _quantized(d):
+                scale, zero = d["quantization"]
+                steps.append(f"{'dequantize' if output else 'quantize'} (scale {scale:.4g}, zero point {zero})")
+            layout = "NHWC" if nhwc else ("NCHW" if len(d["shape"]) == 4 and nhwc is not None else "-")
+            return TensorInterface(dtype, layout, ", ".join(steps))
+
+        return Interface(tuple(one(d, nhwc, False) for d, nhwc in zip(self._inputs, self._nhwc)),
+                         tuple(one(d, None, True) for d in self._outputs))
+
+    def float_outputs(self, raw: list) -> list:
+        """Outputs dequantized with the file's own scale and zero point (numpy: no torch in a lean worker)."""
+        import numpy as np
+
+        out = []
+        for arr, d in zip(raw, self._outputs):
+            if _quantized(d) and arr.dtype.kind in "iu":
+                scale, zero = d["quantization"]
+                arr = (arr.astype(np.float32) - np.float32(zero)) * np.float32(scale)
+            out.append(arr)
+        return out
+
     def _resize(self, detail: dict, shape: tuple) -> None:
         self.interpreter.resize_tensor_input(detail["index"], list(shape))
         self.interpreter.allocate_tensors()
@@ -113,13 +144,8 @@ class LiteRTSession(Session):
         import numpy as np
         import torch
 
-        out = []
-        for arr, d in zip(raw, self._outputs):
-            if _quantized(d):
-                scale, zero = d["quantization"]
-                arr = (arr.astype(np.float32) - zero) * np.float32(scale)
-            out.append(torch.from_numpy(np.array(arr)))
-        return out
+        # a copy: the interpreter reuses its output buffers; run_float's outputs are already dequantized
+        return [torch.from_numpy(np.array(arr)) for arr in self.float_outputs(raw)]
 
     def set_threads(self, threads: int) -> None:
         if threads != self.threads:

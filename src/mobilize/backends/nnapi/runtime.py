@@ -21,7 +21,7 @@ from typing import Any, Sequence
 from mobilize.core.errors import UnsupportedModelError, UserError, translate_errors
 from mobilize.backends.nnapi import nnapi_format as fmt
 from mobilize.backends.nnapi.interpreter import Interpreter, quantize_tensor
-from mobilize.runtimes.base import Session
+from mobilize.runtimes.base import Interface, Session, TensorInterface
 from mobilize.core.inputs import InputSpec, MemoryFormat
 
 class NnapiHostSession(Session):
@@ -65,6 +65,18 @@ class NnapiHostSession(Session):
             specs.append(InputSpec(tuple(d if d > 0 else -1 for d in shape), "float",
                                    MemoryFormat.CHANNELS_LAST if channels_last else MemoryFormat.CONTIGUOUS))
         return specs
+
+    def interface(self) -> Interface:
+        """uint8 inputs when the file quantizes on the CPU first, NHWC where its payload says so (``prepare``)."""
+        def one(i: int) -> TensorInterface:
+            steps = (["NCHW->NHWC permute"] if self.payload.inp_mem_fmts[i] == 1 else []) + (
+                [f"quantize (scale {self.pipeline.quantize[0]:.4g}, zero point {self.pipeline.quantize[1]})"]
+                if self.pipeline.quantize is not None else [])
+            rank = len(self.model.operands[self.model.inputs[i]].dims)
+            layout = "NHWC" if self.payload.inp_mem_fmts[i] == 1 else ("NCHW" if rank == 4 else "-")
+            return TensorInterface("uint8" if self.pipeline.quantize is not None else "float", layout, ", ".join(steps))
+
+        return Interface(tuple(one(i) for i in range(len(self.model.inputs))))
 
     def prepare(self, inputs: Sequence[Any]) -> list:
         import torch

@@ -53,6 +53,10 @@ def add_parser(sub) -> None:
     p.add_argument("--max-ppl-increase", type=float, default=None, metavar="PERCENT",
                    help="a causal LM's budget: perplexity increase over the float model on held-out text, in percent "
                         f"(default {DEFAULT_POLICY.max_ppl_increase_percent:g})")
+    p.add_argument("--unit", choices=["same-work", "file"], default="same-work",
+                   help="what each file's time covers: same-work (from the reference's float input to a float answer, "
+                        "the file's own quantize/layout conversions timed with it; default) or file (the file alone, "
+                        "on inputs already converted; the table shows it as p50 file either way)")
     p.add_argument("--prompt-len", type=int, default=32, metavar="P",
                    help="a causal LM: prompt tokens whose prefill is timed (time to first token; default: 32)")
     p.add_argument("--gen-len", type=int, default=32, metavar="G",
@@ -114,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
                            policy=Policy(max_drop_points=args.max_drop, min_cosine=args.min_cosine,
                                          **({} if args.max_ppl_increase is None
                                             else {"max_ppl_increase_percent": args.max_ppl_increase})),
-                           prompt_tokens=args.prompt_len, gen_tokens=args.gen_len,
+                           prompt_tokens=args.prompt_len, gen_tokens=args.gen_len, unit=args.unit,
                            bound_args=bound_args_from_args(args), task=task, metric=metric,
                            verify_on=args.verify_on, arm64_cpu=arm64_cpu)
     progress = Progress()

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Create .venv in the repo root and install mobilize with its pinned dependencies (idempotent).
+# Create .venv in the repo root and install mobilize with every extra, at the exact versions CI tests
+# (constraints.txt; pyproject.toml holds the ranges) (idempotent).
 # torch==2.13.0 is the CPU build; never let pip resolve a newer torch (that is a multi-GB CUDA build).
 # Also installs Debian's chromium when absent (the HTML report is checked in a real browser by the tests).
 set -euo pipefail
@@ -7,11 +8,11 @@ cd "$(dirname "$0")/.."
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
-if ! { .venv/bin/python -c "import mobilize, torch, executorch, onnxruntime, tqdm, pytest, xdist, openvino, ray, torch_pruning" 2>/dev/null && [ -x .venv/bin/ruff ]; } \
-   || [ pyproject.toml -nt .venv/.mobilize-installed ]; then
+if ! { .venv/bin/python -c "import mobilize, torch, executorch, onnxruntime, tqdm, pytest, xdist, openvino, ray, torch_pruning, mkdocstrings, material" 2>/dev/null && [ -x .venv/bin/ruff ] && [ -x .venv/bin/mkdocs ]; } \
+   || [ pyproject.toml -nt .venv/.mobilize-installed ] || [ constraints.txt -nt .venv/.mobilize-installed ]; then
     .venv/bin/pip install --quiet --upgrade pip
     .venv/bin/pip install --quiet "torch==2.13.0"
-    .venv/bin/pip install --quiet -e ".[test,runtimes,compress,sweep]" "torch==2.13.0" "numpy==2.4.6"
+    .venv/bin/pip install --quiet -e ".[test,runtimes,compress,sweep,docs]" -c constraints.txt
     # OpenVINO sends usage telemetry unless opted out; mobilize never asks for it.
     .venv/bin/opt_in_out --opt_out >/dev/null 2>&1 || true
     touch .venv/.mobilize-installed

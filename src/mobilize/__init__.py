@@ -23,7 +23,7 @@ _PUBLIC = {
     "ModelSource": "mobilize.sources.models", "resolve_model": "mobilize.sources.models",
 }
 __all__ = sorted(_PUBLIC)
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 if TYPE_CHECKING:  # pragma: no cover
     from mobilize.accuracy.verify import Kind, Policy, Verdict  # noqa: F401

@@ -119,7 +119,8 @@ def _build_and_check(v: Any, r: DecoderResult, model: Any, cfg: GenerationConfig
     logs.mkdir(parents=True, exist_ok=True)
     try:
         built = run_isolated(build_variant, v.name, str(model.folder), str(out / "artifacts" / v.name),
-                             what=f"{v.name} build", timeout_s=cfg.timeout_s, log_path=logs / f"{v.name}-build.log")
+                             what=f"{v.name} build", timeout_s=cfg.timeout_s, log_path=logs / f"{v.name}-build.log",
+                             capture_stderr=True)
     except MobilizeError as exc:
         return r.fail(Outcome.EXPORT_FAIL, "build", exc)
     r.path, r.size_bytes, r.build_s = built["path"], built["size_bytes"], built["build_s"]
@@ -127,7 +128,7 @@ def _build_and_check(v: Any, r: DecoderResult, model: Any, cfg: GenerationConfig
     try:
         checked = run_isolated(check_variant, v.name, r.path, threads, cfg.max_len, model.eval_ids,
                                model.continuation_prompts, cfg.gen_tokens, str(logits_path), what=f"{v.name} check",
-                               timeout_s=cfg.timeout_s, log_path=logs / f"{v.name}-check.log")
+                               timeout_s=cfg.timeout_s, log_path=logs / f"{v.name}-check.log", capture_stderr=True)
     except MobilizeError as exc:
         return r.fail(Outcome.RUN_FAIL, "load and check", exc)
     r.notes += checked.get("notes", [])
@@ -153,7 +154,8 @@ def _time(state: dict[str, Any], out: Path) -> None:
     try:
         state["timing"] = run_isolated(time_decoders, timed, candidates, state["threads"], cfg.max_len, model.prompt,
                                        model.decode_ids, cfg.rounds, cfg.time_budget_s, what="timed rounds",
-                                       timeout_s=cfg.timeout_s, log_path=out / "logs" / "timing.log")
+                                       timeout_s=cfg.timeout_s, log_path=out / "logs" / "timing.log",
+                                       capture_stderr=True)
     except MobilizeError as exc:
         for name, _ in timed:
             results[name].notes.append(f"timed rounds: {exc}")

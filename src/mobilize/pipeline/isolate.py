@@ -45,13 +45,16 @@ class Raised:
 def run_isolated(func: Callable[..., Any], *args: Any, what: str,
                  progress: Callable[[int, int, str], None] | None = None, log_path: str | os.PathLike | None = None,
                  timeout_s: float | None = None, crash_hint: str | None = None, graceful_interrupt: bool = False,
-                 **kwargs: Any) -> Any:
+                 capture_stderr: bool = False, **kwargs: Any) -> Any:
     """``func(*args, progress=..., **kwargs)`` in a spawned process; its return value, or its error raised here.
 
     ``func`` must be importable (a module-level function) and its arguments picklable.  A child that
     dies without answering (a signal, ``os._exit``) raises a UserError naming the stage, the log file
-    (``log_path``, where the caller sent stderr) and ``crash_hint``; one silent for ``timeout_s`` is killed."""
-    child = Child(_child_main, (func, args, kwargs), log_path=log_path, graceful_interrupt=graceful_interrupt)
+    (``log_path``, where the caller sent stderr) and ``crash_hint``; one silent for ``timeout_s`` is killed.
+    ``capture_stderr``: the child's stderr goes to ``log_path`` itself (the exporters' warnings stay off the
+    terminal; a failure's last lines are read from the log)."""
+    child = Child(_child_main, (func, args, kwargs), log_path=log_path, graceful_interrupt=graceful_interrupt,
+                  capture_stderr=capture_stderr and log_path is not None)
     stage = "start"
     interrupted = False
     try:

@@ -73,11 +73,13 @@ def test_kind_from_the_manifest_recipe():
 
 def test_verify_without_an_arm64_root_is_one_line(run_cli, monkeypatch, tmp_path):
     monkeypatch.setenv("MOBILIZE_ARM64_ROOT", str(tmp_path / "none"))
-    code, _, err = run_cli("verify", tmp_path / "model.onnx", "--on", "arm64")  # checked before the file is read
+    (tmp_path / "model.onnx").write_bytes(b"")  # there (a missing file is said first), not read: the root is checked first
+    code, _, err = run_cli("verify", tmp_path / "model.onnx", "--on", "arm64")
     assert_one_line_error(code, err, "cannot verify on arm64: no arm64 root at", "setup-arm64.sh")
 
 
 def test_verify_unknown_cpu_model_is_one_line(run_cli, tmp_path):
+    (tmp_path / "model.onnx").write_bytes(b"")
     code, _, err = run_cli("verify", tmp_path / "model.onnx", "--on", "arm64", "--cpu", "cortex-a67")
     assert_one_line_error(code, err, "unknown arm64 CPU model 'cortex-a67'", "did you mean: cortex-a76")
 

@@ -114,3 +114,12 @@ def test_two_built_pages_render_in_a_real_browser(tmp_path):
         assert image.size == (1280, 900)
         colours = image.getcolors(maxcolors=1 << 16)
         assert colours is None or len(colours) > 50, f"{page} rendered as {len(colours)} colours: a blank page"
+
+
+def test_the_api_pages_examples_run():
+    """The Python API page's example is code a user copies: every ```python block of it runs here."""
+    text = (ROOT / "docs" / "reference" / "api.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert blocks, "the API page has no example"
+    for block in blocks:
+        exec(compile(block, "docs/reference/api.md", "exec"), {})

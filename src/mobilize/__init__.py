@@ -12,6 +12,7 @@ _PUBLIC = {
     "Kind": "mobilize.accuracy.verify", "Policy": "mobilize.accuracy.verify", "Verdict": "mobilize.accuracy.verify",
     "CompareConfig": "mobilize.compare.config",
     "bench": "mobilize.api", "compare": "mobilize.api", "load": "mobilize.api", "optimize": "mobilize.api",
+    "tune": "mobilize.api", "verify": "mobilize.api",
     "lint": "mobilize.lint", "LintConfig": "mobilize.lint",
     "Artifact": "mobilize.core.artifact", "Format": "mobilize.core.artifact",
     "BenchConfig": "mobilize.bench.harness",
@@ -40,7 +41,7 @@ def __getattr__(name: str):
 
 
 class _Face(types.ModuleType):
-    """``mobilize.compare``, ``mobilize.bench`` and ``mobilize.lint`` are functions that share their names with
+    """``mobilize.compare``, ``bench``, ``lint`` and ``tune`` are functions that share their names with
     subpackages; importing a subpackage must not replace the function (Python sets the parent's attribute)."""
 
     def __setattr__(self, name: str, value: object) -> None:

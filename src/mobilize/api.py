@@ -28,7 +28,7 @@ from mobilize.compare.entry import compare
 from mobilize.core.paths import check_output_dir, model_stem
 from mobilize.plans.facts import calibration_for, default_data, input_names, model_facts_isolated
 
-__all__ = ["SCHEMA_VERSION", "bench", "build_and_verify", "calibration_for", "check_output_dir", "compare", "default_data",
+__all__ = ["SCHEMA_VERSION", "bench", "build_and_verify", "tune", "verify", "calibration_for", "check_output_dir", "compare", "default_data",
            "default_threads", "load", "model_facts_isolated", "model_stem", "optimize"]
 
 
@@ -260,3 +260,31 @@ def _check_forward(source: Any, ctx: Any, reference: str) -> None:
                                     hint="forward must return a tensor, a tuple or a dict of tensors")
 
 
+
+
+def tune(reference: str | ModelRef, *, data: str, policy: Any = None, runtimes: Sequence[str] = ("onnxruntime",),
+         out_dir: str = "out/tune", time_budget_s: float | None = None, prune: Sequence[float] = (),
+         target: str = "host", echo: Callable[[str], None] = lambda _text: None) -> Any:
+    """``mobilize tune`` as a function: the fastest file within ``policy``'s budget (default: the Policy's), searched
+    over ``runtimes``; returns the typed :class:`mobilize.tune.result.TuneResult` (files and reports in ``out_dir``)."""
+    from mobilize.accuracy.verify import DEFAULT_POLICY
+    from mobilize.tune.run import tune as search
+
+    source = resolve_model(reference)
+    if not hasattr(source, "module"):
+        raise ConfigError(f"tune searches from a PyTorch model; {reference} is a {source.format} file",
+                          hint="give the model's code (zoo:NAME, file.py:Class, pkg.mod:factory)")
+    return search(source.module, list(source.input_specs), data=data, policy=policy or DEFAULT_POLICY,
+                  runtimes=runtimes, out_dir=out_dir, stem=model_stem(str(reference)), time_budget_s=time_budget_s,
+                  prune=prune, target=target, echo=echo)
+
+
+def verify(path: str, *, model: str | None = None, data: str | None = None, samples: int = 64,
+           cpu: str = "cortex-a76", policy: Any = None) -> dict[str, Any]:
+    """``mobilize verify FILE --on arm64`` as a function: the file's outputs on arm64 kernels under QEMU and on the
+    host, both judged against ``model`` (or the same file on the host); the arm64 root must exist
+    (``scripts/setup-arm64.sh``)."""
+    from mobilize.arm64 import require_arm64, verify_file
+
+    require_arm64(cpu)
+    return verify_file(path, model=model, data=data, samples=samples, cpu=cpu, policy=policy)

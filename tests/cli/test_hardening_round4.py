@@ -56,8 +56,8 @@ def test_a_second_compare_on_a_folder_in_use_is_refused_and_deletes_nothing(run_
         before = sorted(p.name for p in out.iterdir())
         code, _, err = run_cli("compare", "zoo:conv_bn_relu", "--plan", "quick", *TINY, "-o", out)
         assert_one_line_error(code, err, f"-o {out} is in use by another mobilize run (pid {first.pid})")
+        # nothing of the first's is gone (logs/ among it once the first run has made it: when depends on the load)
         assert set(before) <= {p.name for p in out.iterdir()}, "the second run removed nothing of the first's"
-        assert (out / "logs").is_dir()
     finally:
         os.kill(first.pid, signal.SIGTERM)
         first.communicate(timeout=120)

@@ -27,6 +27,7 @@ from mobilize.core.checks import default_threads
 from mobilize.compare.entry import compare
 from mobilize.core.paths import check_output_dir, model_stem
 from mobilize.plans.facts import calibration_for, default_data, input_names, model_facts_isolated
+from mobilize.core.text import a
 
 __all__ = ["SCHEMA_VERSION", "bench", "build_and_verify", "tune", "verify", "calibration_for", "check_output_dir", "compare", "default_data",
            "default_threads", "load", "model_facts_isolated", "model_stem", "optimize"]
@@ -272,7 +273,7 @@ def tune(reference: str | ModelRef, *, data: str, policy: Any = None, runtimes: 
 
     source = resolve_model(reference)
     if not hasattr(source, "module"):
-        raise ConfigError(f"tune searches from a PyTorch model; {reference} is a {source.format} file",
+        raise ConfigError(f"tune searches from a PyTorch model; {reference} is {a(str(source.format))} file",
                           hint="give the model's code (zoo:NAME, file.py:Class, pkg.mod:factory)")
     return search(source.module, list(source.input_specs), data=data, policy=policy or DEFAULT_POLICY,
                   runtimes=runtimes, out_dir=out_dir, stem=model_stem(str(reference)), time_budget_s=time_budget_s,

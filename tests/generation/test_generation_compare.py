@@ -57,13 +57,13 @@ def test_tiny_lm_decoder_files_judged_and_timed_in_tokens(run_cli_process, tmp_p
     assert fp32["outcome"] == "OK" and fp32["verdict"]["fidelity"]["rule"] == "float-sqnr"
     assert fp32["verdict"]["numbers"]["top1_agreement"] > 0.99 and fp32["verdict"]["numbers"]["continuation_match_tokens"]
     assert int4["outcome"] in ("OK", "OVER_BUDGET") and int4["weights"] == "int4"
-    assert int4["size_bytes"] < fp32["size_bytes"]
+    assert int4["size_bytes"] < fp32["size_bytes"] and fp32["peak_rss_mb"] > 0 and int4["peak_rss_mb"] > 0
     for v in (fp32, int4):
         t = v["timing"]
         assert t["decode_tokens_per_s"] > 0 and t["prefill_ms_p50"] > 0 and 0 < t["percent_of_bound"]
     assert report["bandwidth"]["gb_per_s"] > 0 and report["recommended"]["name"] in got
     assert "decode time per token" in report["recommended"]["reason"]
-    assert "tok/s" in stdout and "recommended:" in stdout and "scope: timed on" in stdout
+    assert "tok/s" in stdout and "RSS MB" in stdout and "recommended:" in stdout and "scope: timed on" in stdout
     assert "<svg" in (out / "report.html").read_text()
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from mobilize.core.text import a
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ def decoder_loader(reference: str) -> tuple[Any, Path, str]:
     fmt = format_for_path(Path(ref.path))
     backend = backend_for_format(fmt)
     if backend is None or not backend.decoders:
-        raise ConfigError(f"no engine here runs a {fmt} file as a decoder with a KV cache",
+        raise ConfigError(f"no engine here runs {a(str(fmt))} file as a decoder with a KV cache",
                           hint="--task generation times files that mobilize compare --task generation built")
     name, entry = next(iter(backend.decoders.items()))
     return backend.load(entry), Path(ref.path), f"{backend.name}'s decoder session"

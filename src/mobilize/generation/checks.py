@@ -55,7 +55,14 @@ def check_variant(name: str, path: str, threads: int, max_len: int, eval_ids: np
     finally:
         session.close()
     return {"load_s": load_s, "continuations": continuations, "cache": cache,
-            "notes": list(getattr(session, "notes", []))}
+            "notes": list(getattr(session, "notes", [])), "peak_rss_mb": _peak_rss_mb()}
+
+
+def _peak_rss_mb() -> float:
+    """This process's peak resident memory (it loaded and ran one decoder file, with its runtime)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def greedy(session: Any, prompt: list[int], steps: int) -> list[int]:

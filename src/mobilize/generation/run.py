@@ -35,6 +35,9 @@ class DecoderResult:
     path: str | None = None
     size_bytes: int | None = None
     build_s: float | None = None
+    peak_rss_mb: float | None = None
+    """Peak resident memory of the process that loaded this file and ran its checks (its runtime, torch and the
+    held-out logits included): each file in a process of its own."""
     verdict: dict[str, Any] | None = None
     timing: dict[str, Any] = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)
@@ -132,6 +135,7 @@ def _build_and_check(v: Any, r: DecoderResult, model: Any, cfg: GenerationConfig
     except MobilizeError as exc:
         return r.fail(Outcome.RUN_FAIL, "load and check", exc)
     r.notes += checked.get("notes", [])
+    r.peak_rss_mb = checked.get("peak_rss_mb")
     logits = np.load(logits_path)
     tokens = measure_tokens(model.reference_logits, logits, model.eval_ids, cfg.policy)
     matches = continuation_match(model.reference_continuations, checked["continuations"])

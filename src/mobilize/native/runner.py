@@ -24,6 +24,7 @@ from mobilize.core.backend import default_runtime
 from mobilize.core.errors import ConfigError, UserError
 from mobilize.core.inputs import InputSpec, MemoryFormat, input_type_name, make_random_inputs
 from mobilize.core.native_runner import NativeRunner
+from mobilize.core.text import a
 
 NATIVE_NOISE = ("cpuinfo_utils.cpp", "threadpool.cpp", "Failed to load /", "KernelPreference")
 """ExecuTorch's informational log lines (cpuinfo probing, threadpool resets), dropped from stderr."""
@@ -69,7 +70,7 @@ def native_target(reference: str, runtime: str | None = None, trust_pickle: bool
                           hint="export one first, e.g. mobilize optimize MODEL --recipe executorch-fp32 -o out/")
     name = runtime or default_runtime(fmt)
     if name not in runner.runtime_args:
-        raise ConfigError(f"--native cannot run a {fmt} file with runtime '{name}'",
+        raise ConfigError(f"--native cannot run {a(str(fmt))} file with runtime '{name}'",
                           hint=f"leave --runtime out (it runs {default_runtime(fmt)})")
     return target, name, runner
 

@@ -45,8 +45,8 @@ def plan_for_file(plan: Any, fmt: str) -> tuple[Plan, list[tuple[str, str]]]:
     else:
         own, left_out = fit_file_plan(plan if isinstance(plan, Plan) else load_plan(plan), fmt)
     if not own.variants:
-        raise ConfigError(f"no variant of plan '{own.name}' can be built from a {fmt} file",
-                          hint=f"use the default plan, which for a {fmt} file is "
+        raise ConfigError(f"no variant of plan '{own.name}' can be built from {_a(fmt)} file",
+                          hint=f"use the default plan, which for {_a(fmt)} file is "
                                f"'{file_plans().get(fmt, 'none')}'" if fmt in file_plans() else "use mobilize bench")
     return own, _grouped(left_out)
 
@@ -90,7 +90,9 @@ def why_not_from_file(v: Variant, fmt: str) -> str | None:
 
 
 def _a(fmt: str) -> str:
-    return f"{'an' if fmt[:1] in 'aeio' else 'a'} {fmt}"
+    from mobilize.core.text import a
+
+    return a(fmt)
 
 
 def _grouped(left_out: list[tuple[str, str]]) -> list[tuple[str, str]]:

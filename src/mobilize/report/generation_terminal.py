@@ -25,6 +25,7 @@ def _row(v: dict[str, Any]) -> str:
           if ppl is not None and q.get("ppl_increase_percent_low") is not None else "")
     size = v.get("size_bytes")
     return (f"{v['name']:<18} {v['outcome']:<12} {v['weights']:<5} {_f(size and size / 1e6, '7.2f'):>7} "
+            f"{_f(v.get('peak_rss_mb'), '6.0f'):>6} "
             f"{_f(t.get('prefill_ms_p50'), '8.2f'):>8} {_f(t.get('decode_ms_per_token_p50'), '8.3f'):>8} "
             f"{_f(t.get('decode_ms_per_token_p90'), '8.3f'):>8} {_f(t.get('decode_tokens_per_s'), '8.0f'):>8} "
             f"{_f(t.get('percent_of_bound'), '6.0f'):>6} {speed_text:>7} "
@@ -34,13 +35,14 @@ def _row(v: dict[str, Any]) -> str:
 
 
 def generation_lines(report: dict[str, Any]) -> list[str]:
-    head = (f"{'variant':<18} {'outcome':<12} {'wts':<5} {'size MB':>7} {'TTFT ms':>8} {'ms/tok':>8} {'p90':>8} "
+    head = (f"{'variant':<18} {'outcome':<12} {'wts':<5} {'size MB':>7} {'RSS MB':>6} {'TTFT ms':>8} {'ms/tok':>8} {'p90':>8} "
             f"{'tok/s':>8} {'%bound':>6} {'speedup':>7} {'ppl':>7} {'Δppl %':>7} {'95% CI':<15} {'agree%':>6}  "
             f"{'rule':<20} notes")
     lines = [head, "-" * len(head)] + [_row(v) for v in report["variants"]]
     if report["variants"]:
         bw = report.get("bandwidth") or {}
         lines += ["",
+                  f"RSS MB: peak memory of the process that loaded the file and ran its checks; "
                   f"TTFT: prefill of a {report.get('settings', {}).get('prompt_tokens', '?')}-token prompt; ms/tok, p90, "
                   f"tok/s: decode with the KV cache, the same token ids in every file; %bound: tokens/s over the "
                   f"bandwidth bound (file bytes read per token at {_f(bw.get('gb_per_s'), '.1f')} GB/s measured in "

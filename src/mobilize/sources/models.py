@@ -20,6 +20,7 @@ from mobilize.backends import backend_for_format
 from mobilize.core.errors import ConfigError, UnsupportedModelError, UserError, headline, translate_errors
 from mobilize.core.inputs import InputSpec
 from mobilize.sources.reference import ModelRef, RefKind
+from mobilize.core.text import a
 
 
 @dataclasses.dataclass
@@ -80,7 +81,7 @@ def resolve_model(reference: str | ModelRef, *, trust_pickle: bool = False,
     if bound_args:
         if not isinstance(source, ModelSource):
             raise ConfigError(f"--input {next(iter(bound_args))}=... binds a Python argument of a PyTorch model's "
-                              f"forward; {reference} is a {source.format} file, whose inputs are tensors")
+                              f"forward; {reference} is {a(str(source.format))} file, whose inputs are tensors")
         from mobilize.sources.bound import bind_arguments
 
         source.module = bind_arguments(source.module, bound_args, reference)

@@ -132,7 +132,7 @@ def test_delegation_walk_counts_ops_left_out():
 
 def test_litert_bad_inputs_are_one_line_errors(tmp_path):
     ctx = Context(input_specs=[InputSpec(INPUT_SHAPE)])
-    with pytest.raises(ConfigError, match="not a onnx file"):
+    with pytest.raises(ConfigError, match="not an onnx file"):
         LiteRT().export(Artifact(tmp_path / "model.onnx", "onnx"), ctx, tmp_path / "m")
     with pytest.raises(ConfigError, match="calibration_samples must be at least 1"):
         LiteRT.Config(calibration_samples=0)

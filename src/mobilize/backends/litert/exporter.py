@@ -22,6 +22,7 @@ from mobilize.core.context import Context
 from mobilize.core.errors import ConfigError
 from mobilize.exporters.base import Expectation, Exporter
 from mobilize.core.inputs import MemoryFormat
+from mobilize.core.text import a
 
 
 class Quantize(enum.StrEnum):
@@ -132,8 +133,8 @@ class LiteRTExporter(Exporter):
             return module.module()
         if isinstance(module, Artifact):
             if module.format != "exported_program":
-                raise ConfigError(f"the litert exporter takes a PyTorch model or a .pt2 program, not a "
-                                  f"{module.format} file ({module.path.name})",
+                raise ConfigError(f"the litert exporter takes a PyTorch model or a .pt2 program, not "
+                                  f"{a(str(module.format))} file ({module.path.name})",
                                   hint="give the PyTorch model (zoo:NAME, file.py:Class) it came from")
             return torch.export.load(str(module.path)).module()
         if not isinstance(module, torch.nn.Module):

@@ -24,6 +24,7 @@ from mobilize.accuracy.verify import Kind
 from mobilize.exporters.base import Expectation, Exporter
 from mobilize.core.context import Context
 from mobilize.core.target import CHOSE
+from mobilize.core.text import a
 
 MIN_OPSET = 7
 
@@ -133,7 +134,7 @@ class OnnxExporter(Exporter):
                 self.note(text)
             return proto
         if module.format not in self.source_formats:
-            raise ConfigError(f"the onnx exporter takes a PyTorch model or an .onnx file, not a {module.format} file")
+            raise ConfigError(f"the onnx exporter takes a PyTorch model or an .onnx file, not {a(str(module.format))} file")
         proto = load_onnx_file(module.path)
         if cfg.dynamic_batch:
             self.note("dynamic_batch applies to PyTorch exports; the ONNX source keeps its input shapes")

@@ -26,6 +26,7 @@ from mobilize.core.artifact import Artifact
 from mobilize.core.context import Context
 from mobilize.core.errors import ConfigError, ExportError, translate_errors
 from mobilize.exporters.base import Expectation, Exporter
+from mobilize.core.text import a
 
 PRECISION_KEY = ["runtime_options", "INFERENCE_PRECISION_HINT"]
 """Where the IR keeps the inference precision it was made for (read by mobilize's openvino runtime)."""
@@ -160,7 +161,7 @@ class OpenVinoExporter(Exporter):
         if isinstance(module, Artifact):
             if module.format not in self.source_formats:
                 raise ConfigError(f"the openvino exporter takes a PyTorch model, a .pt2 program, an .onnx or an OpenVINO "
-                                  f".xml file, not a {module.format} file ({module.path.name})")
+                                  f".xml file, not {a(str(module.format))} file ({module.path.name})")
             source: Any = (torch.export.load(str(module.path)) if module.format == "exported_program"
                            else str(module.path))
             what = module.path.name

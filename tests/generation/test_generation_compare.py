@@ -93,3 +93,19 @@ def test_a_saved_random_decoder_folder_is_vacuous_not_ok(run_cli_process, tmp_pa
 def test_generation_refusals_are_one_line(run_cli, tmp_path, argv, fragments):
     code, _, err = run_cli("compare", *argv, "-o", tmp_path / "o")
     assert_one_line_error(code, err, *fragments)
+
+
+def test_optimize_builds_one_decoder_file_and_judges_it(run_cli_process, tmp_path):
+    out = tmp_path / "opt"
+    code, stdout, err = run_cli_process("optimize", "zoo:tiny_lm", "--recipe", "onnx-int4", "--json", tmp_path / "o.json",
+                                        "-o", out)
+    assert code == 0, err[-2000:]
+    [line] = [ln for ln in stdout.splitlines() if ln.startswith(str(out))]
+    assert "model-int4" in line and "onnxruntime int4  OK: perplexity" in line and "(rule budget-ppl-increase)" in line
+    [v] = json.loads((tmp_path / "o.json").read_text())["variants"]
+    assert v["outcome"] == "OK" and v["timing"] == {} and (out / "artifacts" / "onnx-int4").is_dir()
+
+
+def test_optimize_refuses_a_recipe_that_is_no_decoder_variant(run_cli, tmp_path):
+    code, _, err = run_cli("optimize", "zoo:tiny_lm", "--recipe", "seed", "-o", tmp_path / "o")
+    assert_one_line_error(code, err, "unknown decoder variant 'seed'")

@@ -52,6 +52,11 @@ def run(args: argparse.Namespace) -> int:
     from mobilize.cli.capture import capture_stderr
     from mobilize.cli.progress import Progress
 
+    from mobilize.generation.detect import wants_generation
+    from mobilize.sources.reference import ModelRef
+
+    if wants_generation(args.task, ModelRef.parse(args.model)):
+        return _optimize_decoder(args)
     specs = input_specs_from_args(args)
     if args.emit_app and args.target == "arm64":  # the apps are built and run in the arm64 root: checked before work
         from mobilize.arm64.run import missing
@@ -115,3 +120,34 @@ def verdict_text(v: dict | None) -> str:
     if v["outcome"] == "VACUOUS":
         body = f"{v['reason'].split('; fidelity vs')[0]}; {body}"
     return f"verified ({body})" if v["ok"] else f"{v['outcome']} ({body})"
+
+
+def _optimize_decoder(args: argparse.Namespace) -> int:
+    """A causal LM: --recipe names one decoder variant (``executorch-8da4w``, ``onnx-int4`` ...), built with its
+    engine's tool and judged token by token like compare does, without the timed rounds."""
+    from mobilize.cli.progress import Progress
+    from mobilize.core.artifact import atomic_write_text
+    from mobilize.generation.config import GenerationConfig
+    from mobilize.generation.plan import generation_variants
+    from mobilize.generation.run import compare_generation
+    from mobilize.sources.reference import ModelRef
+
+    generation_variants([args.recipe])  # an unknown name is refused before any work, with the variants listed
+    progress = Progress()
+    try:
+        report = compare_generation(GenerationConfig(model=args.model, out_dir=args.output, variants=(args.recipe,),
+                                                     timed=False), ModelRef.parse(args.model), progress=progress)
+    finally:
+        progress.close()
+    [v] = report["variants"]
+    verdict = v.get("verdict") or {}
+    why = verdict.get("reason") or "; ".join(v.get("notes") or [])
+    if v["outcome"] not in ("OK", "VACUOUS", "OVER_BUDGET"):  # it could not be built or run: said in one line
+        from mobilize.core.errors import UserError
+
+        raise UserError(f"{v['name']}: {v['outcome']}: {why}")
+    size = f"{v['size_bytes'] / 1e6:.2f} MB" if v.get("size_bytes") else "-"
+    print(f"{v['path']}  {size}  {v['engine']} {v['weights']}  {v['outcome']}: {why}")
+    if args.json:
+        atomic_write_text(args.json, dumps_measured(report, indent=2, default=str) + "\n")
+    return 0

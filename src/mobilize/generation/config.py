@@ -36,6 +36,8 @@ class GenerationConfig:
     timeout_s: float = 600.0
     """Per stage (a build, a check, the timed rounds)."""
     policy: Policy = DEFAULT_POLICY
+    timed: bool = True
+    """False for ``optimize``: build and judge the files, no timed rounds."""
 
     @property
     def max_len(self) -> int:

@@ -100,9 +100,10 @@ def compare_generation(cfg: GenerationConfig, ref: Any, progress: Progress | Non
         _build_and_check(v, results[v.name], model, cfg, threads, out)
         done += 2
         update()
-    say(done, steps, "timed rounds (prefill, then decode with the cache)")
-    _time(state, out)
-    _recommend(state)
+    if cfg.timed:
+        say(done, steps, "timed rounds (prefill, then decode with the cache)")
+        _time(state, out)
+        _recommend(state)
     say(steps, steps, "done")
     return update()
 

@@ -61,4 +61,5 @@ class DecoderVariant:
     how: str = ""
     """One line naming the tool and scheme (``torchao 8da4w, group 32, XNNPACK, static KV cache``)."""
     available: Callable[[], str | None] = lambda: None
-    """Why it cannot run here (one sentence), or None."""
+    """Why it cannot run here beyond a missing package (``packages`` are checked first, by whoever runs it), or
+    None."""

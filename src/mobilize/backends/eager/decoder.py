@@ -29,11 +29,6 @@ INT8_WEIGHTS = "int8wo.pt"
 _CONFIG_FILES = ("config.json", "generation_config.json")
 
 
-def _missing(packages: Sequence[str]) -> str | None:
-    missing = [p for p in packages if importlib.util.find_spec(p) is None]
-    return f"needs the Python package(s) {', '.join(missing)} (pip install {' '.join(missing)})" if missing else None
-
-
 def _require(packages: Sequence[str]) -> None:
     for pkg in packages:
         if importlib.util.find_spec(pkg) is None:
@@ -145,12 +140,10 @@ FP32 = DecoderVariant(
     name="eager-fp32", engine="eager", weights="fp32", promise=Promise.FLOAT,
     build=build_fp32, load=load, packages=FLOAT_PACKAGES,
     how=f"float32, {_RUN}",
-    available=lambda: _missing(FLOAT_PACKAGES),
 )
 INT8_WEIGHT_ONLY = DecoderVariant(
     name="eager-int8wo", engine="eager", weights="int8", promise=Promise.QUANTIZED,
     build=build_int8wo, load=load, packages=INT8_PACKAGES,
     how=f"torchao Int8WeightOnlyConfig (int8 weights per output channel, every linear and lm_head; embeddings "
         f"float32; float32 activations), {_RUN}",
-    available=lambda: _missing(INT8_PACKAGES),
 )

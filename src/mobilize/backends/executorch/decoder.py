@@ -23,11 +23,6 @@ FLOAT_PACKAGES = ("executorch", "transformers")
 QUANT_PACKAGES = FLOAT_PACKAGES + ("torchao",)
 
 
-def _missing(packages: Sequence[str]) -> str | None:
-    missing = [p for p in packages if importlib.util.find_spec(p) is None]
-    return f"needs the Python package(s) {', '.join(missing)} (pip install {' '.join(missing)})" if missing else None
-
-
 def _require(packages: Sequence[str]) -> None:
     for pkg in packages:
         if importlib.util.find_spec(pkg) is None:
@@ -134,12 +129,10 @@ FP32 = DecoderVariant(
     name="executorch-fp32", engine="executorch", weights="fp32", promise=Promise.FLOAT,
     build=build_fp32, load=load, packages=FLOAT_PACKAGES,
     how=f"ExecuTorch XNNPACK float32, {_CACHE}",
-    available=lambda: _missing(FLOAT_PACKAGES),
 )
 INT4_8DA4W = DecoderVariant(
     name="executorch-8da4w", engine="executorch", weights="int4", promise=Promise.QUANTIZED,
     build=build_8da4w, load=load, packages=QUANT_PACKAGES,
     how=f"torchao 8da4w (int8 dynamic activations, int4 weights group 32, per channel where 32 does not divide the "
         f"in-features; embeddings float32), XNNPACK, {_CACHE}",
-    available=lambda: _missing(QUANT_PACKAGES),
 )

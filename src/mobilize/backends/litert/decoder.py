@@ -31,11 +31,6 @@ RUN_PACKAGES = ("ai_edge_litert",)
 _PREFILL = re.compile(r"prefill_(\d+)$")
 
 
-def _missing(packages: Sequence[str]) -> str | None:
-    missing = [p for p in packages if importlib.util.find_spec(p) is None]
-    return f"needs the Python package(s) {', '.join(missing)} (pip install {' '.join(missing)})" if missing else None
-
-
 def _require(packages: Sequence[str]) -> None:
     for pkg in packages:
         if importlib.util.find_spec(pkg) is None:
@@ -150,11 +145,9 @@ FP32 = DecoderVariant(
     name="litert-fp32", engine="litert", weights="fp32", promise=Promise.FLOAT,
     build=build_fp32, load=load, packages=BUILD_PACKAGES,
     how=f"float32, {_RUN}",
-    available=lambda: _missing(BUILD_PACKAGES),
 )
 INT4 = DecoderVariant(
     name="litert-int4", engine="litert", weights="int4", promise=Promise.QUANTIZED,
     build=build_int4, load=load, packages=BUILD_PACKAGES,
     how=f"litert-torch dynamic_int4_block32 (int4 weights, block 32, dynamic int8 activations), {_RUN}",
-    available=lambda: _missing(BUILD_PACKAGES),
 )

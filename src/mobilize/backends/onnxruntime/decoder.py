@@ -31,11 +31,6 @@ BLOCK = 32
 """MatMulNBits block size (weights per scale along the input features)."""
 
 
-def _missing(packages: Sequence[str]) -> str | None:
-    missing = [p for p in packages if importlib.util.find_spec(p) is None]
-    return f"needs the Python package(s) {', '.join(missing)} (pip install {' '.join(missing)})" if missing else None
-
-
 def _require(packages: Sequence[str]) -> None:
     for pkg in packages:
         if importlib.util.find_spec(pkg) is None:
@@ -164,12 +159,10 @@ FP32 = DecoderVariant(
     name="onnx-fp32", engine="onnxruntime", weights="fp32", promise=Promise.FLOAT,
     build=build_fp32, load=load, packages=FLOAT_PACKAGES,
     how=f"float32, {_CACHE}",
-    available=lambda: _missing(FLOAT_PACKAGES),
 )
 INT4 = DecoderVariant(
     name="onnx-int4", engine="onnxruntime", weights="int4", promise=Promise.QUANTIZED,
     build=build_int4, load=load, packages=FLOAT_PACKAGES,
     how=f"ONNX Runtime MatMulNBits int4 weights (symmetric, block {BLOCK}, every linear and lm_head; embeddings "
         f"float32), {_CACHE}",
-    available=lambda: _missing(FLOAT_PACKAGES),
 )

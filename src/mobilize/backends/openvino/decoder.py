@@ -35,11 +35,6 @@ GROUP = 32
 """int4 group size (weights per scale along the input features)."""
 
 
-def _missing(packages: Sequence[str]) -> str | None:
-    missing = [p for p in packages if importlib.util.find_spec(p) is None]
-    return f"needs the Python package(s) {', '.join(missing)} (pip install {' '.join(missing)})" if missing else None
-
-
 def _require(packages: Sequence[str]) -> None:
     for pkg in packages:
         if importlib.util.find_spec(pkg) is None:
@@ -185,18 +180,15 @@ FP32 = DecoderVariant(
     name="openvino-fp32", engine="openvino", weights="fp32", promise=Promise.FLOAT,
     build=build_fp32, load=load, packages=FLOAT_PACKAGES,
     how=f"float32 IR, {_CACHE}",
-    available=lambda: _missing(FLOAT_PACKAGES),
 )
 INT8 = DecoderVariant(
     name="openvino-int8", engine="openvino", weights="int8", promise=Promise.QUANTIZED,
     build=build_int8, load=load, packages=QUANT_PACKAGES,
     how=f"NNCF compress_weights INT8_ASYM (data-free, per output channel, linears and embeddings), {_CACHE}",
-    available=lambda: _missing(QUANT_PACKAGES),
 )
 INT4 = DecoderVariant(
     name="openvino-int4", engine="openvino", weights="int4", promise=Promise.QUANTIZED,
     build=build_int4, load=load, packages=QUANT_PACKAGES,
     how=f"NNCF compress_weights INT4_SYM (data-free, group {GROUP}, ratio 1.0; embeddings and lm_head int8 "
         f"asymmetric), {_CACHE}",
-    available=lambda: _missing(QUANT_PACKAGES),
 )

@@ -1,4 +1,6 @@
-"""``mobilize tune MODEL --data SRC --max-drop 1.0 | --min-cosine 0.99 [--runtimes ...] [--time-budget 10m] -o DIR``.
+"""``mobilize tune MODEL --data SRC --max-drop 1.0 | --min-cosine 0.99 [--runtimes ...] [--time-budget 10m] -o DIR``;
+for a causal LM ``mobilize tune zoo:tiny_lm [--max-ppl-increase 5] [--runtimes ...] -o DIR`` (no --data: the held-out
+text is the model's own).
 
     $ mobilize tune zoo:digits_mobilenet_v2 --data digits:test --max-drop 0.5 -o out/tune
     ...
@@ -24,19 +26,25 @@ def add_parser(sub) -> None:
                                    "accuracy stays within the budget; write it, a recipe that rebuilds it, and a "
                                    "report of the search.")
     p.add_argument("model", metavar="MODEL", help="zoo:NAME, file.py:Class, pkg.mod:factory")
-    p.add_argument("--data", metavar="SRC", required=True,
-                   help="samples every candidate is judged on (labelled for a top-1 budget): digits:test, DIR, FILE.npz")
+    p.add_argument("--data", metavar="SRC",
+                   help="samples every candidate is judged on (labelled for a top-1 budget): digits:test, DIR, "
+                        "FILE.npz; required except for a causal LM (--task generation), judged on its held-out text")
     p.add_argument("--calibration", metavar="SRC",
                    help="calibration samples for int8 (default: digits:train for digits, else --data)")
-    budget = p.add_mutually_exclusive_group(required=True)
+    budget = p.add_mutually_exclusive_group()
     budget.add_argument("--max-drop", type=float, metavar="POINTS",
                         help="points of the task's measure a candidate may lose (top-1 for a classifier)")
     budget.add_argument("--min-cosine", type=float, metavar="C", help="mean cosine to the float outputs (no labels)")
+    from mobilize.accuracy.verify import DEFAULT_POLICY
+
+    budget.add_argument("--max-ppl-increase", type=float, metavar="PERCENT",
+                        help="a causal LM's budget: held-out perplexity increase over the float model, in percent "
+                             f"(default {DEFAULT_POLICY.max_ppl_increase_percent:g})")
     from mobilize.tune.routes import runtimes as searched
 
-    p.add_argument("--runtimes", default="onnxruntime", help=f"comma-separated: {', '.join(searched())} "
-                                                             "(every engine that declares a tune route; default: "
-                                                             "onnxruntime)")
+    p.add_argument("--runtimes", help=f"comma-separated: {', '.join(searched())} (every engine that declares a "
+                                      "tune route; default: onnxruntime); for a causal LM, the engines whose decoder "
+                                      "files are searched (default: all)")
     p.add_argument("--time-budget", metavar="T", help="stop searching after T (e.g. 90s, 10m); the best so far wins")
     p.add_argument("--samples", type=int, default=200, help="evaluation samples (default: 200)")
     p.add_argument("--prune", nargs="?", const="", metavar="LEVELS",
@@ -94,14 +102,28 @@ def run(args: argparse.Namespace) -> int:
     from mobilize.cli.inputs import bound_args_from_args, input_specs_from_args, task_from_args
     from mobilize.pipeline.isolate import run_isolated
     from mobilize.tune import candidate_recipes, format_layers
+    from mobilize.generation.detect import wants_generation
+    from mobilize.sources.reference import ModelRef
 
+    if wants_generation(args.task, ModelRef.parse(args.model)):
+        from mobilize.cli.tune_generation import run_generation
+
+        return run_generation(args)
     # Everything a user can get wrong is checked here, before the float model is built and evaluated.
+    if args.data is None:
+        raise ConfigError("tune needs --data: the samples every candidate is judged on",
+                          hint="e.g. --data digits:test, a folder of images, or FILE.npz")
+    if args.max_ppl_increase is not None:
+        raise ConfigError("--max-ppl-increase is a causal LM's budget; this model is not one",
+                          hint="give --max-drop POINTS or --min-cosine C (or --task generation for a causal LM)")
+    if args.max_drop is None and args.min_cosine is None:
+        raise ConfigError("tune needs a budget: --max-drop POINTS or --min-cosine C")
     policy = Policy(max_drop_points=args.max_drop) if args.max_drop is not None else Policy(min_cosine=args.min_cosine)
     budget_s = parse_duration_s(args.time_budget)
     if budget_s is not None:
         check_positive(budget_s, "--time-budget", " seconds")
     check_at_least(args.samples, 1, "--samples")
-    runtimes = [r.strip() for r in args.runtimes.split(",") if r.strip()]
+    runtimes = [r.strip() for r in (args.runtimes or "onnxruntime").split(",") if r.strip()]
     if not runtimes:
         from mobilize.tune.routes import runtimes as searched
 

@@ -63,3 +63,12 @@ class DecoderVariant:
     available: Callable[[], str | None] = lambda: None
     """Why it cannot run here beyond a missing package (``packages`` are checked first, by whoever runs it), or
     None."""
+    groups: tuple[int, ...] = ()
+    """int4 group sizes (weights per scale) its tool offers, coarsest first: tune's ladder (``NAME@gN`` builds the
+    file with group N; ``build`` then takes ``group=N``).  Empty: no group to choose (fp32, per-channel int8)."""
+    group: int | None = None
+    """The group this variant is built with when named ``NAME@gN`` (None: the engine's stock group)."""
+
+    def build_file(self, folder: Path, out_dir: Path) -> Path:
+        """Build with the chosen group (``NAME@gN``) or the engine's stock setting."""
+        return self.build(folder, out_dir, **({"group": self.group} if self.group else {}))

@@ -33,7 +33,7 @@ def build_variant(name: str, folder: str, out_dir: str,
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    path = variant.build(Path(folder), out)
+    path = variant.build_file(Path(folder), out)
     return {"path": str(path), "build_s": time.perf_counter() - t0, "size_bytes": file_bytes(path)}
 
 

@@ -1,13 +1,18 @@
 """The ``generation`` plan: every engine's decoder variants (``Backend.decoders``), in a stable order, the
-float eager file first (the speed-up reference).
+float eager file first (the speed-up reference).  ``NAME@gN`` names a variant built with int4 group N, one of the
+groups its tool offers (tune's ladder; ``optimize --recipe onnx-int4@g64`` rebuilds one).
 
     >>> names = [v.name for v in generation_variants()]
     >>> names[0], "executorch-8da4w" in names, "onnx-int4" in names
     ('eager-fp32', True, True)
+    >>> [(v.name, v.group) for v in generation_variants(["onnx-int4@g64"])]
+    [('onnx-int4@g64', 64)]
 """
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from typing import Sequence
 
 from mobilize.core.backend import entries
@@ -23,8 +28,29 @@ def generation_variants(names: Sequence[str] = ()) -> list[DecoderVariant]:
     """The variants named (all when empty), each loaded from its engine's folder."""
     found = entries("decoders")
     order = sorted(found, key=lambda n: (n != REFERENCE, found[n][0].name, n))
-    for name in names:
-        if name not in found:
-            raise ConfigError(f"unknown decoder variant '{name}'", hint=did_you_mean(name, order))
-    chosen = [n for n in order if not names or n in names]
-    return [found[n][0].load(found[n][1]) for n in chosen]
+    if not names:
+        return [found[n][0].load(found[n][1]) for n in order]
+    chosen = []
+    for name in dict.fromkeys(names):  # once each, in the plan's order below
+        base, group = split_group(name)
+        if base not in found:
+            raise ConfigError(f"unknown decoder variant '{base}'", hint=did_you_mean(base, order))
+        variant = found[base][0].load(found[base][1])
+        if group is not None:
+            if group not in variant.groups:
+                offered = ", ".join(str(g) for g in variant.groups) or "none (it has no int4 groups)"
+                raise ConfigError(f"{base} offers no group {group}", hint=f"its groups: {offered}")
+            variant = dataclasses.replace(variant, name=name, group=group)
+        chosen.append(variant)
+    return sorted(chosen, key=lambda v: (v.name != REFERENCE, v.engine, v.name))
+
+
+def split_group(name: str) -> tuple[str, int | None]:
+    """``onnx-int4@g64`` -> (``onnx-int4``, 64); a plain name -> (name, None)."""
+    m = re.fullmatch(r"(.+)@g(\d+)", name)
+    return (m.group(1), int(m.group(2))) if m else (name, None)
+
+
+def with_group(variant: DecoderVariant, group: int) -> DecoderVariant:
+    """The variant built with int4 group ``group`` (named ``NAME@gN``)."""
+    return dataclasses.replace(variant, name=f"{variant.name}@g{group}", group=group)

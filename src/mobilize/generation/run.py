@@ -97,18 +97,18 @@ def compare_generation(cfg: GenerationConfig, ref: Any, progress: Progress | Non
 
     for v in variants:
         say(done, steps, f"{v.name}: build")
-        _build_and_check(v, results[v.name], model, cfg, threads, out)
+        build_and_check(v, results[v.name], model, cfg, threads, out)
         done += 2
         update()
     if cfg.timed:
         say(done, steps, "timed rounds (prefill, then decode with the cache)")
-        _time(state, out)
-        _recommend(state)
+        time_files(state, out)
+        recommend(state)
     say(steps, steps, "done")
     return update()
 
 
-def _build_and_check(v: Any, r: DecoderResult, model: Any, cfg: GenerationConfig, threads: int, out: Path) -> None:
+def build_and_check(v: Any, r: DecoderResult, model: Any, cfg: GenerationConfig, threads: int, out: Path) -> None:
     from mobilize.accuracy.decoder_verdict import assess_decoder, continuation_match
     from mobilize.accuracy.generation import measure_tokens
     from mobilize.generation.checks import build_variant, check_variant
@@ -146,13 +146,14 @@ def _build_and_check(v: Any, r: DecoderResult, model: Any, cfg: GenerationConfig
     logits_path.unlink(missing_ok=True)
 
 
-def _time(state: dict[str, Any], out: Path) -> None:
+def time_files(state: dict[str, Any], out: Path, timed_outcomes: tuple[Outcome, ...] = (
+        Outcome.OK, Outcome.OVER_BUDGET, Outcome.VACUOUS)) -> None:
+    """The timed rounds of every built file whose outcome is in ``timed_outcomes``, raced among the OK ones."""
     from mobilize.generation.timing import time_decoders
     from mobilize.pipeline.isolate import run_isolated
 
     cfg, model, results = state["cfg"], state["model"], state["results"]
-    timed = [(n, r.path) for n, r in results.items() if r.path and r.outcome in
-             (Outcome.OK, Outcome.OVER_BUDGET, Outcome.VACUOUS)]
+    timed = [(n, r.path) for n, r in results.items() if r.path and r.outcome in timed_outcomes]
     if not timed:
         return
     candidates = [n for n, _ in timed if results[n].outcome == Outcome.OK]
@@ -199,7 +200,7 @@ def _speedups(results: dict[str, DecoderResult]) -> None:
             r.timing["decode_speedup"] = {**ci.to_json(), "reference": REFERENCE}
 
 
-def _recommend(state: dict[str, Any]) -> None:
+def recommend(state: dict[str, Any]) -> None:
     from mobilize.generation.recommend import recommend_decoder
 
     state["recommended"] = recommend_decoder(state["results"], state["timing"])

@@ -24,7 +24,7 @@ def _row(v: dict[str, Any]) -> str:
     ci = (f"[{q['ppl_increase_percent_low']:+.1f},{q['ppl_increase_percent_high']:+.1f}]"
           if ppl is not None and q.get("ppl_increase_percent_low") is not None else "")
     size = v.get("size_bytes")
-    return (f"{v['name']:<18} {v['outcome']:<12} {v['weights']:<5} {_f(size and size / 1e6, '7.2f'):>7} "
+    return (f"{v['name']:<22} {v['outcome']:<12} {v['weights']:<5} {_f(size and size / 1e6, '7.2f'):>7} "
             f"{_f(v.get('peak_rss_mb'), '6.0f'):>6} "
             f"{_f(t.get('prefill_ms_p50'), '8.2f'):>8} {_f(t.get('decode_ms_per_token_p50'), '8.3f'):>8} "
             f"{_f(t.get('decode_ms_per_token_p90'), '8.3f'):>8} {_f(t.get('decode_tokens_per_s'), '8.0f'):>8} "
@@ -35,7 +35,7 @@ def _row(v: dict[str, Any]) -> str:
 
 
 def generation_lines(report: dict[str, Any]) -> list[str]:
-    head = (f"{'variant':<18} {'outcome':<12} {'wts':<5} {'size MB':>7} {'RSS MB':>6} {'TTFT ms':>8} {'ms/tok':>8} {'p90':>8} "
+    head = (f"{'variant':<22} {'outcome':<12} {'wts':<5} {'size MB':>7} {'RSS MB':>6} {'TTFT ms':>8} {'ms/tok':>8} {'p90':>8} "
             f"{'tok/s':>8} {'%bound':>6} {'speedup':>7} {'ppl':>7} {'Δppl %':>7} {'95% CI':<15} {'agree%':>6}  "
             f"{'rule':<20} notes")
     lines = [head, "-" * len(head)] + [_row(v) for v in report["variants"]]

@@ -30,9 +30,9 @@ def _require(packages: Sequence[str]) -> None:
                                           hint=f"pip install {pkg}")
 
 
-def _build(folder: Path, out_dir: Path, quantize: bool) -> Path:
+def _build(folder: Path, out_dir: Path, quantize: bool, group: int | None = None) -> Path:
     """Load the saved model, quantize it (8da4w) when asked, and write its .pte into ``out_dir``."""
-    from mobilize.backends.executorch.decoder_export import program_bytes, quantize_8da4w
+    from mobilize.backends.executorch.decoder_export import GROUP, program_bytes, quantize_8da4w
     from mobilize.lowering.decoder import load_hf_decoder
 
     _require(QUANT_PACKAGES if quantize else FLOAT_PACKAGES)
@@ -40,8 +40,8 @@ def _build(folder: Path, out_dir: Path, quantize: bool) -> Path:
     with translate_errors(UnsupportedModelError, f"ExecuTorch could not export the decoder in {folder}"):
         model = load_hf_decoder(folder)
         if quantize:
-            group = quantize_8da4w(model)
-            name = f"model-8da4w-{f'g{group}' if group else 'perchannel'}.pte"  # the file says which
+            got = quantize_8da4w(model, group or GROUP)
+            name = f"model-8da4w-{f'g{got}' if got else 'perchannel'}.pte"  # the file says which
         data = program_bytes(model)
     out = Path(out_dir) / name
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -53,8 +53,8 @@ def build_fp32(folder: Path, out_dir: Path) -> Path:
     return _build(folder, out_dir, quantize=False)
 
 
-def build_8da4w(folder: Path, out_dir: Path) -> Path:
-    return _build(folder, out_dir, quantize=True)
+def build_8da4w(folder: Path, out_dir: Path, group: int | None = None) -> Path:
+    return _build(folder, out_dir, quantize=True, group=group)
 
 
 class ExecuTorchDecoderSession:
@@ -132,7 +132,8 @@ FP32 = DecoderVariant(
 )
 INT4_8DA4W = DecoderVariant(
     name="executorch-8da4w", engine="executorch", weights="int4", promise=Promise.QUANTIZED,
-    build=build_8da4w, load=load, packages=QUANT_PACKAGES,
-    how=f"torchao 8da4w (int8 dynamic activations, int4 weights group 32, per channel where 32 does not divide the "
+    build=build_8da4w, load=load, packages=QUANT_PACKAGES, groups=(128, 64, 32),
+    how=f"torchao 8da4w (int8 dynamic activations, int4 weights group 32 (tune: 128, 64, 32), per channel where the "
+        f"group does not divide the "
         f"in-features; embeddings float32), XNNPACK, {_CACHE}",
 )

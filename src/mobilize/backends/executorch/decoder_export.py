@@ -38,9 +38,9 @@ def cache_len(config: Any) -> int:
     return min(int(getattr(config, "max_position_embeddings", None) or CACHE_LEN_CAP), CACHE_LEN_CAP)
 
 
-def group_size(in_features: list[int]) -> int | None:
-    """The 8da4w group size: :data:`GROUP` where it divides every linear's in-features, else None (per channel)."""
-    return GROUP if all(n % GROUP == 0 for n in in_features) else None
+def group_size(in_features: list[int], group: int = GROUP) -> int | None:
+    """The 8da4w group size: ``group`` where it divides every linear's in-features, else None (per channel)."""
+    return group if all(n % group == 0 for n in in_features) else None
 
 
 def check_supported(config: Any) -> None:
@@ -56,14 +56,14 @@ def check_supported(config: Any) -> None:
                                     f"{', '.join(found)}")
 
 
-def quantize_8da4w(model: Any) -> int | None:
+def quantize_8da4w(model: Any, group: int = GROUP) -> int | None:
     """torchao 8da4w in place: int8 dynamic per-token activations, int4 symmetric weights per group of
     :func:`group_size` (per output channel where no group fits).  Returns the group size (None: per channel)."""
     import torch
     from torchao.quantization import Int8DynamicActivationIntxWeightConfig, quantize_
     from torchao.quantization.granularity import PerAxis, PerGroup
 
-    group = group_size([m.in_features for m in model.modules() if isinstance(m, torch.nn.Linear)])
+    group = group_size([m.in_features for m in model.modules() if isinstance(m, torch.nn.Linear)], group)
     quantize_(model, Int8DynamicActivationIntxWeightConfig(
         weight_dtype=torch.int4, weight_granularity=PerGroup(group) if group else PerAxis(0)))
     return group

@@ -46,11 +46,11 @@ def build_fp32(folder: Path, out_dir: Path) -> Path:
     return convert(Path(folder), Path(out_dir), "none")
 
 
-def build_int4(folder: Path, out_dir: Path) -> Path:
-    from mobilize.backends.litert.decoder_convert import convert
+def build_int4(folder: Path, out_dir: Path, group: int = 32) -> Path:
+    from mobilize.backends.litert.decoder_convert import INT4_RECIPES, convert
 
     _require(BUILD_PACKAGES)
-    return convert(Path(folder), Path(out_dir), "dynamic_int4_block32")
+    return convert(Path(folder), Path(out_dir), INT4_RECIPES[group])
 
 
 class LiteRTDecoderSession:
@@ -148,6 +148,6 @@ FP32 = DecoderVariant(
 )
 INT4 = DecoderVariant(
     name="litert-int4", engine="litert", weights="int4", promise=Promise.QUANTIZED,
-    build=build_int4, load=load, packages=BUILD_PACKAGES,
-    how=f"litert-torch dynamic_int4_block32 (int4 weights, block 32, dynamic int8 activations), {_RUN}",
+    build=build_int4, load=load, packages=BUILD_PACKAGES, groups=(128, 32),
+    how=f"litert-torch dynamic_int4_block32 (int4 weights, block 32 (tune: 128, 32), dynamic int8 activations), {_RUN}",
 )

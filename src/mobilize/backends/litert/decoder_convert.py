@@ -27,7 +27,8 @@ of every signature, copied in and out of each call)."""
 PREFILL_LENS = (8, 32, 128, 512)
 """Prefill signature lengths exported (those that fit the cache); a prompt runs through the smallest that holds it
 (padded), or in windows of the largest."""
-INT4_BLOCK = 32
+INT4_RECIPES = {32: "dynamic_int4_block32", 128: "dynamic_int4_block128"}
+"""litert-torch's int4 recipes by block size (the two it offers)."""
 
 
 def prefill_lens(cache_len: int) -> tuple[int, ...]:
@@ -121,9 +122,10 @@ def convert(folder: Path, out_dir: Path, quantize: str) -> Path:
     refusal = llama_refusal(config)
     if refusal:
         raise UnsupportedModelError(refusal)
-    if quantize != "none" and (config.hidden_size % INT4_BLOCK or config.intermediate_size % INT4_BLOCK):
+    block = next((b for b, name in INT4_RECIPES.items() if name == quantize), None)
+    if block and (config.hidden_size % block or config.intermediate_size % block):
         raise UnsupportedModelError(f"litert-torch's {quantize} needs every linear's input features to be a "
-                                    f"multiple of {INT4_BLOCK} (hidden {config.hidden_size}, intermediate "
+                                    f"multiple of {block} (hidden {config.hidden_size}, intermediate "
                                     f"{config.intermediate_size})")
     cache_len = min(int(getattr(config, "max_position_embeddings", None) or CACHE_LEN_CAP), CACHE_LEN_CAP)
     _, builder, converter, export_config = generative()

@@ -67,9 +67,9 @@ def export_past_kv(folder: Path, path: Path) -> Path:
     return path
 
 
-def quantize_int4(source: Path, path: Path) -> Path:
+def quantize_int4(source: Path, path: Path, block: int = BLOCK) -> Path:
     """Every MatMul with constant weights (the linears and ``lm_head``) as ``MatMulNBits``: 4-bit symmetric weights,
-    one scale per ``BLOCK`` input features (ONNX Runtime's own quantizer, data-free)."""
+    one scale per ``block`` input features (ONNX Runtime's own quantizer, data-free)."""
     import onnx
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
@@ -80,7 +80,7 @@ def quantize_int4(source: Path, path: Path) -> Path:
     quant_log.setLevel(logging.WARNING)  # it logs every node it quantizes at INFO
     try:
         with translate_errors(UnsupportedModelError, what):
-            quantizer = MatMulNBitsQuantizer(onnx.load(str(source)), block_size=BLOCK, is_symmetric=True, bits=4)
+            quantizer = MatMulNBitsQuantizer(onnx.load(str(source)), block_size=block, is_symmetric=True, bits=4)
             quantizer.process()
             quantizer.model.save_model_to_file(str(path), use_external_data_format=external)
     finally:
@@ -92,12 +92,12 @@ def build_fp32(folder: Path, out_dir: Path) -> Path:
     return export_past_kv(Path(folder), Path(out_dir) / "model-fp32.onnx")
 
 
-def build_int4(folder: Path, out_dir: Path) -> Path:
+def build_int4(folder: Path, out_dir: Path, group: int = BLOCK) -> Path:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="mobilize-onnx-decoder-") as tmp:  # out_dir holds the int4 file only
         source = export_past_kv(Path(folder), Path(tmp) / "model-fp32.onnx")
-        return quantize_int4(source, out / f"model-int4-b{BLOCK}.onnx")
+        return quantize_int4(source, out / f"model-int4-b{group}.onnx", group)
 
 
 class OnnxDecoderSession:
@@ -162,7 +162,7 @@ FP32 = DecoderVariant(
 )
 INT4 = DecoderVariant(
     name="onnx-int4", engine="onnxruntime", weights="int4", promise=Promise.QUANTIZED,
-    build=build_int4, load=load, packages=FLOAT_PACKAGES,
-    how=f"ONNX Runtime MatMulNBits int4 weights (symmetric, block {BLOCK}, every linear and lm_head; embeddings "
+    build=build_int4, load=load, packages=FLOAT_PACKAGES, groups=(128, 64, 32, 16),
+    how=f"ONNX Runtime MatMulNBits int4 weights (symmetric, block {BLOCK} (tune: 128 to 16), every linear and lm_head; embeddings "
         f"float32), {_CACHE}",
 )

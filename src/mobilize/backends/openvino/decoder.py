@@ -67,9 +67,9 @@ def convert_past_kv(folder: Path) -> Any:
     return converted
 
 
-def compress(model: Any, mode: str) -> Any:
+def compress(model: Any, mode: str, group: int = GROUP) -> Any:
     """NNCF data-free weight compression: ``int8`` (INT8_ASYM, per output channel) or ``int4`` (INT4_SYM, group
-    ``GROUP``, every linear it may take: NNCF keeps the embedding and the last linear in int8)."""
+    ``group``, every linear it may take: NNCF keeps the embedding and the last linear in int8)."""
     from mobilize.lowering.onnx_export import native_output
 
     lines: list[str] = []
@@ -81,19 +81,19 @@ def compress(model: Any, mode: str) -> Any:
 
         if mode == "int8":
             return nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_ASYM)
-        return nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT4_SYM, group_size=GROUP, ratio=1.0)
+        return nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT4_SYM, group_size=group, ratio=1.0)
 
 
-def _build(folder: Path, out_dir: Path, mode: str) -> Path:
+def _build(folder: Path, out_dir: Path, mode: str, group: int = GROUP) -> Path:
     import openvino as ov
 
     _require(QUANT_PACKAGES if mode != "fp32" else FLOAT_PACKAGES)
     model = convert_past_kv(Path(folder))
     if mode != "fp32":
-        model = compress(model, mode)
+        model = compress(model, mode, group)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    xml = out / f"model-{mode}{f'-g{GROUP}' if mode == 'int4' else ''}.xml"
+    xml = out / f"model-{mode}{f'-g{group}' if mode == 'int4' else ''}.xml"
     ov.save_model(model, str(xml), compress_to_fp16=False)  # the default would store float weights in fp16
     return xml
 
@@ -106,8 +106,8 @@ def build_int8(folder: Path, out_dir: Path) -> Path:
     return _build(folder, out_dir, "int8")
 
 
-def build_int4(folder: Path, out_dir: Path) -> Path:
-    return _build(folder, out_dir, "int4")
+def build_int4(folder: Path, out_dir: Path, group: int = GROUP) -> Path:
+    return _build(folder, out_dir, "int4", group)
 
 
 class OpenVinoDecoderSession:
@@ -188,7 +188,7 @@ INT8 = DecoderVariant(
 )
 INT4 = DecoderVariant(
     name="openvino-int4", engine="openvino", weights="int4", promise=Promise.QUANTIZED,
-    build=build_int4, load=load, packages=QUANT_PACKAGES,
-    how=f"NNCF compress_weights INT4_SYM (data-free, group {GROUP}, ratio 1.0; embeddings and lm_head int8 "
+    build=build_int4, load=load, packages=QUANT_PACKAGES, groups=(128, 64, 32, 16),
+    how=f"NNCF compress_weights INT4_SYM (data-free, group {GROUP} (tune: 128 to 16), ratio 1.0; embeddings and lm_head int8 "
         f"asymmetric), {_CACHE}",
 )

@@ -1,0 +1,91 @@
+"""tune for a causal LM: each int4 variant climbs its groups coarsest first and stops at the first within the
+perplexity budget; the files within it are raced and the leader wins (zoo:tiny_lm on ONNX Runtime here; every
+engine's own test builds its files)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mobilize.core.outcome import Outcome
+from mobilize.generation import tune as gtune
+from mobilize.generation.config import GenerationConfig
+from mobilize.generation.plan import generation_variants, split_group
+from tests.conftest import assert_one_line_error
+
+
+def test_group_names_build_with_their_group_and_are_refused_outside_the_offer():
+    [v] = generation_variants(["openvino-int4@g64"])
+    assert (v.name, v.group, v.engine) == ("openvino-int4@g64", 64, "openvino")
+    assert split_group("onnx-int4") == ("onnx-int4", None)
+    with pytest.raises(Exception, match="offers no group 48"):
+        generation_variants(["onnx-int4@g48"])
+    with pytest.raises(Exception, match="no int4 groups"):
+        generation_variants(["onnx-fp32@g32"])
+
+
+def test_every_int4_variant_offers_groups_and_the_ladder_skips_those_that_do_not_divide():
+    int4 = [v for v in generation_variants() if v.weights == "int4"]
+    assert int4 and all(v.groups for v in int4), [v.name for v in int4 if not v.groups]
+    [litert] = [v for v in int4 if v.engine == "litert"]
+    assert [r.name for r in gtune.ladder(litert, [256, 704])] == ["litert-int4@g32"]  # 704 is no multiple of 128
+    [fp32] = generation_variants(["onnx-fp32"])
+    assert gtune.ladder(fp32, [256, 704]) == [fp32]
+
+
+def test_the_ladder_stops_at_the_first_group_within_the_budget(monkeypatch, tmp_path):
+    """Planted verdicts: g64 over the budget, g32 within: g16 is never built, and the report says why each
+    step went on or stopped."""
+    import mobilize.generation.model as gmodel
+    import mobilize.generation.run as grun
+
+    built: list[str] = []
+
+    def fake_check(v, r, model, cfg, threads, out):
+        built.append(v.name)
+        r.outcome = Outcome.OVER_BUDGET if v.group == 64 else Outcome.OK
+        r.verdict = {"numbers": {"ppl_increase_percent": 9.0 if v.group == 64 else 1.0}}
+
+    class Model:
+        folder = tmp_path
+
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 256, "intermediate_size": 704}))
+    monkeypatch.setattr(gmodel, "prepare", lambda ref, work, cfg: Model())
+    monkeypatch.setattr(grun, "build_and_check", fake_check)
+    monkeypatch.setattr(grun, "report_of", lambda state: {"variants": []})
+    report = gtune.tune_generation(GenerationConfig(variants=("onnx-int4",), out_dir=str(tmp_path / "o"),
+                                                    timed=False), ref=None)
+    assert built == ["onnx-int4@g64", "onnx-int4@g32"]
+    steps = report["tune"]["steps"]
+    assert [s["stop"] for s in steps] == ["OVER_BUDGET: next, group 32", "within the budget"]
+
+
+def test_tune_picks_a_decoder_file_within_the_budget(run_cli_process, tmp_path):
+    out = tmp_path / "tune"
+    code, stdout, err = run_cli_process("tune", "zoo:tiny_lm", "--runtimes", "onnxruntime", "--max-ppl-increase",
+                                        "50", "-o", out)
+    assert code == 0, err[-2000:]
+    report = json.loads((out / "tune-report.json").read_text())
+    tried = [s["name"] for s in report["tune"]["steps"]]
+    assert tried == ["onnx-fp32", "onnx-int4@g64"]  # g64 is within a 50% budget: the finer groups are not built
+    winner = report["tune"]["winner"]
+    assert winner in ("onnx-fp32", "onnx-int4@g64") and f"winner: {winner}" in stdout
+    assert f"--recipe {winner}" in stdout and (out / "tune-report.html").exists()
+    assert report["recommended"]["rule"].startswith("race-")
+
+
+@pytest.mark.parametrize("extra,message", [
+    (("--data", "digits:test"), "--data is not an option for a causal LM"),
+    (("--runtimes", "tensorrt"), "no decoder files for engine 'tensorrt'"),
+    (("--max-ppl-increase", "0"), "--max-ppl-increase"),
+])
+def test_tune_refuses_what_a_causal_lm_cannot_take(run_cli, tmp_path, extra, message):
+    code, _, err = run_cli("tune", "zoo:tiny_lm", *extra, "-o", tmp_path / "o")
+    assert_one_line_error(code, err, message)
+
+
+def test_a_perplexity_budget_on_a_tensor_model_is_refused(run_cli, tmp_path):
+    code, _, err = run_cli("tune", "zoo:conv_bn_relu", "--input_dims", "1,3,8,8", "--data", "digits:test",
+                           "--max-ppl-increase", "1", "-o", tmp_path / "o")
+    assert_one_line_error(code, err, "--max-ppl-increase is a causal LM's budget")

@@ -89,3 +89,18 @@ def test_a_perplexity_budget_on_a_tensor_model_is_refused(run_cli, tmp_path):
     code, _, err = run_cli("tune", "zoo:conv_bn_relu", "--input_dims", "1,3,8,8", "--data", "digits:test",
                            "--max-ppl-increase", "1", "-o", tmp_path / "o")
     assert_one_line_error(code, err, "--max-ppl-increase is a causal LM's budget")
+
+
+def test_tune_on_a_random_init_decoder_says_no_budget_means_anything(run_cli_process, tmp_path):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    LlamaForCausalLM(LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                                 num_attention_heads=2, num_key_value_heads=1,
+                                 max_position_embeddings=256)).save_pretrained(tmp_path / "lm")
+    out = tmp_path / "tune"
+    code, _, err = run_cli_process("tune", tmp_path / "lm", "--runtimes", "onnxruntime", "-o", out)
+    assert code == 2 and "near uniform" in err, err[-2000:]
+    steps = json.loads((out / "tune-report.json").read_text())["tune"]["steps"]
+    assert [s["name"] for s in steps] == ["onnx-fp32", "onnx-int4@g64"]  # a finer group cannot judge it either

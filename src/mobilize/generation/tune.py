@@ -95,8 +95,9 @@ def tune_generation(cfg: GenerationConfig, ref: Any, engines: Sequence[str] = ()
             step = {"variant": v.name, "name": rung.name, "group": rung.group, "outcome": str(r.outcome),
                     "ppl_increase_percent": ((r.verdict or {}).get("numbers") or {}).get("ppl_increase_percent")}
             steps.append(step)
-            if r.outcome == Outcome.OK or i == len(rungs) - 1:
-                step["stop"] = "within the budget" if r.outcome == Outcome.OK else "the finest group it offers"
+            if r.outcome in (Outcome.OK, Outcome.VACUOUS) or i == len(rungs) - 1:
+                step["stop"] = ("within the budget" if r.outcome == Outcome.OK else "a near-uniform reference: no "
+                                "group can be judged" if r.outcome == Outcome.VACUOUS else "the finest group it offers")
                 break
             step["stop"] = f"{r.outcome}: next, group {rungs[i + 1].group}"
         update()

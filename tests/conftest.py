@@ -11,7 +11,7 @@ import torch
 
 from mobilize.cli.main import main as cli_main
 
-pytest_plugins = ["tests.arm64.arm64_files"]
+pytest_plugins = ["tests.arm64.arm64_files", "tests.decoder_files"]
 """The arm64 tests' session fixture (``built``); a plugin module, not a second conftest.py (see its docstring)."""
 
 INPUT_SHAPE = (1, 3, 32, 32)

@@ -1,109 +1,37 @@
-"""The ONNX Runtime decoder variants on a tiny random Llama: float32 against eager transformers (prefill logits,
-cached greedy decode, reset), int4 MatMulNBits against its own full prefill (the cache) and near the float model."""
+"""The ONNX Runtime decoder variants beyond the contract every decoder meets (tests/contract/test_decoders.py):
+one file each, every linear of the int4 file a MatMulNBits, the block in its name, and a cache longer than
+exported refused."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 pytest.importorskip("transformers")
-torch = pytest.importorskip("torch")
 
-from mobilize.backends.onnxruntime.decoder import FP32, INT4  # noqa: E402
-
-MAX_LEN = 64
-VOCAB = 128
-PROMPT = [int(t) for t in np.random.default_rng(1).integers(0, VOCAB, 12)]
-OTHER = [int(t) for t in np.random.default_rng(2).integers(0, VOCAB, 30)]
-STEPS = 8
+from mobilize.backends.onnxruntime.decoder import FP32  # noqa: E402
+from tests.decoder_files import MAX_LEN  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                         num_attention_heads=4, num_key_value_heads=2,
-                                         max_position_embeddings=MAX_LEN))
-    path = tmp_path_factory.mktemp("tiny-llama-onnx")
-    model.save_pretrained(path)
-    return path
-
-
-def _eager(model, ids):
-    with torch.no_grad():
-        return model(input_ids=torch.tensor([ids])).logits[0].numpy()
-
-
-def _greedy(session, prompt, steps):
-    """(prefill logits, each decode step's logits, greedy tokens)."""
-    first = session.prefill(prompt)
-    tokens, steps_logits = [int(first[-1].argmax())], []
-    for _ in range(steps):
-        logits = session.decode(tokens[-1])
-        steps_logits.append(logits)
-        tokens.append(int(logits.argmax()))
-    return first, steps_logits, tokens
-
-
-def _close(got, want):
-    return np.abs(got - want).max() <= 1e-4 * np.abs(want).max() + 1e-6
-
-
-def test_onnx_fp32_matches_eager_with_cache(folder, tmp_path):
+def test_onnx_fp32_is_one_file_for_its_cache(decoder_file):
     from mobilize.core.errors import ConfigError
-    from mobilize.lowering.decoder import load_hf_decoder
 
-    model = load_hf_decoder(folder)
-    path = FP32.build(folder, tmp_path)
-    assert path.name == "model-fp32.onnx" and sorted(p.name for p in tmp_path.iterdir()) == [path.name]
-    session = FP32.load(path, 1, MAX_LEN)
-    try:
-        assert session.max_len == MAX_LEN
-        first, steps, tokens = _greedy(session, PROMPT, STEPS)
-        assert first.shape == (len(PROMPT), VOCAB) and first.dtype == np.float32
-        assert _close(first, _eager(model, PROMPT))
-        full = _eager(model, PROMPT + tokens[:-1])
-        for i, logits in enumerate(steps):  # cache correctness: each step against the full forward
-            assert logits.shape == (VOCAB,) and logits.dtype == np.float32
-            assert _close(logits, full[len(PROMPT) + i])
-        assert tokens == [int(r.argmax()) for r in full[len(PROMPT) - 1:]]
-        assert _close(session.prefill(OTHER), _eager(model, OTHER))  # a longer sequence between, then reset
-        assert np.array_equal(session.prefill(PROMPT), first)
-        assert session.prefill(list(range(MAX_LEN - 1))).shape == (MAX_LEN - 1, VOCAB)
-    finally:
-        session.close()
+    _, path = decoder_file("onnx-fp32")
+    assert path.name == "model-fp32.onnx" and sorted(p.name for p in path.parent.iterdir()) == [path.name]
     with pytest.raises(ConfigError, match="exported for 64 tokens"):
         FP32.load(path, 1, 2 * MAX_LEN)
 
 
-def test_onnx_int4_matmulnbits_with_cache(folder, tmp_path):
+@pytest.mark.parametrize("name,block", [("onnx-int4", 32), ("onnx-int4@g16", 16)])
+def test_onnx_int4_is_matmulnbits_in_its_block(decoder_file, name, block):
     import onnx
 
-    from mobilize.lowering.decoder import load_hf_decoder
-
-    path = INT4.build(folder, tmp_path)
-    assert path.name == "model-int4-b32.onnx" and sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+    _, path = decoder_file(name)
+    assert path.name == f"model-int4-b{block}.onnx" and sorted(p.name for p in path.parent.iterdir()) == [path.name]
     graph = onnx.load(str(path)).graph
     weights = {i.name for i in graph.initializer}
-    ops = [n.op_type for n in graph.node]
-    assert ops.count("MatMulNBits") == 2 * 7 + 1  # q k v o gate up down per layer, and lm_head
+    nbits = [n for n in graph.node if n.op_type == "MatMulNBits"]
+    assert len(nbits) == 2 * 7 + 1  # q k v o gate up down per layer, and lm_head
+    assert {a.i for n in nbits for a in n.attribute if a.name == "block_size"} == {block}
     assert not [n for n in graph.node if n.op_type in ("MatMul", "Gemm") and set(n.input) & weights]
-    fp32 = _eager(load_hf_decoder(folder), PROMPT)
-    session = INT4.load(path, 1, MAX_LEN)
-    try:
-        first, steps, tokens = _greedy(session, PROMPT, STEPS)
-        assert first.shape == (len(PROMPT), VOCAB) and first.dtype == np.float32 and np.isfinite(first).all()
-        assert all(s.shape == (VOCAB,) and np.isfinite(s).all() for s in steps)
-        full = session.prefill(PROMPT + tokens[:-1])  # the same weights without the cache
-        assert _close(np.stack(steps), full[len(PROMPT):])
-        assert np.array_equal(session.prefill(PROMPT), first)
-        error = np.abs(first - fp32).max() / np.abs(fp32).max()
-        assert 0 < error < 0.5  # quantized, and near the float model
-        agreement = np.mean(first.argmax(-1) == fp32.argmax(-1))
-        print(f"onnx-int4 top-1 agreement with fp32 over the prompt: {agreement:.2f}, max logit error {error:.3f}")
-    finally:
-        session.close()

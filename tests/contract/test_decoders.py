@@ -1,0 +1,89 @@
+"""Every decoder variant an engine declares (``Backend.decoders``), held to the same contract on one tiny random
+Llama - a new engine's variant is tested here the moment it registers:
+
+- every file: prefill gives float32 logits for every position, cached decode steps one position each, a second
+  prefill starts afresh (a longer sequence between leaves nothing behind), the whole cache is usable, and one
+  token more than the cache is refused in one line;
+- a float file (Promise.FLOAT): the model's own logits to rounding, each cached step equal to the full forward
+  at that position, the same greedy tokens;
+- a quantized file: its cached steps agree with its own full prefill (the cache is right whatever the weights),
+  and it is near the float model but not equal to it (it really is quantized);
+- a variant that offers int4 groups: ``NAME@gN`` builds a different file that runs.
+
+Each engine's own tests (tests/backends/<engine>/) check what only that engine has (its tool's quantized model,
+its file layout, its thread pool)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mobilize.core.decoder import Promise
+from mobilize.core.errors import ConfigError
+from mobilize.generation.plan import generation_variants
+from tests.decoder_files import MAX_LEN, OTHER, PROMPT, STEPS, VOCAB, close, eager, greedy
+
+VARIANTS = [v.name for v in generation_variants()]
+QUANTIZED_CACHE_TOLERANCE = 0.05
+"""A quantized file's cached steps against its own full prefill, relative to the largest logit: a dynamic
+activation scale may differ between one token and a sequence (8da4w, LiteRT's dynamic int8)."""
+
+
+def test_every_engine_declares_decoders():
+    assert {v.engine for v in generation_variants()} >= {"eager", "executorch", "onnxruntime", "openvino", "litert"}
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_decoder_contract(name, decoder_file, tiny_llama):
+    from mobilize.lowering.decoder import load_hf_decoder
+
+    variant, path = decoder_file(name)
+    model = load_hf_decoder(tiny_llama)
+    fp32 = eager(model, PROMPT)
+    session = variant.load(path, 1, MAX_LEN)
+    try:
+        assert session.max_len == MAX_LEN
+        first, steps, tokens = greedy(session, PROMPT, STEPS)
+        assert first.shape == (len(PROMPT), VOCAB) and first.dtype == np.float32 and np.isfinite(first).all()
+        assert all(s.shape == (VOCAB,) and s.dtype == np.float32 and np.isfinite(s).all() for s in steps)
+        if variant.promise == Promise.FLOAT:
+            assert close(first, fp32)
+            full = eager(model, PROMPT + tokens[:-1])
+            for i, logits in enumerate(steps):  # each cached step against the full forward at its position
+                assert close(logits, full[len(PROMPT) + i]), i
+            assert tokens == [int(r.argmax()) for r in full[len(PROMPT) - 1:]]
+            assert close(session.prefill(OTHER), eager(model, OTHER))
+        else:
+            full = session.prefill(PROMPT + tokens[:-1])  # the same weights without the cache
+            assert close(np.stack(steps), full[len(PROMPT):], QUANTIZED_CACHE_TOLERANCE)
+            error = np.abs(first - fp32).max() / np.abs(fp32).max()
+            assert 0 < error < 0.5, error  # quantized, and near the float model
+            session.prefill(OTHER)
+        assert close(session.prefill(PROMPT), first)  # a fresh start: nothing of OTHER left in the cache
+        assert session.prefill(list(range(MAX_LEN - 1))).shape == (MAX_LEN - 1, VOCAB)
+        with pytest.raises(ConfigError, match=f"prefill takes 1 to {MAX_LEN - 1}"):
+            session.prefill(list(range(MAX_LEN)))
+    finally:
+        session.close()
+
+
+GROUPED = [v.name for v in generation_variants() if v.groups]
+
+
+@pytest.mark.parametrize("name", GROUPED)
+def test_a_variant_builds_each_group_it_offers(name, decoder_file, tiny_llama):
+    from mobilize.generation.checks import file_bytes
+    from mobilize.generation.tune import ladder_groups, linear_in_features
+
+    variant, stock = decoder_file(name)
+    fitting = ladder_groups(variant.groups, linear_in_features(tiny_llama))
+    other = [g for g in fitting if g != 32]  # every engine's stock group is 32
+    if not other:
+        pytest.skip(f"{name}: only group 32 divides the tiny model's linears (offers {variant.groups})")
+    grouped, path = decoder_file(f"{name}@g{other[-1]}")
+    assert grouped.group == other[-1] and file_bytes(path) != file_bytes(stock)
+    session = grouped.load(path, 1, MAX_LEN)
+    try:
+        assert np.isfinite(session.prefill(PROMPT)).all()
+    finally:
+        session.close()

@@ -1,0 +1,82 @@
+"""Every engine's decoder files built once per test session from one tiny random Llama, and the checks they share.
+
+A pytest plugin module (listed in ``tests/conftest.py``'s ``pytest_plugins``): ``tiny_llama`` is the saved
+transformers folder; ``decoder_file(name)`` builds the variant ``name`` (``onnx-int4``, ``onnx-int4@g16``) from it
+the first time it is asked for and returns (variant, path), so the contract test over the registry
+(tests/contract/test_decoders.py) and each engine's own tests (tests/backends/<engine>/) share one build.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+MAX_LEN = 64
+"""Positions of the tiny model (its cache holds this many tokens)."""
+VOCAB = 128
+PROMPT = [int(t) for t in np.random.default_rng(1).integers(0, VOCAB, 12)]
+OTHER = [int(t) for t in np.random.default_rng(2).integers(0, VOCAB, 30)]
+"""A longer sequence run between two prefills of PROMPT: the second must not see it (reset)."""
+STEPS = 8
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory):
+    """A random Llama (2 layers, hidden 32, 4 heads, 2 KV heads, 128 tokens, 64 positions), saved as
+    ``save_pretrained`` writes it."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=MAX_LEN))
+    path = tmp_path_factory.mktemp("tiny-llama")
+    model.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def decoder_file(tiny_llama, tmp_path_factory) -> Callable[[str], tuple[Any, Any]]:
+    """name -> (variant, built path); the variant is skipped, with its reason, where it cannot run here."""
+    from mobilize.generation.plan import generation_variants
+    from mobilize.generation.run import unavailable
+
+    built: dict[str, tuple[Any, Any]] = {}
+
+    def get(name: str) -> tuple[Any, Any]:
+        if name not in built:
+            [variant] = generation_variants([name])
+            why = unavailable(variant)
+            if why:
+                pytest.skip(f"{name}: {why}")
+            built[name] = (variant, variant.build_file(tiny_llama, tmp_path_factory.mktemp(name.replace("@", "-"))))
+        return built[name]
+
+    return get
+
+
+def eager(model: Any, ids: list[int]) -> np.ndarray:
+    """The transformers model's own logits for ``ids`` (a full forward, no cache)."""
+    import torch
+
+    with torch.no_grad():
+        return model(input_ids=torch.tensor([ids])).logits[0].numpy()
+
+
+def greedy(session: Any, prompt: list[int], steps: int) -> tuple[np.ndarray, list[np.ndarray], list[int]]:
+    """(prefill logits, each decode step's logits, greedy tokens)."""
+    first = session.prefill(prompt)
+    tokens, steps_logits = [int(first[-1].argmax())], []
+    for _ in range(steps):
+        logits = session.decode(tokens[-1])
+        steps_logits.append(logits)
+        tokens.append(int(logits.argmax()))
+    return first, steps_logits, tokens
+
+
+def close(got: np.ndarray, want: np.ndarray, rel: float = 1e-4) -> bool:
+    """Within ``rel`` of the largest reference logit (float files: rounding)."""
+    return bool(np.abs(got - want).max() <= rel * np.abs(want).max() + 1e-6)

@@ -44,6 +44,48 @@ class DecoderSession(Protocol):
     def close(self) -> None: ...
 
 
+class CachedDecoderSession:
+    """The sequence bookkeeping every engine's session shares: ``prefill`` checks that the prompt fits the cache,
+    empties it (``_start``) and runs the prompt from position 0; ``decode`` checks that a sequence was started and
+    that the cache has room, then runs one token at the next position.  An engine implements ``_start()`` and
+    ``_forward(ids, start)`` (the logits of each of ``ids``, float32 [len(ids), V]); ``_pos`` is None until a
+    prefill, and is set back to None by anything that empties the cache behind the session (a reload)."""
+
+    max_len: int
+    _pos: int | None = None
+    not_started = "decode before prefill: prefill first"
+    """The refusal of a decode with no sequence started (an engine may name its other causes)."""
+
+    def _start(self) -> None:
+        raise NotImplementedError
+
+    def _forward(self, ids: list[int], start: int) -> Any:
+        raise NotImplementedError
+
+    def prefill(self, ids: Sequence[int]) -> Any:
+        from mobilize.core.errors import ConfigError
+
+        ids = [int(t) for t in ids]
+        if not 1 <= len(ids) < self.max_len:
+            raise ConfigError(f"a prompt of {len(ids)} tokens: prefill takes 1 to {self.max_len - 1}")
+        self._pos = None  # a prefill that fails leaves no half-started sequence behind
+        self._start()
+        logits = self._forward(ids, 0)
+        self._pos = len(ids)
+        return logits
+
+    def decode(self, token: int) -> Any:
+        from mobilize.core.errors import ConfigError
+
+        if self._pos is None:
+            raise ConfigError(self.not_started)
+        if self._pos >= self.max_len:
+            raise ConfigError(f"the KV cache is full ({self.max_len} tokens)")
+        logits = self._forward([int(token)], self._pos)
+        self._pos += 1
+        return logits[-1]
+
+
 @dataclasses.dataclass(frozen=True)
 class DecoderVariant:
     name: str

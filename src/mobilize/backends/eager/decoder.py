@@ -19,8 +19,8 @@ import shutil
 from pathlib import Path
 from typing import Any, Sequence
 
-from mobilize.core.decoder import DecoderVariant, Promise
-from mobilize.core.errors import BackendUnavailableError, ConfigError, UnsupportedModelError, translate_errors
+from mobilize.core.decoder import CachedDecoderSession, DecoderVariant, Promise
+from mobilize.core.errors import BackendUnavailableError, UnsupportedModelError, translate_errors
 
 FLOAT_PACKAGES = ("torch", "transformers")
 INT8_PACKAGES = FLOAT_PACKAGES + ("torchao",)
@@ -82,7 +82,7 @@ def _load_model(path: Path) -> Any:
     return model.eval()
 
 
-class EagerDecoderSession:
+class EagerDecoderSession(CachedDecoderSession):
     """A transformers causal LM run eagerly, its KV cache a ``DynamicCache``."""
 
     def __init__(self, path: Path, threads: int, max_len: int):
@@ -96,9 +96,13 @@ class EagerDecoderSession:
         self.threads = threads
         self.max_len = max_len
         self._cache: Any = None
-        self._pos = 0
 
-    def _run(self, ids: Sequence[int]) -> Any:
+    def _start(self) -> None:
+        from transformers import DynamicCache
+
+        self._cache = DynamicCache(config=self.model.config)
+
+    def _forward(self, ids: list[int], start: int) -> Any:
         import numpy as np
         import torch
 
@@ -108,23 +112,7 @@ class EagerDecoderSession:
             out = self.model(input_ids=torch.tensor([list(ids)], dtype=torch.long), cache=self._cache,
                              use_cache=True)
         self._cache = out.cache
-        self._pos += len(ids)
         return np.asarray(out.logits[0].float().numpy(), dtype=np.float32)
-
-    def prefill(self, ids: Sequence[int]) -> Any:
-        from transformers import DynamicCache
-
-        if not 1 <= len(ids) < self.max_len:
-            raise ConfigError(f"a prompt of {len(ids)} tokens: prefill takes 1 to {self.max_len - 1}")
-        self._cache, self._pos = DynamicCache(config=self.model.config), 0
-        return self._run(ids)
-
-    def decode(self, token: int) -> Any:
-        if self._cache is None:
-            raise ConfigError("decode before prefill: prefill first")
-        if self._pos >= self.max_len:
-            raise ConfigError(f"the KV cache is full ({self.max_len} tokens)")
-        return self._run([token])[0]
 
     def close(self) -> None:
         self.model = self._cache = None

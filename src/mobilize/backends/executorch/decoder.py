@@ -16,7 +16,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any, Sequence
 
-from mobilize.core.decoder import DecoderVariant, Promise
+from mobilize.core.decoder import CachedDecoderSession, DecoderVariant, Promise
 from mobilize.core.errors import BackendUnavailableError, ConfigError, UnsupportedModelError, translate_errors
 
 FLOAT_PACKAGES = ("executorch", "transformers")
@@ -57,7 +57,7 @@ def build_8da4w(folder: Path, out_dir: Path, group: int | None = None) -> Path:
     return _build(folder, out_dir, quantize=True, group=group)
 
 
-class ExecuTorchDecoderSession:
+class ExecuTorchDecoderSession(CachedDecoderSession):
     """A decoder ``.pte`` loaded in ExecuTorch's Python runtime; the cache lives in the program's buffers."""
 
     def __init__(self, path: Path, threads: int, max_len: int):
@@ -74,7 +74,6 @@ class ExecuTorchDecoderSession:
             raise ConfigError(f"{self.path.name} holds {built} tokens in its KV cache, not {max_len}",
                               hint=f"use max_len <= {built}")
         self.max_len = max_len
-        self._pos: int | None = None
         _OPEN.add(self)  # a later threadpool resize reloads this program too (see runtime.py)
 
     def _reload(self) -> None:
@@ -91,26 +90,19 @@ class ExecuTorchDecoderSession:
             self.module = self._program.load_method("forward")
         self._pos = None
 
-    def _run(self, ids: Sequence[int], start: int) -> Any:
+    not_started = "decode before prefill (or after the threadpool was resized): prefill first"
+
+    def _start(self) -> None:
+        """Nothing to empty: the static cache is written from position 0 on, and attention reads only the positions
+        before the current one (custom_sdpa's ``start_pos``)."""
+
+    def _forward(self, ids: list[int], start: int) -> Any:
         import numpy as np
         import torch
 
-        tokens = torch.tensor([list(ids)], dtype=torch.long)
+        tokens = torch.tensor([ids], dtype=torch.long)
         logits = self.module.execute([tokens, torch.arange(start, start + len(ids), dtype=torch.long)])[0]
-        self._pos = start + len(ids)
         return np.asarray(logits[0].numpy(), dtype=np.float32)
-
-    def prefill(self, ids: Sequence[int]) -> Any:
-        if not 1 <= len(ids) < self.max_len:
-            raise ConfigError(f"a prompt of {len(ids)} tokens: prefill takes 1 to {self.max_len - 1}")
-        return self._run(ids, 0)
-
-    def decode(self, token: int) -> Any:
-        if self._pos is None:
-            raise ConfigError("decode before prefill (or after the threadpool was resized): prefill first")
-        if self._pos >= self.max_len:
-            raise ConfigError(f"the KV cache is full ({self.max_len} tokens)")
-        return self._run([token], self._pos)[0]
 
     def close(self) -> None:
         from mobilize.backends.executorch.runtime import _OPEN

@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from mobilize.core.decoder import DecoderVariant, Promise
+from mobilize.core.decoder import CachedDecoderSession, DecoderVariant, Promise
 from mobilize.core.errors import BackendUnavailableError, ConfigError, UnsupportedModelError, translate_errors
 
 BUILD_PACKAGES = ("torch", "transformers", "litert_torch", "ai_edge_litert")
@@ -53,7 +53,7 @@ def build_int4(folder: Path, out_dir: Path, group: int = 32) -> Path:
     return convert(Path(folder), Path(out_dir), INT4_RECIPES[group])
 
 
-class LiteRTDecoderSession:
+class LiteRTDecoderSession(CachedDecoderSession):
     """A generative ``.tflite`` in the ai-edge-litert interpreter with ``threads`` threads."""
 
     def __init__(self, path: Path, threads: int, max_len: int):
@@ -88,8 +88,7 @@ class LiteRTDecoderSession:
         """The prompt lengths the file has a prefill signature for."""
         self.max_len = max_len
         self.threads = threads
-        self._kv: dict[str, Any] | None = None
-        self._pos = 0
+        self._kv: dict[str, Any] = {}
 
     def _run(self, runner: Any, tokens: Sequence[int], start: int) -> Any:
         """Run one signature on ``tokens`` at positions ``start...``; keep the cache it returns; its logits."""
@@ -100,14 +99,17 @@ class LiteRTDecoderSession:
         self._kv = {n: out[n] for n in self._kv_names}
         return np.asarray(out["logits"][0], dtype=np.float32)
 
-    def prefill(self, ids: Sequence[int]) -> Any:
+    def _start(self) -> None:
+        self._kv = dict(self._empty)
+
+    def _forward(self, ids: list[int], start: int) -> Any:
+        """A prompt (from position 0) through the prefill signatures; one token after it through ``decode``."""
+        return self._prompt(ids) if start == 0 else self._run(self._decode, ids, start)
+
+    def _prompt(self, ids: list[int]) -> Any:
         import numpy as np
 
         n = len(ids)
-        if not 1 <= n < self.max_len:
-            raise ConfigError(f"a prompt of {n} tokens: prefill takes 1 to {self.max_len - 1}")
-        self._kv, self._pos = dict(self._empty), n
-        ids = [int(t) for t in ids]
         fits = [length for length in self._prefill if length >= n]
         if fits:
             length = min(fits)
@@ -121,17 +123,10 @@ class LiteRTDecoderSession:
             start = begin + length
         return np.concatenate(parts)
 
-    def decode(self, token: int) -> Any:
-        if self._kv is None:
-            raise ConfigError("decode before prefill: prefill first")
-        if self._pos >= self.max_len:
-            raise ConfigError(f"the KV cache is full ({self.max_len} tokens)")
-        logits = self._run(self._decode, [int(token)], self._pos)
-        self._pos += 1
-        return logits[-1]
 
     def close(self) -> None:
-        self.interpreter = self._decode = self._prefill = self._kv = None
+        self.interpreter = self._decode = self._prefill = None
+        self._kv = {}
 
 
 def load(path: Path, threads: int, max_len: int) -> LiteRTDecoderSession:

@@ -20,7 +20,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
-from mobilize.core.decoder import DecoderVariant, Promise
+from mobilize.core.decoder import CachedDecoderSession, DecoderVariant, Promise
 from mobilize.core.errors import BackendUnavailableError, ConfigError, UnsupportedModelError, headline, \
     translate_errors
 
@@ -100,7 +100,7 @@ def build_int4(folder: Path, out_dir: Path, group: int = BLOCK) -> Path:
         return quantize_int4(source, out / f"model-int4-b{group}.onnx", group)
 
 
-class OnnxDecoderSession:
+class OnnxDecoderSession(CachedDecoderSession):
     """A past/present decoder file in an ONNX Runtime CPU session with ``threads`` intra-op threads."""
 
     def __init__(self, path: Path, threads: int, max_len: int):
@@ -121,32 +121,20 @@ class OnnxDecoderSession:
         inputs = self.session.get_inputs()
         self._past_names = [i.name for i in inputs[1:]]
         self._empty = {i.name: np.zeros((1, i.shape[1], 0, i.shape[3]), np.float32) for i in inputs[1:]}
-        self._past: dict[str, Any] | None = None
-        self._pos = 0
+        self._past: dict[str, Any] = {}
 
-    def _run(self, ids: Sequence[int]) -> Any:
+    def _start(self) -> None:
+        self._past = dict(self._empty)
+
+    def _forward(self, ids: list[int], start: int) -> Any:
         import numpy as np
 
-        outs = self.session.run(None, {"input_ids": np.asarray([list(ids)], np.int64), **self._past})
+        outs = self.session.run(None, {"input_ids": np.asarray([ids], np.int64), **self._past})
         self._past = dict(zip(self._past_names, outs[1:]))
-        self._pos += len(ids)
         return np.asarray(outs[0][0], dtype=np.float32)
 
-    def prefill(self, ids: Sequence[int]) -> Any:
-        if not 1 <= len(ids) < self.max_len:
-            raise ConfigError(f"a prompt of {len(ids)} tokens: prefill takes 1 to {self.max_len - 1}")
-        self._past, self._pos = dict(self._empty), 0
-        return self._run(ids)
-
-    def decode(self, token: int) -> Any:
-        if self._past is None:
-            raise ConfigError("decode before prefill: prefill first")
-        if self._pos >= self.max_len:
-            raise ConfigError(f"the KV cache is full ({self.max_len} tokens)")
-        return self._run([token])[0]
-
     def close(self) -> None:
-        self.session = self._past = None
+        self.session, self._past = None, {}
 
 
 def load(path: Path, threads: int, max_len: int) -> OnnxDecoderSession:

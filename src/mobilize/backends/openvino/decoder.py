@@ -21,7 +21,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
-from mobilize.core.decoder import DecoderVariant, Promise
+from mobilize.core.decoder import CachedDecoderSession, DecoderVariant, Promise
 from mobilize.core.errors import BackendUnavailableError, ConfigError, UnsupportedModelError, headline, \
     translate_errors
 
@@ -110,7 +110,7 @@ def build_int4(folder: Path, out_dir: Path, group: int = GROUP) -> Path:
     return _build(folder, out_dir, "int4", group)
 
 
-class OpenVinoDecoderSession:
+class OpenVinoDecoderSession(CachedDecoderSession):
     """A past/present decoder IR compiled on the CPU plugin: one stream, LATENCY hint, ``threads`` threads, f32."""
 
     def __init__(self, path: Path, threads: int, max_len: int):
@@ -141,33 +141,22 @@ class OpenVinoDecoderSession:
         self.request = self.compiled.create_infer_request()
         self._empty = [np.zeros((1, p.get_partial_shape()[1].get_length(), 0, p.get_partial_shape()[3].get_length()),
                                 np.float32) for p in self.compiled.inputs[1:]]
-        self._past: list[Any] | None = None
-        self._pos = 0
+        self._past: list[Any] = []
 
-    def _run(self, ids: Sequence[int]) -> Any:
+    def _start(self) -> None:
+        self._past = list(self._empty)
+
+    def _forward(self, ids: list[int], start: int) -> Any:
         import numpy as np
 
-        results = self.request.infer([np.asarray([list(ids)], np.int64), *self._past])
+        results = self.request.infer([np.asarray([ids], np.int64), *self._past])
         outs = [results[port] for port in self.compiled.outputs]
         self._past = [np.array(o) for o in outs[1:]]  # copies: the request reuses its output buffers
-        self._pos += len(ids)
         return np.array(outs[0][0], dtype=np.float32)
 
-    def prefill(self, ids: Sequence[int]) -> Any:
-        if not 1 <= len(ids) < self.max_len:
-            raise ConfigError(f"a prompt of {len(ids)} tokens: prefill takes 1 to {self.max_len - 1}")
-        self._past, self._pos = list(self._empty), 0
-        return self._run(ids)
-
-    def decode(self, token: int) -> Any:
-        if self._past is None:
-            raise ConfigError("decode before prefill: prefill first")
-        if self._pos >= self.max_len:
-            raise ConfigError(f"the KV cache is full ({self.max_len} tokens)")
-        return self._run([token])[0]
-
     def close(self) -> None:
-        self.request = self.compiled = self._past = None
+        self.request = self.compiled = None
+        self._past = []
 
 
 def load(path: Path, threads: int, max_len: int) -> OpenVinoDecoderSession:

@@ -48,3 +48,82 @@ def write_encoder_npz(path, count: int = 16) -> None:
     mask = np.ones((count, TOKENS), dtype=np.int64)
     mask[:, 9:] = 0
     np.savez(path, attention_mask=mask, input_ids=ids)
+
+
+CHUNK = 64
+"""Samples per audio chunk of :class:`StreamingVad`."""
+HIDDEN = 16
+
+
+class StreamingVad(nn.Module):
+    """A voice-activity detector shaped like Silero VAD: ``forward(x, state, sr: int) -> (prob, new_state)``.  An
+    audio chunk (1, 64), the state carried from the previous call (2, 1, 16: a leaky integrator of the conv front
+    end's energy and a GRU cell's hidden state) and a Python ``int`` sample rate; a speech probability (1, 1) and the
+    new state out.  ``state_gain`` scales what the carried state contributes (1.0: the model; a planted
+    perturbation changes it, which a call from a zero state never sees)."""
+
+    def __init__(self, state_gain: float = 1.0) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv1d(1, 8, 8, stride=4)
+        self.proj = nn.Linear(8, HIDDEN)
+        self.cell = nn.GRUCell(HIDDEN, HIDDEN)
+        self.out = nn.Linear(HIDDEN, 1)
+        with torch.no_grad():
+            self.proj.weight.abs_()  # louder chunks drive the integrator up
+        self.state_gain = state_gain
+        self.threshold = VAD_THRESHOLD
+
+    def step(self, x: torch.Tensor, state: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        energy = torch.relu(self.conv(x.unsqueeze(1))).mean(-1) * scale
+        h0 = 0.7 * self.state_gain * state[0] + 0.3 * torch.tanh(self.proj(energy))
+        h1 = self.cell(h0, state[1])
+        logit = 12.0 * (h0.mean(-1, keepdim=True) - self.threshold) + 0.1 * self.out(h1)
+        return torch.sigmoid(logit), torch.stack([h0, h1])
+
+    def forward(self, x: torch.Tensor, state: torch.Tensor, sr: int) -> tuple[torch.Tensor, torch.Tensor]:
+        scale = torch.tensor(1.0 if sr == 16000 else 0.5)
+        return self.step(x, state, scale)
+
+
+VAD_THRESHOLD = 0.22
+"""Where the integrated energy of :class:`StreamingVad` says speech."""
+
+
+class StreamingVadScalarInput(nn.Module):
+    """:class:`StreamingVad` with the sample rate as a 0-d int64 tensor, as Silero's ONNX file takes it (an input of
+    rank 0 that ``--input sr=16000`` fills)."""
+
+    def __init__(self, state_gain: float = 1.0) -> None:
+        super().__init__()
+        self.vad = StreamingVad(state_gain)
+
+    def forward(self, x: torch.Tensor, state: torch.Tensor, sr: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        scale = torch.where(sr == 16000, 1.0, 0.5).to(torch.float32)
+        return self.vad.step(x, state, scale)
+
+
+def write_vad_npz(path, calls: int = 32) -> None:
+    """A speech-like stream: chunks of noise whose loudness follows silence / speech / silence / speech, one array
+    per input (x (1, 64) and state (2, 1, 16) per call, each stored as the whole input; the states are zeros, as a
+    stream starts)."""
+    rng = np.random.default_rng(0)
+    loud = (np.arange(calls) // 6) % 2 == 1
+    x = rng.standard_normal((calls, 1, CHUNK)).astype(np.float32) * np.where(loud, 1.0, 0.05)[:, None, None]
+    np.savez(path, x=x.astype(np.float32), state=np.zeros((calls, 2, 1, HIDDEN), dtype=np.float32))
+
+
+def vad_inputs() -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.randn(1, CHUNK), torch.zeros(2, 1, HIDDEN)
+
+
+def write_vad_torchscript(path, state_gain: float = 1.0) -> None:
+    """The detector scripted (its ``sr: int`` argument stays an argument of the file's forward)."""
+    torch.jit.script(StreamingVad(state_gain).eval()).save(str(path))
+
+
+def write_vad_onnx(path, state_gain: float = 1.0) -> None:
+    """The detector as a static-shape ONNX file with inputs x (1, 64), state (2, 1, 16) and sr (a 0-d int64)."""
+    x, state = vad_inputs()
+    torch.onnx.export(StreamingVadScalarInput(state_gain).eval(), (x, state, torch.tensor(16000)), str(path),
+                      input_names=["x", "state", "sr"], output_names=["prob", "new_state"], dynamo=False)

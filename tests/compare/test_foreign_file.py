@@ -79,10 +79,10 @@ def test_a_file_no_plan_builds_from_is_refused(run_cli, tmp_path):
 
     from tests.conftest import tiny_model
 
-    torch.jit.script(tiny_model()).save(str(tmp_path / "tiny.pt"))
-    code, _, err = run_cli("compare", tmp_path / "tiny.pt", "--input_dims", "1,3,32,32", "-o", tmp_path / "c")
-    assert_one_line_error(code, err, "compare builds variants from a PyTorch model or an onnx or openvino file",
-                          "a torchscript file")
+    torch.jit.script(tiny_model())._save_for_lite_interpreter(str(tmp_path / "tiny.ptl"))
+    code, _, err = run_cli("compare", tmp_path / "tiny.ptl", "--input_dims", "1,3,32,32", "-o", tmp_path / "c")
+    assert_one_line_error(code, err, "compare builds variants from a PyTorch model or an onnx or openvino or "
+                                     "torchscript file", "a lite file")
 
 
 def test_an_openvino_ir_is_the_reference_and_reads_back_into_each_precision(run_cli, tmp_path, mobilize_onnx):

@@ -55,6 +55,9 @@ class FirstOutput:
     decision_agreement: float | None = None
     """One value per sample: the share of samples on the reference's side of ``decision_threshold``."""
     decision_flips: int = 0
+    stream_calls: int | None = None
+    """A stateful model: the figures are over a stream of this many calls in order, the state carried
+    (:mod:`mobilize.accuracy.stream`); None: one call per sample."""
 
     @property
     def relative_error(self) -> float:
@@ -90,6 +93,8 @@ class Comparison:
     """The task's own measure against the float model (a ``tasks.TaskMeasure``), None when top-1 says it."""
     first: FirstOutput | None = None
     """The first output's shape figures (None when not finite): whether its cosine can judge it."""
+    stream: dict[str, Any] | None = None
+    """A stateful model judged over a stream (:func:`mark_stream`): ``calls`` and the state ``pairs``."""
 
     @property
     def sqnr_db(self) -> float:
@@ -136,6 +141,8 @@ class Comparison:
             data["task"] = self.task
         if self.task_measure is not None:
             data["task_measure"] = self.task_measure.to_json()
+        if self.stream is not None:
+            data["stream"] = self.stream
         if self.first is not None and self.finite:
             data["first_output"] = {**dataclasses.asdict(self.first), "relative_error": num(self.first.relative_error)}
         return data
@@ -200,6 +207,15 @@ def compare_outputs(candidate: Sequence[Outputs], reference: Sequence[Outputs], 
         if first_r.shape[1] > 1 and all(s[0].numel() == first_r.shape[1] for s in ref):
             _top1(result, first_c, first_r, labels)
     return result
+
+
+def mark_stream(c: Comparison, calls: int, pairs: str) -> Comparison:
+    """Say that ``c`` compares a stateful model's stream of ``calls`` calls, the state carried as ``pairs`` says
+    (the one-value budget then names the stream rules)."""
+    c.stream = {"calls": calls, "state": pairs}
+    if c.first is not None:
+        c.first.stream_calls = calls
+    return c
 
 
 def _cosines(c, r) -> list[float]:

@@ -25,31 +25,13 @@ def judge_shape(verdict: Verdict, first: FirstOutput | None, policy: Policy = DE
     """The budget for a first output whose per-sample cosine cannot judge it, else None.  One value per sample (its
     cosine is its sign): the largest error over the reference's largest value and the decision agreement at the
     output's threshold (rules ``budget-one-value-error``, ``budget-one-value-decision``; ``budget-one-value``
-    when within).  A near-empty map (the cosine of an empty sample is 0): the largest error over the output's
+    when within; over a stateful model's stream ``budget-stream-error``, ``budget-stream-decisions`` and
+    ``budget-stream``, which then decides the verdict).  A near-empty map (the cosine of an empty sample is 0): the largest error over the output's
     range (rule ``budget-near-zero-map``)."""
     if first is None or verdict.outcome != Outcome.OK:
         return None
     if first.values_per_sample == 1 and first.decision_agreement is not None:
-        err, agree = first.relative_error, first.decision_agreement
-        cut = "0.5 (a probability)" if first.decision_threshold == 0.5 else f"{first.decision_threshold:g} (a logit)"
-        numbers = {**verdict.numbers, "one_value_relative_error": _num(err),
-                   "one_value_max_relative_error": policy.one_value_max_relative_error,
-                   "decision_threshold": first.decision_threshold, "decision_agreement": agree,
-                   "decision_flips": first.decision_flips,
-                   "min_decision_agreement": policy.one_value_min_decision_agreement}
-        what = (f"one value per sample (its cosine is only its sign): max error {err:.2%} of the float model's "
-                f"largest value, decisions at {cut} agree {agree:.1%} ({first.decision_flips} flipped)")
-        if err > policy.one_value_max_relative_error:
-            return Verdict(Outcome.OVER_BUDGET, "budget-one-value-error",
-                           f"{what}: error > budget {policy.one_value_max_relative_error:.1%} "
-                           f"(rule budget-one-value-error)", numbers)
-        if agree < policy.one_value_min_decision_agreement:
-            return Verdict(Outcome.OVER_BUDGET, "budget-one-value-decision",
-                           f"{what}: agreement < budget {policy.one_value_min_decision_agreement:.0%} "
-                           f"(rule budget-one-value-decision)", numbers)
-        return dataclasses.replace(verdict, numbers=numbers, reason=(
-            f"{verdict.reason}; {what} within budgets {policy.one_value_max_relative_error:.1%} and "
-            f"{policy.one_value_min_decision_agreement:.0%} (rule budget-one-value)"))
+        return _one_value(verdict, first, policy)
     if first.zero_share >= policy.near_zero_map_min_zero_share and first.range > 0:
         err = first.max_abs / first.range
         numbers = {**verdict.numbers, "reference_zero_share": first.zero_share, "reference_range": first.range,
@@ -64,3 +46,35 @@ def judge_shape(verdict: Verdict, first: FirstOutput | None, policy: Policy = DE
             f"{verdict.reason}; {what} within budget {policy.near_zero_map_max_error_of_range:g} "
             f"(rule budget-near-zero-map)"))
     return None
+
+
+def _one_value(verdict: Verdict, first: FirstOutput, policy: Policy) -> Verdict:
+    """One value per sample, or per call of a stateful model's stream (rules ``budget-stream-error``,
+    ``budget-stream-decisions``, ``budget-stream``: the decisions as the model makes them, its state carried)."""
+    err, agree = first.relative_error, first.decision_agreement
+    rule = "budget-stream" if first.stream_calls else "budget-one-value"
+    cut = "0.5 (a probability)" if first.decision_threshold == 0.5 else f"{first.decision_threshold:g} (a logit)"
+    numbers = {**verdict.numbers, "one_value_relative_error": _num(err),
+               "one_value_max_relative_error": policy.one_value_max_relative_error,
+               "decision_threshold": first.decision_threshold, "decision_agreement": agree,
+               "decision_flips": first.decision_flips,
+               "min_decision_agreement": policy.one_value_min_decision_agreement}
+    if first.stream_calls:
+        numbers["stream_calls"] = first.stream_calls
+        what = (f"streamed from a zero state: max error {err:.2%} of the float model's largest value, decisions "
+                f"at {cut} agree {agree:.1%} ({first.decision_flips} of {first.stream_calls} calls flipped)")
+    else:
+        what = (f"one value per sample (its cosine is only its sign): max error {err:.2%} of the float model's "
+                f"largest value, decisions at {cut} agree {agree:.1%} ({first.decision_flips} flipped)")
+    decision = f"{rule}-decisions" if first.stream_calls else f"{rule}-decision"
+    over_error = err > policy.one_value_max_relative_error
+    over_decisions = agree < policy.one_value_min_decision_agreement
+    if over_decisions and (first.stream_calls or not over_error):  # streamed, a flipped decision tells the most
+        return Verdict(Outcome.OVER_BUDGET, decision, f"{what}: agreement < budget "
+                       f"{policy.one_value_min_decision_agreement:.0%} (rule {decision})", numbers)
+    if over_error:
+        return Verdict(Outcome.OVER_BUDGET, f"{rule}-error", f"{what}: error > budget "
+                       f"{policy.one_value_max_relative_error:.1%} (rule {rule}-error)", numbers)
+    return dataclasses.replace(verdict, rule=rule if first.stream_calls else verdict.rule, numbers=numbers, reason=(
+        f"{verdict.reason}; {what} within budgets {policy.one_value_max_relative_error:.1%} and "
+        f"{policy.one_value_min_decision_agreement:.0%} (rule {rule})"))

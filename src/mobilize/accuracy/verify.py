@@ -180,7 +180,7 @@ def judge(c: Comparison, kind: Kind | str, policy: Policy = DEFAULT_POLICY) -> V
     floor = {Kind.FLOAT: policy.float_min_sqnr_db, Kind.REDUCED: policy.reduced_min_sqnr_db,
              Kind.QUANTIZED: policy.quantized_min_sqnr_db, Kind.CHANGED: None}[kind]
     rule = f"{kind}-sqnr" if floor is not None else "changed-model"
-    flips = _flip_text(c)
+    flips = _flip_text(c) + (f"; over a stream of {c.stream['calls']} calls, the state carried" if c.stream else "")
     if floor is not None and sqnr < floor:
         promise = {Kind.FLOAT: "a float variant must match the float model to rounding error",
                    Kind.REDUCED: "a reduced-precision float variant must stay close to the float model",

@@ -83,26 +83,83 @@ def _specs(job: Job):
 
 
 def accuracy_set(job: Job) -> tuple[list[list], list[int] | None]:
-    """The accuracy samples (each the list of model inputs, batch of one) and labels; seeded random inputs
-    without data.  Read once from the data by the reference job, which saves them beside the reference outputs
-    for every other job (a data reader such as scikit-learn's costs seconds of imports in each process)."""
+    """The accuracy samples (each the list of model inputs, shaped as the model declares them: a batch of two stays
+    two) and labels (one per row); seeded random inputs without data.  Read once from the data by the reference job,
+    which saves them beside the reference outputs for every other job (a data reader such as scikit-learn's costs
+    seconds of imports in each process).  A stateful model's samples are its stream (:func:`accuracy_stream`)."""
     import torch
 
-    from mobilize.sources.data import dataclass_replace_batch, open_data
     from mobilize.core.inputs import make_random_inputs
+    from mobilize.sources.data import open_data
 
     cache = _accuracy_cache(job)
     if cache is not None and cache.exists():
         saved = torch.load(cache, weights_only=True)
         return saved["inputs"], saved["labels"]
-    specs = [dataclass_replace_batch(s, 1) for s in _specs(job)]
+    specs = _specs(job)
     if job.data is None:
         xs, ys = [make_random_inputs(specs, seed) for seed in range(min(job.accuracy_samples, 16))], None
     else:
         xs, ys = open_data(job.data).labelled_sample_lists(specs, job.accuracy_samples, job.input_names)
     if cache is not None and job.kind == "reference":
-        torch.save({"inputs": xs, "labels": ys}, cache)
+        torch.save({"inputs": xs, "labels": ys, "stream": None}, cache)
     return xs, ys
+
+
+def accuracy_stream(job: Job) -> list[tuple[int, int]]:
+    """The state pairs (input, output) the reference found, which every job then streams; empty for a model
+    without state (:mod:`mobilize.accuracy.stream`)."""
+    import torch
+
+    cache = _accuracy_cache(job)
+    if cache is None or not cache.exists():
+        return []
+    return [tuple(p) for p in torch.load(cache, weights_only=True).get("stream") or []]
+
+
+def _stream_set(job: Job, pairs: list[tuple[int, int]]) -> list[list]:
+    """A stateful model's stream: the data's samples in order (else seeded random chunks), from a zero state;
+    saved for every other job in place of the single-call samples."""
+    import torch
+
+    from mobilize.accuracy.stream import STREAM_CALLS, zero_state
+    from mobilize.core.inputs import make_random_inputs
+    from mobilize.sources.data import open_data
+
+    specs = _specs(job)
+    if job.data is None:
+        calls = [make_random_inputs(specs, seed) for seed in range(STREAM_CALLS)]
+    else:
+        calls = open_data(job.data).sample_lists(specs, max(job.accuracy_samples, STREAM_CALLS), job.input_names)
+    calls = zero_state(calls, pairs)
+    cache = _accuracy_cache(job)
+    if cache is not None:
+        torch.save({"inputs": calls, "labels": None, "stream": [list(p) for p in pairs]}, cache)
+    return calls
+
+
+def judged_outputs(job: Job, xs: list[list], run) -> tuple[list[list], list[str]]:
+    """``run`` on the accuracy samples as the model is used: a stateful model's stream with its state carried
+    (every call in order), else one call per sample; a batch of several rows split into rows.  Returns the outputs
+    to judge (flattened tensors per sample) and notes saying how they were fed."""
+    from mobilize.accuracy.stream import batch_rows, describe_pairs, run_stream, split_rows
+
+    pairs = accuracy_stream(job)
+    if pairs:
+        outs = run_stream(run, xs, pairs)
+        return outs, [f"accuracy: a stateful model ({describe_pairs(pairs, job.input_names or ())}): judged over a "
+                      f"stream of {len(xs)} calls in order, each call's state fed to the next from a zero state, "
+                      f"as the model runs; single calls do not decide its verdict"]
+    outs = [list(run(x)) for x in xs]
+    rows = batch_rows(_specs(job))
+    if rows <= 1:
+        return outs, []
+    split = split_rows(outs, rows)
+    if split is None:
+        return outs, [f"accuracy: the inputs' batch of {rows} was fed whole; an output without that batch first "
+                      f"is judged per call, not per row"]
+    return split, [f"accuracy: the inputs' batch of {rows} was fed whole, as the model declares it, and its outputs "
+                   f"judged row by row"]
 
 
 def _accuracy_cache(job: Job):
@@ -143,61 +200,68 @@ def load_model(job: Job):
 
 
 def make_reference(job: Job) -> tuple[ReferenceDone, Any]:
-    """The reference outputs (saved for every other job), and the float module to lint (None for a file)."""
+    """The reference outputs (saved for every other job), and the float module to lint (None for a file): the
+    user's module, or a file made elsewhere run in its format's default runtime."""
     import torch
 
-    from mobilize.accuracy.metrics import compare_outputs
-    from mobilize.accuracy.verify import degenerate_reference
-    from mobilize.runtimes.base import flatten_outputs, output_names
+    from mobilize.runtimes.base import flatten_outputs, open_session, output_names
     from mobilize.sources.models import resolve_model
 
     source = resolve_model(job.model, trust_pickle=job.trust_pickle, bound_args=job.bound_args)
-    xs, ys = accuracy_set(job)
-    if xs and job.inputs_path:
-        from mobilize.compare.timing import write_inputs
-
-        write_inputs(job.inputs_path, xs[0])
     if not hasattr(source, "module"):
-        return _file_reference(source, job, xs, ys), None
-    with torch.inference_mode():
-        raw = [source.module(*x) for x in xs]
-    outs = [[t.detach().float().clone() for t in flatten_outputs(r)] for r in raw]
-    if not outs or not outs[0]:
+        with open_session(source, threads=job.threads) as session:
+            return _reference(job, session.run, None), None
+
+    def run(x: list) -> list:
+        with torch.inference_mode():
+            return [t.detach().clone() for t in flatten_outputs(source.module(*x))]
+
+    def names(x: list) -> list[str]:
+        with torch.inference_mode():
+            return output_names(source.module(*x))
+
+    return _reference(job, run, names, {k: v.detach().clone() for k, v in source.module.state_dict().items()}), source
+
+
+def _reference(job: Job, run, names_of, state_dict: dict | None = None) -> ReferenceDone:
+    """Run the reference on the accuracy samples as the model is used (a stateful model's stream: its state found
+    here, from the first call's outputs), save what every other job compares against and judge the reference."""
+    import torch
+
+    from mobilize.accuracy.metrics import compare_outputs
+    from mobilize.accuracy.stream import state_pairs
+    from mobilize.accuracy.verify import degenerate_reference
+
+    xs, ys = accuracy_set(job)
+    first = run(xs[0]) if xs else []
+    if not first:
         from mobilize.core.errors import UnsupportedModelError
 
         raise UnsupportedModelError("the model returned no tensors", hint="forward must return a tensor, a tuple "
                                                                            "or a dict of tensors")
-    state = {k: v.detach().clone() for k, v in source.module.state_dict().items()}
-    names = output_names(raw[0])
-    torch.save({"state_dict": state, "outputs": outs, "labels": ys, "names": names}, job.reference_path)
+    names = names_of(xs[0]) if names_of else ([f"output{i}" for i in range(len(first))] if len(first) > 1
+                                              else ["output"])
+    pairs = state_pairs(_specs(job), first)
+    if pairs:
+        xs, ys = _stream_set(job, pairs), None
+    if xs and job.inputs_path:
+        from mobilize.compare.timing import write_inputs
+
+        write_inputs(job.inputs_path, xs[0])
+    judged, _ = judged_outputs(job, xs, run)
+    outs = [[t.detach().float().clone() for t in sample] for sample in judged]
+    ys = ys if ys is not None and len(ys) == len(outs) else None
+    torch.save({"state_dict": state_dict, "outputs": outs, "labels": ys, "names": names}, job.reference_path)
     correct = compare_outputs(outs, outs, ys).correct if ys is not None else None
     task = _task(job, outs, ys, names)
-    return (ReferenceDone(len(xs), ys is not None, correct, names, len(outs[0]),
-                          degenerate_reference(outs, task=task["name"]), task), source)
+    return ReferenceDone(len(outs), ys is not None, correct, names, len(outs[0]),
+                         degenerate_reference(outs, task=task["name"]), task)  # the same rule for a module or a file
 
 
 def _task(job: Job, outs: list, ys, names) -> dict:
     from mobilize.accuracy.tasks import reference_task
 
     return reference_task(job.task, job.metric, outs, ys, names).to_json()
-
-
-def _file_reference(source, job: Job, xs: list, ys) -> ReferenceDone:
-    """The reference outputs of a file made elsewhere: the file itself, run in its format's default runtime."""
-    import torch
-
-    from mobilize.accuracy.metrics import compare_outputs
-    from mobilize.accuracy.verify import degenerate_reference
-    from mobilize.runtimes.base import open_session
-
-    with open_session(source, threads=job.threads) as session:
-        outs = [[t.detach().float().clone() for t in session.run(x)] for x in xs]
-    names = [f"output{i}" for i in range(len(outs[0]))] if len(outs[0]) > 1 else ["output"]
-    torch.save({"state_dict": None, "outputs": outs, "labels": ys, "names": names}, job.reference_path)
-    correct = compare_outputs(outs, outs, ys).correct if ys is not None else None
-    task = _task(job, outs, ys, names)
-    return ReferenceDone(len(xs), ys is not None, correct, names, len(outs[0]),
-                         degenerate_reference(outs, task=task["name"]), task)  # the same rule as for a module
 
 
 def _lint_section(source, job: Job) -> tuple[dict | None, str | None]:
@@ -295,9 +359,12 @@ def serve(conn, job: Job, enter) -> None:
     first_run_ms = (time.perf_counter_ns() - t0) / 1e6
     enter("accuracy")
     with one_thread():  # not timed (a torch session's threads were set to job.threads as it loaded)
-        outs = [session.run(x) for x in xs]
+        outs, fed = judged_outputs(job, xs, session.run)
+    notes += fed
     reference = torch.load(job.reference_path, weights_only=True)
+    ys = reference["labels"]  # one per judged row (None where the rows could not be told apart)
     comparison = compare_outputs(outs, reference["outputs"], ys, names=reference["names"])
+    _mark_stream(job, comparison, len(xs))
     apply_task(comparison, job.task, outs, reference["outputs"], ys, job.metric)
     size = getattr(target, "size_bytes", None) or _param_bytes(target)
     backend = backend_for_format(str(target.format)) if job.artifact else None
@@ -314,11 +381,21 @@ def serve(conn, job: Job, enter) -> None:
     gc.collect()
     _trim_heap()
     enter("bench")
-    unit = TimedUnit(session, timed_inputs, job.unit, native)
+    unit = TimedUnit(session, timed_inputs, job.unit, native, frames=job.frames)
     details["interface"] = session.interface().to_json(job.unit)
     conn.send(Ready(session.name, str(target.format), kind or "", load_ms, first_run_ms, comparison, notes,
                     {**details, **session.details()}, size, type(session).measures_latency, hostable))
     serve_rounds(conn, session, unit)
+
+
+def _mark_stream(job: Job, comparison, calls: int) -> None:
+    """A stateful model's comparison is its stream's: the one-value budget then names the stream rules."""
+    from mobilize.accuracy.metrics import mark_stream
+    from mobilize.accuracy.stream import describe_pairs
+
+    pairs = accuracy_stream(job)
+    if pairs:
+        mark_stream(comparison, calls, describe_pairs(pairs, job.input_names or ()))
 
 
 def _time_profile(job: Job, inputs: list, details: dict[str, Any]) -> list[str]:

@@ -52,8 +52,21 @@ def model_facts(reference: str | ModelRef, trust_pickle: bool, spec_count: int,
         with open_session(source, threads=1) as session:
             specs = specs or list(session.declared_input_specs() or [])
             names = session.declared_input_names()
+            _check_bound(source, session.unbound_arguments(), specs, names)
     layers = layer_counts(module) if module is not None else {}
     return {"format": str(source.format), "input_specs": specs, "input_names": names, "layers": layers}
+
+
+def _check_bound(source: Any, unbound: list[str], specs: Sequence[InputSpec], names: Sequence[str]) -> None:
+    """Refuse a file whose non-tensor argument (``sr: int``) or integer input of rank 0 nothing gave a value: a
+    random one takes an arbitrary branch of the model."""
+    scalars = [f"{n}: a 0-d {s.dtype} input" for n, s in zip(names, specs)
+               if not s.shape and not s.torch_dtype.is_floating_point]
+    missing = list(unbound) + scalars
+    if missing:
+        first = missing[0].split(":")[0]
+        raise ConfigError(f"{source.path} takes {'; '.join(missing)}, which no --input gave a value: a random one "
+                          f"would be meaningless", hint=f"give it, e.g. --input {first}=16000")
 
 
 def model_facts_isolated(reference: str | ModelRef, trust_pickle: bool, spec_count: int, timeout_s: float,
@@ -82,11 +95,11 @@ def input_names(module: Any, count: int) -> list[str]:
 def check_data_fits(specs: Sequence[InputSpec], data: str, names: Sequence[str] = ()) -> None:
     """Before any work: the data source gives inputs shaped for the model (the model itself first runs
     in the isolated reference stage, under the timeout)."""
-    from mobilize.sources.data import dataclass_replace_batch, open_data
+    from mobilize.sources.data import open_data
 
     source = open_data(data)
     if source.inputs_per_sample != len(specs):
         raise ConfigError(f"data source '{data}' feeds {source.inputs_per_sample} input(s), but the model takes "
                           f"{len(specs)}", hint="give an .npz with one array per model input (named after the "
                                                 "inputs, or x0, x1, ...)")
-    source.sample_lists([dataclass_replace_batch(s, 1) for s in specs], 1, list(names) or None)
+    source.sample_lists(list(specs), 1, list(names) or None)  # shaped as the model declares them

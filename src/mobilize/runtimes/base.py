@@ -239,7 +239,7 @@ class Session(abc.ABC):
             if len(spec.shape) != len(shape) or any(d > 0 and d != s for d, s in zip(spec.shape, shape)):
                 raise UserError(
                     f"input {i} has shape {shape_text(shape)} but the model expects {shape_text(spec.shape)}",
-                    hint="fix --input_dims",
+                    hint="give --input_dims as the model declares its inputs, or leave it out to use the file's own",
                 )
 
     def _type_mismatch(self, inputs: Sequence[Any]) -> str:
@@ -257,6 +257,11 @@ class Session(abc.ABC):
 
     def declared_input_names(self) -> list[str]:
         """The names the artifact gives its inputs, in order (to match an .npz's arrays by name), if any."""
+        return []
+
+    def unbound_arguments(self) -> list[str]:
+        """Inputs that are not tensors (``sr: int``), which no ``--input NAME=VALUE`` gave and nothing defaults;
+        a random value for them would be meaningless."""
         return []
 
     def example_inputs(self, seed: int = 0) -> list:

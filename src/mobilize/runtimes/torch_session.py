@@ -10,6 +10,8 @@ from mobilize.runtimes.base import Session
 class TorchSession(Session):
     packages = ("torch",)
     module: Any
+    bound: dict[str, Any] = {}
+    """Non-tensor forward arguments passed by name on every call (a TorchScript file's ``--input sr=16000``)."""
 
     def prepare(self, inputs: Sequence[Any]) -> tuple:
         import torch
@@ -20,7 +22,7 @@ class TorchSession(Session):
         import torch
 
         with torch.inference_mode():
-            return self.module(*native)
+            return self.module(*native, **self.bound)
 
     def set_threads(self, threads: int) -> None:
         import torch

@@ -75,6 +75,39 @@ def bind_arguments(module: torch.nn.Module, bound_args: Mapping[str, Any], refer
     return wrapped.eval() if not module.training else wrapped
 
 
+def as_declared(name: str, value: Any, declared: str) -> Any:
+    """``value`` (as ``--input`` parsed it) as a file's declared type for ``name`` (``int``, ``float``, ``bool``,
+    ``str``, ``Optional[int]`` ...); a value that type cannot hold is a one-line ConfigError naming ``--input``.
+
+        >>> as_declared("sr", 16000.0, "int"), as_declared("gain", 2, "float")
+        (16000, 2.0)
+    """
+    param = inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=declared)
+    return _convert(name, value, param)
+
+
+def bound_file(art: Any, typed: Mapping[str, Any], data: bytes | None = None, note: str = "") -> Any:
+    """A copy of file ``art`` (or ``data``, the engine's rewrite of it) with ``typed`` recorded in its manifest, so
+    every process that loads it again (the shared timing host included) feeds the same values.  The copy lives in a
+    cache folder named after the file's content and the values: each process of a run finds the same one."""
+    import hashlib
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from mobilize.core.artifact import Artifact, atomic_write_bytes, sha256_of
+
+    key = hashlib.sha256(f"{sha256_of(art.path)} {json.dumps(dict(typed), sort_keys=True)}".encode()).hexdigest()
+    path = Path(tempfile.gettempdir()) / "mobilize-bound" / f"{art.path.stem}-{key[:16]}{art.path.suffix}"
+    copy = Artifact(path=path, format=art.format, input_specs=list(art.input_specs), recipe=art.recipe,
+                    notes=[*art.notes, *([note] if note else [])], bound_args=dict(typed))
+    if not path.exists() or not copy.manifest_path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, data if data is not None else art.path.read_bytes())
+        copy.write_manifest()
+    return Artifact.from_file(path, format=art.format)
+
+
 def _parameters(module: Any) -> dict[str, inspect.Parameter]:
     try:
         return dict(inspect.signature(module.forward).parameters)

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import torch
 
 from mobilize.core.errors import ConfigError, UserError, headline, translate_errors
-from mobilize.core.inputs import InputSpec, apply_memory_format
+from mobilize.core.inputs import InputSpec, apply_memory_format, shape_text
 
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
@@ -105,14 +105,19 @@ class DataSource(abc.ABC):
         return [x for x, _ in self.batches(dataclass_replace_batch(spec, 1), limit=limit)]
 
     def labelled_sample_lists(self, specs, limit: int, names=None) -> tuple[list[list], list[int] | None]:
-        """Up to ``limit`` samples, each the list of the model's inputs (batch of one), and their labels."""
+        """Up to ``limit`` samples, each the list of the model's inputs shaped as it declares them (a batch of
+        ``B`` rows holds ``B`` consecutive images; a last, short batch is left out), and their labels, one per
+        row."""
         if len(specs) != 1:
             raise ConfigError(f"data source '{self.reference}' feeds one input, but the model takes {len(specs)}",
                               hint="give an .npz with one array per model input (named after the inputs, or x0, x1, ...)")
+        rows = specs[0].shape[0] if specs[0].shape else 1
         xs, ys = [], []
-        for x, y in self.batches(dataclass_replace_batch(specs[0], 1), limit=limit):
+        for x, y in self.batches(specs[0], limit=limit * rows):
+            if x.shape[0] != rows and xs:
+                break
             xs.append([x])
-            ys.append(None if y is None else int(y.reshape(-1)[0]))
+            ys.extend([None] * rows if y is None else [int(v) for v in y.reshape(-1)])
         return xs, (ys if ys and all(y is not None for y in ys) else None)
 
     def sample_lists(self, specs, limit: int, names=None) -> list[list]:
@@ -133,6 +138,18 @@ class DataSource(abc.ABC):
             raise ConfigError(f"data source '{self.reference}' gives RGB images but the model input has "
                               f"{channels} channels ({spec})")
         return chw
+
+
+def _differs(sample: tuple[int, ...], shape: tuple[int, ...]) -> str:
+    """Which dimension of a stored sample differs from the model input (as a whole, or as one row of it)."""
+    def one(want: tuple[int, ...], what: str) -> str:
+        if len(want) != len(sample):
+            return f"{len(sample)} dimensions where {what} has {len(want)}"
+        k = next(i for i, (a, b) in enumerate(zip(sample, want)) if a != b)
+        return f"dimension {k} is {sample[k]} where {what} has {want[k]}"
+    rows = one(shape[1:], "a row (the input without its batch)") if shape else None
+    whole = one(shape, "the input")
+    return whole if rows is None or len(shape) == len(sample) else f"{rows}; as a whole input, {whole}"
 
 
 def dataclass_replace_batch(spec: InputSpec, batch: int) -> InputSpec:
@@ -302,7 +319,8 @@ class NpzSource(DataSource):
     def labelled_sample_lists(self, specs, limit: int, names=None) -> tuple[list[list], list[int] | None]:
         """Samples for models with any number of inputs; ``names`` (the model's input names) reorder the
         arrays when the file names them."""
-        if len(specs) == 1 and self.inputs_per_sample == 1:
+        if len(specs) == 1 and self.inputs_per_sample == 1 and len(specs[0].shape) == 4 \
+                and tuple(np.asarray(self.x[0]).shape) != tuple(specs[0].shape):  # images, or rows of the input
             return super().labelled_sample_lists(specs, limit)
         import torch
 
@@ -312,19 +330,30 @@ class NpzSource(DataSource):
         keys = list(self.input_keys)
         if names and set(names) <= set(self.arrays):
             keys = list(names)
+        rows = [self._rows(key, spec) for key, spec in zip(keys, specs)]
+        batch = max(max(rows), 1)
         xs = []
-        for i in range(min(limit, len(self.x))):
+        for start in range(0, min(limit * batch, len(self.x)) - batch + 1, batch):
             sample = []
-            for key, spec in zip(keys, specs):
-                arr = np.asarray(self.arrays[key][i])
-                if tuple(arr.shape) != tuple(spec.shape[1:]):
-                    raise ConfigError(f"{self.reference}: array '{key}' has samples of shape {arr.shape}, but the "
-                                      f"model input is {spec}")
-                batched = arr[None] if spec.shape else arr  # a scalar input takes each sample as it is
-                sample.append(torch.from_numpy(np.ascontiguousarray(batched)).to(spec.torch_dtype))
+            for key, spec, per in zip(keys, specs, rows):
+                arr = np.stack([np.asarray(self.arrays[key][start + k]) for k in range(per)]) if per else \
+                    np.asarray(self.arrays[key][start])  # a sample that is the whole input is taken as it is
+                sample.append(torch.from_numpy(np.ascontiguousarray(arr)).to(spec.torch_dtype))
             xs.append(sample)
-        ys = [int(v) for v in self.y[:len(xs)]] if self.labelled else None
+        ys = [int(v) for v in self.y[:len(xs) * batch]] if self.labelled else None
         return xs, ys
+
+    def _rows(self, key: str, spec: InputSpec) -> int:
+        """How many of the array's samples make one model input: 0 when each sample is the whole input (a state of
+        (2, 1, 128) stored as is), else the input's batch (each sample one row of it)."""
+        sample = tuple(np.asarray(self.arrays[key][0]).shape)
+        if sample == tuple(spec.shape):
+            return 0
+        if spec.shape and sample == tuple(spec.shape[1:]):
+            return spec.shape[0]
+        raise ConfigError(f"{self.reference}: array '{key}' has samples of shape {shape_text(sample)}, but the model "
+                          f"input is {spec}: {_differs(sample, tuple(spec.shape))}",
+                          hint="store one model input per sample, or one row of it (the input without its batch)")
 
     def __len__(self) -> int:
         return len(self.x)

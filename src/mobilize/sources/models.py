@@ -78,16 +78,30 @@ def resolve_model(reference: str | ModelRef, *, trust_pickle: bool = False,
         source = _resolve_model_folder(Path(ref.path), reference)
     else:
         source = _resolve_import(ref.module, ref.attribute, reference)
+    if bound_args and not isinstance(source, ModelSource):
+        return _bind_file(source, dict(bound_args), reference)
     if bound_args:
-        if not isinstance(source, ModelSource):
-            raise ConfigError(f"--input {next(iter(bound_args))}=... binds a Python argument of a PyTorch model's "
-                              f"forward; {reference} is {a(str(source.format))} file, whose inputs are tensors")
         from mobilize.sources.bound import bind_arguments
 
         source.module = bind_arguments(source.module, bound_args, reference)
         typed = getattr(source.module, "bound_args", bound_args)  # as the forward receives them (sr=16000, an int)
         source.notes.append("bound forward argument(s): " + ", ".join(f"{k}={v!r}" for k, v in typed.items()))
     return source
+
+
+def _bind_file(art: Artifact, bound_args: dict[str, Any], reference: str) -> Artifact:
+    """A file made elsewhere with ``--input NAME=VALUE`` bound, as its engine binds it (``Backend.tools``
+    ``bind_inputs``: a TorchScript forward's ``int``/``float`` argument, an ONNX input of rank 0); what was bound is
+    recorded on the artifact and said in a note."""
+    engine = backend_for_format(art.format)
+    bind = engine.entry("tools", "bind_inputs") if engine is not None else None
+    if bind is None:
+        raise ConfigError(f"--input {next(iter(bound_args))}=... binds a non-tensor input; {reference} is "
+                          f"{a(str(art.format))} file, whose inputs mobilize cannot bind",
+                          hint="feed every input as a tensor (--input_dims, --data)")
+    bound = bind(art, bound_args)
+    bound.notes.append("bound input(s): " + ", ".join(f"{k}={v!r}" for k, v in bound.bound_args.items()))
+    return bound
 
 
 def check_reference(reference: str | ModelRef) -> ModelRef:

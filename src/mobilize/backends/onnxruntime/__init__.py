@@ -19,5 +19,5 @@ BACKENDS.register("onnxruntime")(Backend(
     decoders={"onnx-fp32": "decoder:FP32", "onnx-int4": "decoder:INT4"},
     conv_fused_activations=("relu", "relu6", "hardtanh", "sigmoid", "tanh", "leaky_relu", "hardsigmoid"),
     noise=("[E:onnxruntime:", "[W:onnxruntime:"),  # a failed session's reason also reaches its exception
-    tools={"lint_timing": "lint_timing:measure_time"},
+    tools={"lint_timing": "lint_timing:measure_time", "bind_inputs": "bound:bind_inputs"},
 ))

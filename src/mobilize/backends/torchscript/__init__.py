@@ -12,4 +12,6 @@ BACKENDS.register("torchscript")(Backend(
     complete={"torchscript": "complete:check_archive", "lite": "complete:check_archive"},
     native={"torchscript": "native_runner:RUNNER", "lite": "native_runner:RUNNER"},
     torch_archives=("torchscript", "lite"),
+    file_plans={"torchscript": "torchscript-file"},
+    tools={"bind_inputs": "bound:bind_inputs"},
 ))

@@ -53,18 +53,30 @@ class TorchScriptExporter(Exporter):
     suffix = ".pt"
     Config = TorchScriptConfig
 
+    source_formats = ("torchscript",)
+    """A TorchScript file made elsewhere is loaded and frozen / optimized / bundled again as the config says."""
+
     def write(self, module: Any, ctx: Context, path: Path) -> None:
-        if not isinstance(module, torch.nn.Module):
-            raise ConfigError(f"exporter '{self.name}' needs a PyTorch model, got a {getattr(module, 'format', '?')} file")
-        scripted = self.script(module, ctx)
-        self.save(scripted, path)
+        if getattr(module, "format", None) in self.source_formats:
+            scripted = self._load_file(module)
+        elif not isinstance(module, torch.nn.Module):
+            raise ConfigError(f"exporter '{self.name}' needs a PyTorch model or a TorchScript file, got a "
+                              f"{getattr(module, 'format', '?')} file")
+        else:
+            scripted = self._script_or_trace(module.eval(), ctx)
+        self.save(self.script(scripted, ctx), path)
+
+    def _load_file(self, art: Any) -> torch.jit.ScriptModule:
+        with translate_errors(UnsupportedModelError, f"{art.path} is not a loadable TorchScript file"):
+            scripted = torch.jit.load(str(art.path), map_location="cpu").eval()
+        self.note("loaded from the TorchScript file as it was scripted (not scripted again)")
+        return scripted
 
     # A scripted int8 module runs the same int8 kernels as the eager one: the base's float promise holds.
 
-    def script(self, module: torch.nn.Module, ctx: Context) -> torch.jit.ScriptModule:
+    def script(self, scripted: torch.jit.ScriptModule, ctx: Context) -> torch.jit.ScriptModule:
+        """Freeze, optimize and bundle a scripted (or traced) module as the config says."""
         cfg = self.config
-        module = module.eval()
-        scripted = self._script_or_trace(module, ctx)
         if cfg.freeze:
             scripted = torch.jit.freeze(scripted)
         if cfg.optimize == Optimize.MOBILE:

@@ -15,8 +15,9 @@ for the lite interpreter as ``<stem>.nnapi.ptl``.  Beside it:
 Before anything is built, every op the converter cannot take is listed at once with its module
 path and a replacement (:mod:`mobilize.backends.nnapi.check`).  After writing, the NNAPI file
 runs through the host interpreter (runtime ``nnapi_host``) and the twin through the lite
-interpreter on the same inputs: float must agree within 1e-4, quantized outputs within one
-quantization step on at least 99% of elements (the rest is stated).  NNAPI runs only on Android;
+interpreter on the same inputs (:mod:`mobilize.backends.nnapi.host_check`): float by rule float-sqnr;
+quantized operation by operation (rule op-steps) and end to end in output steps against the rounding
+model of the file itself (rule output-steps).  NNAPI runs only on Android;
 it is deprecated from Android 15: the notes say so and name ExecuTorch delegates and LiteRT.
 
 The model for ``core`` and ``full`` comes quantized from the ``quantize`` pass (engine qnnpack: the

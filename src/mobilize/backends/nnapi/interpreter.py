@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from mobilize.core.errors import UnsupportedModelError
 from mobilize.backends.nnapi import nnapi_format as fmt
@@ -153,14 +153,16 @@ class Interpreter:
         t = torch.frombuffer(bytearray(data), dtype=dtype).reshape(op.dims)
         return t if dtype == torch.float32 else t.to(torch.int64)
 
-    def run(self, inputs: Sequence[Any]) -> list:
+    def run(self, inputs: Sequence[Any], after: Callable[[int, Any], Any] | None = None) -> list:
+        """The model's outputs for these inputs (in NNAPI's layouts); ``after(k, out)``, when given, may replace
+        operation k's output before later operations read it (the host check's rounding model)."""
         import torch
 
         env: dict[int, Any] = dict(self.constants)
         for index, t in zip(self.model.inputs, inputs):
             env[index] = t
         with torch.inference_mode():
-            for op in self.model.operations:
+            for k, op in enumerate(self.model.operations):
                 missing = [i for i in op.inputs if i not in env]
                 if missing:
                     raise UnsupportedModelError(f"malformed NNAPI model: {op.name} reads operand {missing[0]} before "
@@ -168,7 +170,8 @@ class Interpreter:
                 args = [env[i] for i in op.inputs]
                 ins = [self.operands[i] for i in op.inputs]
                 outs = [self.operands[i] for i in op.outputs]
-                env[op.outputs[0]] = KERNELS[op.name](args, ins, outs)
+                out = KERNELS[op.name](args, ins, outs)
+                env[op.outputs[0]] = out if after is None else after(k, out)
         return [env[i] for i in self.model.outputs]
 
 

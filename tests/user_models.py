@@ -127,3 +127,22 @@ def write_vad_onnx(path, state_gain: float = 1.0) -> None:
     x, state = vad_inputs()
     torch.onnx.export(StreamingVadScalarInput(state_gain).eval(), (x, state, torch.tensor(16000)), str(path),
                       input_names=["x", "state", "sr"], output_names=["prob", "new_state"], dynamo=False)
+
+
+class GainHead(nn.Module):
+    """A head whose output scales with a 0-d float ``gain`` input (a temperature, a volume): as an ONNX file, an
+    input of rank 0 that ``--input gain=2.0`` sets."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor, gain: torch.Tensor) -> torch.Tensor:
+        return self.fc(x) * gain
+
+
+def write_gain_onnx(path) -> None:
+    """:class:`GainHead` as an ONNX file with inputs x (1, 4) and gain (a 0-d float)."""
+    torch.onnx.export(GainHead().eval(), (torch.randn(1, 4), torch.tensor(2.0)), str(path),
+                      input_names=["x", "gain"], dynamo=False)

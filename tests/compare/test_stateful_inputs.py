@@ -89,11 +89,26 @@ def test_a_torchscript_file_is_the_reference_with_its_int_argument_bound(run_cli
     assert code == 0, err
     data, got = report(tmp_path / "c")
     assert data["plan"] == "torchscript-file" and data["reference_variant"] == "torchscript"
-    assert {n: v["outcome"] for n, v in got.items()} == {"torchscript": "OK", "torchscript-frozen": "OK"}
+    assert {n: v["outcome"] for n, v in got.items()} == {"torchscript": "OK", "torchscript-frozen": "OK", "lite": "OK"}
     assert all(v["verdict"]["rule"] == "budget-stream" for v in got.values())
     assert got["torchscript"]["accuracy"]["sqnr_exact"], "the file against itself"
+    lite = got["lite"]  # built from the .pt: the lite interpreter takes no argument by name, so sr is bound inside
+    assert lite["format"] == "lite" and lite["artifact"].endswith(".ptl") and lite["accuracy"]["sqnr_exact"]
+    assert any("sr=16000 bound inside the file" in n for n in lite["notes"]), lite["notes"]
     assert any("the onnx exporter builds from a PyTorch model, not from a torchscript file" in n for n in data["notes"])
     assert data["bound_args"] == {"sr": 16000}
+
+
+def test_a_lite_file_refuses_input_by_name(run_cli, tmp_path, vad):
+    """A .ptl's forward takes its inputs by position only: --input is refused in one line that says so and points to
+    the .pt it came from, whose lite variant binds the value inside."""
+    import torch
+
+    torch.jit.load(str(vad["pt"]))._save_for_lite_interpreter(str(tmp_path / "vad.ptl"))
+    code, _, err = run_cli("compare", tmp_path / "vad.ptl", *VAD_DIMS, "--input", "sr=16000", *FAST,
+                           "-o", tmp_path / "c")
+    assert_one_line_error(code, err, "vad.ptl is a lite-interpreter file, whose forward takes its inputs by position "
+                                     "only", "--input sr=...: its lite variant has the value bound inside the .ptl")
 
 
 @pytest.mark.parametrize("kind", ["onnx", "pt"])

@@ -20,7 +20,7 @@ only shows once the state is carried goes unseen (a voice-activity file 0.15 off
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from mobilize.core.inputs import InputSpec, input_type_name
 
@@ -61,7 +61,26 @@ def zero_state(calls: Sequence[Sequence[Any]], pairs: Sequence[tuple[int, int]])
 def run_stream(run: Callable[[list], Sequence[Any]], calls: Sequence[Sequence[Any]],
                pairs: Sequence[tuple[int, int]]) -> list[list]:
     """Each call's outputs, the calls made in order with each state output fed to the next call's state input."""
-    outs: list[list] = []
+    return [outputs for _, outputs in _stream(run, calls, pairs)]
+
+
+def carried_inputs(run: Callable[[list], Sequence[Any]], calls: Sequence[Sequence[Any]],
+                   pairs: Sequence[tuple[int, int]]) -> list[list]:
+    """The inputs each call of the stream received: its own data, and the state ``run`` (the float model) gave out
+    on the call before (the first call's state as given).  A stateful model's int8 calibration samples: the states
+    it really carries, not the zeros a stream starts from.
+
+        >>> import torch
+        >>> calls = [[torch.ones(1), torch.zeros(1)] for _ in range(3)]
+        >>> [float(c[1]) for c in carried_inputs(lambda x: [x[0], x[1] + 2], calls, [(1, 1)])]
+        [0.0, 2.0, 4.0]
+    """
+    return [inputs for inputs, _ in _stream(run, calls, pairs)]
+
+
+def _stream(run: Callable[[list], Sequence[Any]], calls: Sequence[Sequence[Any]],
+            pairs: Sequence[tuple[int, int]]) -> Iterator[tuple[list, list]]:
+    """(inputs, outputs) of each call, made in order, each state output fed to the next call's state input."""
     previous: Sequence[Any] | None = None
     for call in calls:
         inputs = list(call)
@@ -69,8 +88,7 @@ def run_stream(run: Callable[[list], Sequence[Any]], calls: Sequence[Sequence[An
             for i, j in pairs:
                 inputs[i] = previous[j].detach().to(inputs[i].dtype).reshape(inputs[i].shape).clone()
         previous = list(run(inputs))
-        outs.append(previous)
-    return outs
+        yield inputs, previous
 
 
 def describe_pairs(pairs: Sequence[tuple[int, int]], names: Sequence[str] = (),

@@ -141,7 +141,17 @@ def _stream_set(job: Job, pairs: list[tuple[int, int]]) -> list[list]:
 def judged_outputs(job: Job, xs: list[list], run) -> tuple[list[list], list[str]]:
     """``run`` on the accuracy samples as the model is used: a stateful model's stream with its state carried
     (every call in order), else one call per sample; a batch of several rows split into rows.  Returns the outputs
-    to judge (flattened tensors per sample) and notes saying how they were fed."""
+    to judge (flattened tensors per sample) and notes saying how they were fed (a floating input of rank 0 that no
+    --input set is named with the seeded random values it got)."""
+    outs, notes = _fed(job, xs, run)
+    if job.data is None:
+        from mobilize.sources.bound import random_scalar_notes
+
+        notes += random_scalar_notes(_specs(job), job.input_names or (), xs)
+    return outs, notes
+
+
+def _fed(job: Job, xs: list[list], run) -> tuple[list[list], list[str]]:
     from mobilize.accuracy.stream import batch_rows, describe_pairs, run_stream, split_rows
 
     pairs = accuracy_stream(job)

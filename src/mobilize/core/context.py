@@ -15,7 +15,7 @@ keys, so a reader finds every writer and reader of a fact with one search.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Callable
 
 from mobilize.core.errors import ConfigError
 from mobilize.core.inputs import InputSpec, make_random_inputs
@@ -49,6 +49,10 @@ class Context:
     """Non-tensor forward arguments bound by name (``--input sr=16000``); recorded in every manifest."""
     data: Any = None
     """A DataSource for calibration (None: no real data)."""
+    state_carrier: Callable[[list[list]], tuple[list[list], str | None]] | None = None
+    """A stateful model's calibration stream (the build sets it: :mod:`mobilize.pipeline.calibration`): the samples
+    in order, each state input replaced by the state the float model carried into that call, and a note saying so
+    (None and the samples as they are for a model without state)."""
     target: Target = dataclasses.field(default_factory=host_target)
     """The device the artifacts are for; decides CPU-dependent choices (reduce_range, int8 engine)."""
     applied: list[str] = dataclasses.field(default_factory=list)
@@ -78,11 +82,22 @@ class Context:
         """Real samples when a data source is given (an .npz's arrays matched by the forward's parameter names,
         or x0, x1, ...), else a note and seeded random inputs."""
         if self.data is not None and self.data.inputs_per_sample == len(self.input_specs):
-            return self.data.sample_lists(self.input_specs, limit, self.input_names or None)
+            return self.carried_states(self.data.sample_lists(self.input_specs, limit, self.input_names or None))
         why = ("no data source" if self.data is None else
                f"'{self.data.reference}' feeds {self.data.inputs_per_sample} input(s), the model takes {len(self.input_specs)}")
         self.note("data", f"{why}: using {min(limit, 8)} seeded random inputs (give --data for real samples)")
-        return [self.example_inputs(seed) for seed in range(min(limit, 8))]
+        return self.carried_states([self.example_inputs(seed) for seed in range(min(limit, 8))])
+
+    def carried_states(self, samples: list[list]) -> list[list]:
+        """``samples`` as calibration sees them: a stateful model's in order with the states its float model
+        carries (noted once), anything else's as they are.  One sample (an export's example input) is a stream's
+        first call: nothing is carried into it."""
+        if self.state_carrier is None or len(samples) < 2:
+            return samples
+        samples, said = self.state_carrier(samples)
+        if said and f"calibration: {said}" not in self.notes:
+            self.note("calibration", said)
+        return samples
 
     @property
     def calibration_source(self) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from mobilize.core.errors import ConfigError
 
-_OWNED = re.compile(r"(?:\..*\.|\.)?mobilize-(tmp|compare|staging|probe|sweep|child)-(\d+)-")
+_OWNED = re.compile(r"(?:\..*\.|\.)?mobilize-(tmp|compare|staging|probe|sweep|child|bound)-(\d+)-")
 """Names of mobilize's temporaries (the whole start of the name): the kind, then the owning process's id."""
 
 

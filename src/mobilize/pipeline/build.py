@@ -74,7 +74,9 @@ def build(model: Any, recipe: Recipe, ctx: Context, stem: str | Path | None,
     ``made_by``: the whole recipe the manifests record, when ``model`` already went through its first steps
     (tune exports one pruned model per runtime, and quantizes the fp32 ONNX file it built)."""
     from mobilize.exporters import EXPORTERS
+    from mobilize.pipeline.calibration import StateCarrier
 
+    ctx.state_carrier = ctx.state_carrier or StateCarrier(model, ctx.input_specs, ctx.input_names)
     module = prepare(model, recipe, ctx, echo)
     built = []
     if recipe.exports and stem is None:

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import inspect
 import re
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import torch
 
 from mobilize.core.errors import ConfigError
+from mobilize.core.inputs import InputSpec
 
 
 class BoundArguments(torch.nn.Module):
@@ -86,26 +87,76 @@ def as_declared(name: str, value: Any, declared: str) -> Any:
     return _convert(name, value, param)
 
 
+def random_scalar_notes(specs: Sequence[InputSpec], names: Sequence[str], samples: Sequence[Sequence[Any]]) -> list[str]:
+    """A note for each floating input of rank 0 (a gain, a temperature) that the samples feed seeded random values,
+    naming the values and the ``--input NAME=VALUE`` that sets one (an integer one is refused, not fed).
+
+        >>> import torch
+        >>> from mobilize.core.inputs import InputSpec
+        >>> notes = random_scalar_notes([InputSpec((1, 4)), InputSpec((), "float")], ["x", "gain"],
+        ...                             [[torch.zeros(1, 4), torch.tensor(v)] for v in (0.5, -1.25)])
+        >>> print(notes[0])
+        inputs: 'gain' (a 0-d float input) got no --input value: fed seeded random values 0.5, -1.25 (one per sample, ...
+    """
+    notes = []
+    for k, spec in enumerate(specs):
+        if spec.shape or not spec.torch_dtype.is_floating_point:
+            continue
+        name = names[k] if k < len(names) and names[k] else f"input {k}"
+        shown = ", ".join(f"{float(s[k]):.4g}" for s in samples[:3]) + (", ..." if len(samples) > 3 else "")
+        notes.append(f"inputs: '{name}' (a 0-d {spec.dtype} input) got no --input value: fed seeded random values "
+                     f"{shown} (one per sample, drawn from N(0, 1)), which may not be a value the model is used with; "
+                     f"set it with --input {name}=VALUE")
+    return notes
+
+
 def bound_file(art: Any, typed: Mapping[str, Any], data: bytes | None = None, note: str = "") -> Any:
     """A copy of file ``art`` (or ``data``, the engine's rewrite of it) with ``typed`` recorded in its manifest, so
-    every process that loads it again (the shared timing host included) feeds the same values.  The copy lives in a
-    cache folder named after the file's content and the values: each process of a run finds the same one."""
+    every process that loads it again (the shared timing host included) feeds the same values.  The copy lives in
+    this process's folder of bound copies (:func:`bound_folder`), named after the file's content and the values: a
+    second bind of the same file in one process finds the same one."""
     import hashlib
     import json
-    import tempfile
-    from pathlib import Path
 
     from mobilize.core.artifact import Artifact, atomic_write_bytes, sha256_of
 
     key = hashlib.sha256(f"{sha256_of(art.path)} {json.dumps(dict(typed), sort_keys=True)}".encode()).hexdigest()
-    path = Path(tempfile.gettempdir()) / "mobilize-bound" / f"{art.path.stem}-{key[:16]}{art.path.suffix}"
+    path = bound_folder() / f"{art.path.stem}-{key[:16]}{art.path.suffix}"
     copy = Artifact(path=path, format=art.format, input_specs=list(art.input_specs), recipe=art.recipe,
                     notes=[*art.notes, *([note] if note else [])], bound_args=dict(typed))
     if not path.exists() or not copy.manifest_path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(path, data if data is not None else art.path.read_bytes())
         copy.write_manifest()
     return Artifact.from_file(path, format=art.format)
+
+
+_FOLDERS: dict[int, Any] = {}
+"""Each process's folder of bound copies, by process id (a forked child makes its own)."""
+
+
+def bound_folder() -> Any:
+    """This process's folder of bound copies, ``mobilize-bound-PID-...`` in the temp folder: removed when the process
+    exits; inside a child, in the child's own temp folder, which its parent removes however the child ended; left by
+    a killed process, removed by the next run (:func:`mobilize.core.paths.remove_stale`)."""
+    import atexit
+    import os
+
+    from mobilize.core.paths import make_temp_dir
+
+    pid = os.getpid()
+    if pid not in _FOLDERS or not _FOLDERS[pid].is_dir():
+        folder = _FOLDERS[pid] = make_temp_dir("bound")
+        atexit.register(_remove_folder, folder, pid)
+    return _FOLDERS[pid]
+
+
+def _remove_folder(folder: Any, pid: int) -> None:
+    """At exit: the folder of bound copies, by the process that made it only (a forked child inherits the hook)."""
+    import os
+    import shutil
+
+    if os.getpid() == pid:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _parameters(module: Any) -> dict[str, inspect.Parameter]:

@@ -217,7 +217,7 @@ class OnnxExporter(Exporter):
         if ctx.data is None:
             self.note("calibrating on 8 seeded random inputs (no --data given): int8 ranges from random data are "
                       "poor; give --data with real samples")
-            yield from (ctx.example_inputs(seed) for seed in range(min(n, 8)))
+            yield from ctx.carried_states([ctx.example_inputs(seed) for seed in range(min(n, 8))])
             return
         if len(ctx.input_specs) != 1 or ctx.data.inputs_per_sample != 1:  # an .npz with one array per input
             batches = ctx.calibration_batches(n)

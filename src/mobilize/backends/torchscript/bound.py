@@ -35,8 +35,11 @@ def bind_inputs(art: Artifact, bound: dict[str, Any]) -> Artifact:
     from mobilize.sources.bound import as_declared, bound_file
 
     if art.format != "torchscript":
-        raise ConfigError(f"--input {next(iter(bound))}=...: {art.path} is a lite-interpreter file, whose forward "
-                          f"takes its inputs by position only", hint="bind it in the TorchScript (.pt) file it came from")
+        name = next(iter(bound))
+        raise ConfigError(f"--input {name}=...: {art.path} is a lite-interpreter file, whose forward takes its inputs "
+                          f"by position only, so a value cannot be passed to it by name",
+                          hint=f"compare the TorchScript (.pt) file it came from with --input {name}=...: its lite "
+                               f"variant has the value bound inside the .ptl")
     with translate_errors(UnsupportedModelError, f"{art.path} is not a loadable TorchScript file"):
         args = forward_arguments(torch.jit.load(str(art.path), map_location="cpu"))
     listed = ", ".join(f"{n}: {t}" for n, t in args.items()) or "none"

@@ -58,7 +58,7 @@ class TorchScriptExporter(Exporter):
 
     def write(self, module: Any, ctx: Context, path: Path) -> None:
         if getattr(module, "format", None) in self.source_formats:
-            scripted = self._load_file(module)
+            scripted = self._load_file(module, ctx)
         elif not isinstance(module, torch.nn.Module):
             raise ConfigError(f"exporter '{self.name}' needs a PyTorch model or a TorchScript file, got a "
                               f"{getattr(module, 'format', '?')} file")
@@ -66,7 +66,9 @@ class TorchScriptExporter(Exporter):
             scripted = self._script_or_trace(module.eval(), ctx)
         self.save(self.script(scripted, ctx), path)
 
-    def _load_file(self, art: Any) -> torch.jit.ScriptModule:
+    def _load_file(self, art: Any, ctx: Context) -> torch.jit.ScriptModule:
+        """The file's program as it was scripted; its bound arguments (``--input sr=16000``) stay arguments, which
+        the TorchScript runtime passes by name from the manifest."""
         with translate_errors(UnsupportedModelError, f"{art.path} is not a loadable TorchScript file"):
             scripted = torch.jit.load(str(art.path), map_location="cpu").eval()
         self.note("loaded from the TorchScript file as it was scripted (not scripted again)")

@@ -2,8 +2,10 @@
 
 Runs `mobilize compare` on a model (default zoo:mobilenet_v2, 2 threads) and adds, to compare's own
 timed rounds, one *bare* round per variant: the same artifact file (or, for eager variants, the same
-prepared module) opened in this one process and timed in a plain `for` loop around `run_prepared`,
-same threads, same input, same untimed warm-up runs. Each bare round comes right after compare's round
+prepared module) opened in this one process and timed in a plain `for` loop around the same call compare
+times for ``--unit`` (:func:`mobilize.runtimes.base.timed_call`: by default the same work, from the float input
+to a float answer with the file's own conversions inside; ``--unit file``: ``run_prepared`` on the file's own
+input), same threads, same input, same untimed warm-up runs. Each bare round comes right after compare's round
 of the same variant, so whatever the host does meanwhile hits both columns alike.
 
 Why interleaved and not "compare first, bare loops afterwards": on this shared 2-core VM the same
@@ -19,6 +21,7 @@ is not told apart from the machine's own drift); FAIL (exit 1): a whole interval
 band, i.e. compare's timing differs from the bare loop's by more than the tolerance beyond noise.
 
     .venv/bin/python benchmarks/timing_agreement.py [--model zoo:mobilenet_v2] [--threads 2] [--tolerance 0.05]
+                                                    [--unit same-work|file]
 
 With ``--lean-vs-torch`` it asks another question: does a file time the same in compare's lean timing worker
 (its runtime only, no torch) as in a torch worker (torch imported and its threads set, as every compare worker
@@ -54,13 +57,13 @@ from pathlib import Path
 class BareSessions:
     """The OK variants opened again in this process, timed like compare's workers (warm-up, then a loop)."""
 
-    def __init__(self, run, threads: int):
+    def __init__(self, run, threads: int, unit: str = "same-work"):
         import torch
 
         from mobilize.core.artifact import Artifact
         from mobilize.pipeline.build import prepare
         from mobilize.core.context import Context
-        from mobilize.runtimes.base import RuntimeOptions, open_session
+        from mobilize.runtimes.base import RuntimeOptions, as_array, open_session, timed_call
         from mobilize.sources.data import open_data
         from mobilize.core.inputs import apply_memory_format
         from mobilize.sources.models import ModelSource, resolve_model
@@ -68,7 +71,7 @@ class BareSessions:
         torch.set_num_threads(threads)  # as every compare worker does
         cfg = run.cfg
         source = resolve_model(cfg.model)
-        self.sessions, self.native = {}, {}
+        self.sessions, self.calls = {}, {}
         for v in run.variants:
             if v.name not in run.workers:  # failed, or not timed
                 continue
@@ -86,16 +89,18 @@ class BareSessions:
                 feed = [apply_memory_format(open_data(cfg.data).samples(s, 1)[0], s) for s in specs[:1]]
             else:
                 feed = session.example_inputs()
+            if not type(session).needs_torch:  # as compare's lean worker is fed: the reference's sample, contiguous
+                feed = [as_array(x) for x in feed]  # NCHW numpy (a channels-last tensor would spare its transpose)
             native = session.prepare(feed)
             session.checked_run(native, feed)
-            self.sessions[v.name], self.native[v.name] = session, native
+            self.sessions[v.name], self.calls[v.name] = session, timed_call(session, feed, unit, native)
         del source
 
     def run_round(self, name: str, n: int):
         from mobilize.bench.harness import warm_round
 
-        session, native = self.sessions[name], self.native[name]
-        return warm_round(session.run_prepared, native, n)  # as a worker answers compare's Bench
+        fn, arg = self.calls[name]
+        return warm_round(fn, arg, n)  # as a worker answers compare's Bench, on the same unit
 
     def close(self) -> None:
         for s in self.sessions.values():
@@ -133,13 +138,13 @@ def paired_schedule(original, twinned, twin_round, twin_times: dict):
     return schedule
 
 
-def with_bare_rounds(threads: int, bare_times: dict):
+def with_bare_rounds(threads: int, bare_times: dict, unit: str = "same-work"):
     """A PlanRun whose timed rounds also visit a bare in-process loop of every timed variant."""
     from mobilize.compare import plan_run as runner
 
     class PlanRunWithBare(runner.PlanRun):
         def _rounds(self) -> None:
-            bare = BareSessions(self, threads)
+            bare = BareSessions(self, threads, unit)
             original = runner.schedule
 
             runner.schedule = paired_schedule(original, bare.sessions, bare.run_round, bare_times)
@@ -334,6 +339,8 @@ def main() -> int:
                         help="timed iterations over all rounds (default 400; --lean-vs-torch: 450)")
     parser.add_argument("--rounds", type=int, default=None, help="default 20 (--lean-vs-torch: 9)")
     parser.add_argument("--tolerance", type=float, default=0.05)
+    parser.add_argument("--unit", choices=["same-work", "file"], default="same-work",
+                        help="what compare and the bare loop time (compare --unit; default same-work)")
     parser.add_argument("--accuracy-samples", type=int, default=1000, help="--host-vs-own: compare's accuracy samples")
     parser.add_argument("-o", "--output", default=None)
     args = parser.parse_args()
@@ -353,16 +360,16 @@ def main() -> int:
 
     out = Path(args.output or tempfile.mkdtemp(prefix="timing-agreement-"))
     bare: dict = {}
-    runner.PlanRun = with_bare_rounds(args.threads, bare)  # compare's own run, with bare rounds added
+    runner.PlanRun = with_bare_rounds(args.threads, bare, args.unit)  # compare's own run, with bare rounds added
     t0 = time.monotonic()
     report = mobilize.compare(args.model, args.plan, mobilize.CompareConfig(
-        threads=args.threads, iterations=args.iter, rounds=args.rounds, out_dir=str(out)),
+        threads=args.threads, iterations=args.iter, rounds=args.rounds, out_dir=str(out), unit=args.unit),
         progress=lambda done, total, text: print(f"  [{done}/{total}] {text}", file=sys.stderr))
     compare_s = time.monotonic() - t0
     print(f"CPU: {host_cpu().describe()}")
     print(f"compare {args.model} --plan {args.plan}: {compare_s:.0f} s; {args.threads} threads; {args.iter} "
-          f"iterations in {args.rounds} rounds; a bare in-process round of every variant next to its "
-          f"compare round")
+          f"iterations in {args.rounds} rounds; unit {args.unit}; a bare in-process round of every variant next to "
+          f"its compare round")
     print(f"{'variant':<20} {'compare p50':>12} {'bare p50':>10} {'ratio':>7} {'paired 95% CI':>15} "
           f"{'compare spread':>14} {'bare spread':>11}  verdict")
     worst, biased, outside, saved = 0.0, [], [], {}

@@ -20,7 +20,7 @@ def test_a_failed_reference_hands_the_baseline_to_the_next_timed_variant():
     eager.fail(Outcome.RUN_FAIL, "bench", "the shared timing host stopped answering")
     run = SimpleNamespace(results={"eager-fp32": eager, "onnx-fp32": _timed("onnx-fp32", [1.0, 1.02, 0.98]),
                                    "executorch-fp32": _timed("executorch-fp32", [2.0, 2.1, 1.9])},
-                          reference_name="eager-fp32", race=None, machine_load=None,
+                          reference_name="eager-fp32", race=None, machine_load=None, frames=None,
                           cfg=SimpleNamespace(unit="same-work"))  # the unit the pick is made on
     PlanRun._finish(run)
     assert run.reference_name == "onnx-fp32"

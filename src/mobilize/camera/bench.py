@@ -15,12 +15,11 @@ statistics ``bench`` prints; every stage gets its own p50 and its share of the f
 
 from __future__ import annotations
 
-import json
 import time
-from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+
 
 from mobilize.bench.harness import BenchConfig, peak_rss_mb
 from mobilize.bench.stats import BenchStats
@@ -28,48 +27,10 @@ from mobilize.core.errors import ConfigError
 from mobilize.runtimes.base import open_session, session_class
 from mobilize.sources.models import resolve_model
 
-from .config import IMAGENET_MEAN, IMAGENET_STD, OutputLayout
-from .converter import FrameConverter
-from .frames import FrameSpec, frame_config_for, load_frames
+from .frames import FrameSpec, frame_config_for, load_frames, normalization
+from .loop import INFER, STAGES, TOP_K, FrameLoop, top_k
 
-STAGES = ("convert", "feed", "infer", "answer")
-TOP_K = 5
-
-
-def normalization(target: Any) -> tuple[tuple, tuple, str]:
-    """(mean, std, where from): a manifest's ``input_normalization`` {mean, std}, else ImageNet's, the
-    transform every mobilize data source applies (and the zoo models were trained with)."""
-    path = getattr(target, "path", None)
-    manifest = Path(str(path) + ".manifest.json") if path is not None else None
-    if manifest is not None and manifest.is_file():
-        norm = json.loads(manifest.read_text()).get("input_normalization")
-        if norm:
-            return tuple(norm["mean"]), tuple(norm["std"]), f"manifest {manifest.name}"
-    return IMAGENET_MEAN, IMAGENET_STD, "ImageNet mean/std (mobilize's data transform)"
-
-
-def _pointers(native: Any) -> list[int]:
-    """Data addresses of the arrays/tensors a runtime's prepared input holds."""
-    if isinstance(native, dict):
-        native = list(native.values())
-    if isinstance(native, (list, tuple)):
-        return [p for item in native for p in _pointers(item)]
-    if hasattr(native, "data_ptr"):
-        return [native.data_ptr()]
-    if isinstance(native, np.ndarray):
-        return [native.__array_interface__["data"][0]]
-    return []
-
-
-def top_k(outputs: list, k: int = TOP_K) -> list[tuple[int, float]]:
-    """(class, score) of the k largest entries of the first output; ties go to the lower class, as in
-    the native loop (an int8 model's scores tie often)."""
-    import torch
-
-    scores = outputs[0].reshape(-1).float()
-    values, indices = torch.sort(scores, descending=True, stable=True)
-    k = min(k, scores.numel())
-    return [(int(i), float(v)) for i, v in zip(indices[:k], values[:k])]
+__all__ = ["STAGES", "TOP_K", "bench_frames", "format_stages", "normalization", "top_k"]
 
 
 def bench_frames(reference: str, config: BenchConfig = BenchConfig(), *, spec: FrameSpec, source: str | None = None,
@@ -126,51 +87,34 @@ def bench_frames(reference: str, config: BenchConfig = BenchConfig(), *, spec: F
     ).to_result()
 
 
+FRAME_ROUNDS = 5
+"""``bench --frames`` splits its frames into this many rounds, each followed by the file alone and the control, so
+the infer check pairs them round by round (:func:`mobilize.camera.figures.infer_check`)."""
+
+
 def _loop(session, cfg, frames: list, config: BenchConfig, echo) -> dict[str, Any]:
-    import torch
+    import statistics
 
-    conv = FrameConverter(cfg)
-    buffer = conv.new_output()
-    tensor = torch.from_numpy(buffer)
-    if cfg.output_layout is OutputLayout.NHWC:
-        tensor = tensor.permute(0, 3, 1, 2)  # the model's logical NCHW over the NHWC memory: a view
+    from .figures import infer_check
+
+    loop = FrameLoop(session, cfg, frames)
     echo("Starting benchmark.")
-    t0 = time.perf_counter_ns()
-    conv(frames[0], out=buffer)
-    native = session.prepare([tensor])
-    outputs = session.outputs_to_torch(session.checked_run(native, [tensor]))
-    first_answer = top_k(outputs)
-    first_run_ms = (time.perf_counter_ns() - t0) / 1e6
-    low, high = buffer.__array_interface__["data"][0], buffer.__array_interface__["data"][0] + buffer.nbytes
-    shares = bool(_pointers(native)) and all(low <= p < high for p in _pointers(native))
-    clock, count = time.perf_counter_ns, len(frames)
-    prepare, run, to_torch = session.prepare, session.run_prepared, session.outputs_to_torch
-    inputs = [tensor]
-
-    def one(i: int, stamps: np.ndarray) -> list:
-        a = clock()
-        conv(frames[i % count], out=buffer)
-        b = clock()
-        prepared = prepare(inputs)
-        c = clock()
-        raw = run(prepared)
-        d = clock()
-        answer = top_k(to_torch(raw))
-        stamps[:] = (b - a, c - b, d - c, clock() - d)
-        return answer
-
     echo("Running warmup runs.")
-    scratch = np.zeros(4, np.int64)
-    for i in range(config.warmup):
-        one(i, scratch)
+    loop.round(0, config.warmup)
+    own = loop.own_input()
     echo("Main runs.")
-    times = np.zeros((config.iterations, 4), np.int64)
-    start = clock()
-    for i in range(config.iterations):
-        answer = one(i, times[i])
-    loop_ns = clock() - start
+    rounds = max(1, min(FRAME_ROUNDS, config.iterations))
+    sizes = [config.iterations // rounds + (i < config.iterations % rounds) for i in range(rounds)]
+    parts, infer, alone, control = [], [], [], []
+    for n in sizes:
+        got = loop.round(n)
+        parts.append(got)
+        infer.append(statistics.median(got.stage_ns[:, INFER]) / 1e6)
+        alone.append(statistics.median(loop.alone_round(max(5, n // 2), own)) / 1e6)
+        control.append(statistics.median(loop.gap_round(max(5, n // 2), own)) / 1e6)
+    times = np.concatenate([p.stage_ns for p in parts])
     totals = times.sum(axis=1)
-    total = BenchStats.from_times_ns(totals.tolist(), loop_ns)
+    total = BenchStats.from_times_ns(totals.tolist(), sum(p.loop_ns for p in parts))
     echo(f"Main run finished. Microseconds per iter: {total.us_per_iter:.3f}. "
          f"Iters per second: {total.iters_per_s:.3f}")
     stages = {}
@@ -178,10 +122,12 @@ def _loop(session, cfg, frames: list, config: BenchConfig, echo) -> dict[str, An
         stats = BenchStats.from_times_ns(times[:, s].tolist(), int(times[:, s].sum()))
         stages[name] = {"latency_ms_p50": stats.latency_ms_p50, "latency_ms_mean": stats.latency_ms_mean,
                         "latency_ms_p90": stats.latency_ms_p90, "share_pct": 100.0 * times[:, s].sum() / totals.sum()}
-    return {"total": total, "first_run_ms": first_run_ms, "stages": stages, "feed_shares_buffer": shares,
-            "output_layout": str(cfg.output_layout), "output_dtype": str(cfg.output_dtype),
-            "resize": str(cfg.resize), "first_frame_top_k": first_answer, "last_frame_top_k": answer,
-            "outputs": outputs}
+    outputs = session.outputs_to_torch(session.run_prepared(session.prepare(loop.inputs)))
+    return {"total": total, "first_run_ms": loop.first_run_ms, "stages": stages,
+            "feed_shares_buffer": loop.feed_shares_buffer, "output_layout": str(cfg.output_layout),
+            "output_dtype": str(cfg.output_dtype), "resize": str(cfg.resize), "first_frame_top_k": loop.first_answer,
+            "last_frame_top_k": parts[-1].answer, "outputs": outputs,
+            "infer_check": infer_check(infer, alone, control)}
 
 
 def format_stages(report: dict[str, Any]) -> str:
@@ -196,6 +142,12 @@ def format_stages(report: dict[str, Any]) -> str:
         lines.append("  the converter writes the program's input tensor in place (native: no feed stage)")
     else:
         lines.append(f"  feed {'reads the converter buffer (no copy, no transpose)' if f['feed_shares_buffer'] else 'copies'}")
+    check = f.get("infer_check")
+    if check and check.get("ratio") is not None:
+        lines.append(f"  infer inside the loop {check['infer_ms_p50']:.3f} ms vs the file alone {check['alone_ms_p50']:.3f} "
+                     f"ms, paired over {check['rounds']} rounds: {check['ratio']:.2f}x [rule {check['rule']}]")
+        if not check["within"]:
+            lines.append(f"  note: {check['reason']}")
     top = ", ".join(f"{c} ({v:.3f})" for c, v in f["first_frame_top_k"])
     lines.append(f"  top-{len(f['first_frame_top_k'])} of the first frame: {top}")
     return "\n".join(lines)

@@ -14,8 +14,10 @@ frames, or a synthetic moving pattern), and the `FrameConfig` that turns them in
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -91,6 +93,18 @@ def frame_config_for(spec: FrameSpec, input_spec: InputSpec, resize: str = "near
                        output_size=(shape[2], shape[3]), resize=resize, mean=mean, std=std,
                        output_layout="nhwc" if nhwc else "nchw",
                        output_dtype="float32" if input_spec.dtype == "float" else "uint8")
+
+
+def normalization(target: Any) -> tuple[tuple, tuple, str]:
+    """(mean, std, where from): a manifest's ``input_normalization`` {mean, std}, else ImageNet's, the
+    transform every mobilize data source applies (and the zoo models were trained with)."""
+    path = getattr(target, "path", None)
+    manifest = Path(str(path) + ".manifest.json") if path is not None else None
+    if manifest is not None and manifest.is_file():
+        norm = json.loads(manifest.read_text()).get("input_normalization")
+        if norm:
+            return tuple(norm["mean"]), tuple(norm["std"]), f"manifest {manifest.name}"
+    return IMAGENET_MEAN, IMAGENET_STD, "ImageNet mean/std (mobilize's data transform)"
 
 
 def load_frames(cfg: FrameConfig, source: str | None) -> tuple[list[np.ndarray], str]:

@@ -57,6 +57,7 @@ def add_parser(sub) -> None:
                    help="what each file's time covers: same-work (from the reference's float input to a float answer, "
                         "the file's own quantize/layout conversions timed with it; default) or file (the file alone, "
                         "on inputs already converted; the table shows it as p50 file either way)")
+    _add_frame_flags(p)
     p.add_argument("--prompt-len", type=int, default=32, metavar="P",
                    help="a causal LM: prompt tokens whose prefill is timed (time to first token; default: 32)")
     p.add_argument("--gen-len", type=int, default=32, metavar="G",
@@ -74,7 +75,34 @@ def add_parser(sub) -> None:
     p.add_argument("--trust-pickle", action="store_true", help="allow unpickling a torch.save()d model file")
     p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(run=run, outputs=[("output", "-o", "folder")],
-                   inputs=[("model", "MODEL"), ("data", "--data"), ("plan", "--plan"), ("metric", "--metric")])
+                   inputs=[("model", "MODEL"), ("data", "--data"), ("plan", "--plan"), ("metric", "--metric"),
+                           ("frames_from", "--frames-from")])
+
+
+def _add_frame_flags(p) -> None:
+    p.add_argument("--frames", metavar="LAYOUT:WxH[:ROT]",
+                   help="also time each file from camera frame to answer (frame -> its input -> inference -> top-5, the "
+                        "conversion included; as bench --frames) in the same rounds, and pick on it: nv21, nv12, i420, "
+                        "rgb or bgr frames of WxH, rotated ROT degrees clockwise, e.g. nv21:1920x1080")
+    p.add_argument("--frames-from", metavar="PATH",
+                   help="with --frames: a raw frame file or a folder of them (default: a synthetic moving pattern)")
+    p.add_argument("--frame-resize", choices=["nearest", "bilinear"], default=None,
+                   help="with --frames: how the centre crop is scaled to the model's input (default nearest)")
+
+
+def _frames(args: argparse.Namespace) -> dict | None:
+    """``--frames`` and its two companions, checked (one line, exit 2) and as the config carries them."""
+    from mobilize.core.errors import ConfigError
+
+    if not args.frames:
+        for flag, given in (("--frames-from", args.frames_from), ("--frame-resize", args.frame_resize)):
+            if given:
+                raise ConfigError(f"{flag} needs --frames LAYOUT:WxH", hint="e.g. --frames nv21:1920x1080")
+        return None
+    from mobilize.camera.frames import parse_frame_spec
+    from mobilize.camera.loop import FrameTiming
+
+    return FrameTiming(str(parse_frame_spec(args.frames)), args.frame_resize or "nearest", args.frames_from).to_json()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -109,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
         require_arm64(arm64_cpu)
     specs = input_specs_from_args(args) or ()
     task, metric = task_from_args(args)
+    frames = _frames(args)
     config = CompareConfig(model=args.model or "", data=args.data, input_specs=tuple(specs), out_dir=args.output,
                            threads=args.threads, iterations=args.iter, rounds=args.rounds,
                            **({} if args.time_budget is None else {"time_budget_s": args.time_budget}),
@@ -120,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
                                             else {"max_ppl_increase_percent": args.max_ppl_increase})),
                            prompt_tokens=args.prompt_len, gen_tokens=args.gen_len, unit=args.unit,
                            bound_args=bound_args_from_args(args), task=task, metric=metric,
-                           verify_on=args.verify_on, arm64_cpu=arm64_cpu)
+                           verify_on=args.verify_on, arm64_cpu=arm64_cpu, frames=frames)
     progress = Progress()
     started = int(time.time())  # whole seconds: file systems keep coarse modification times
     try:

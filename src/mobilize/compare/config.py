@@ -63,6 +63,9 @@ class CompareConfig:
     """What the timed rounds time and the pick is made on (:class:`mobilize.runtimes.base.Unit`): ``same-work``,
     from the reference's float input to a float answer with each file's own conversions timed, or ``file``, each
     file alone on its own element type and layout.  The other figure is kept beside it (``p50 file``)."""
+    frames: dict | None = None
+    """``--frames LAYOUT:WxH[:ROT]`` (:class:`mobilize.camera.loop.FrameTiming`'s JSON): every timed file also runs
+    the camera frame-to-answer loop in each round, and the race and the pick are made on it; None: no frames."""
     verify_on: str | None = None
     """``arm64``: also check every file on arm64 kernels under QEMU, after the timed rounds (:mod:`mobilize.arm64`)."""
     arm64_cpu: str = "cortex-a76"

@@ -48,6 +48,7 @@ def compare(model: str | None = None, plan: Any = "default", config: Any = None,
     names = facts["input_names"]
     if fit and facts["format"] == "eager":
         plan, plan_notes = _fit_default_plan(plan, facts, specs)
+    _check_frames(cfg.frames, specs)
     data = cfg.data or default_data(model, specs)
     if data is not None:
         check_data_fits(specs, data, names)
@@ -85,6 +86,21 @@ def _check_numbers(cfg: Any) -> None:
     check_positive(cfg.timeout_s, "--timeout", " seconds")
     check_positive(cfg.time_budget_s, "--time-budget", " seconds")
     check_threads(cfg.threads)
+
+
+def _check_frames(frames: dict | None, specs: Sequence[Any]) -> None:
+    """``--frames`` (if given) before any work: the spec, the frames file and the model's one (1,3,H,W) input, which
+    the frame must be large enough to fill (one-line errors, exit 2)."""
+    from mobilize.camera.frames import frame_config_for, load_frames, parse_frame_spec
+
+    if not frames:
+        return
+    if len(specs) != 1:
+        raise ConfigError(f"--frames feeds one image input; the model takes {len(specs)}",
+                          hint="leave out --frames, or give a model with one (1,3,H,W) input")
+    cfg = frame_config_for(parse_frame_spec(frames["spec"]), specs[0], frames.get("resize", "nearest"))
+    if frames.get("source"):
+        load_frames(cfg, frames["source"])
 
 
 def _load_plan(model: str, plan: Any, variants: Sequence[str], model_format: str) -> tuple[Any, list[str]]:
@@ -145,6 +161,9 @@ def _generation(ref: ModelRef, cfg: Any, plan: Any, variants: Sequence[str],
     from mobilize.generation.run import compare_generation
     from mobilize.report.json_report import write_reports
 
+    if cfg.frames:
+        raise ConfigError("--frames times camera frames through an image model; a causal LM is timed in tokens",
+                          hint="leave out --frames")
     if plan not in ("default", "generation"):
         raise ConfigError(f"a causal LM runs the generation plan (every engine's decoder files), not '{plan}'",
                           hint="leave --plan out, and pick files with --variant")

@@ -95,7 +95,8 @@ class _Hosted:
         native = self.session.prepare(inputs)
         self.session.checked_run(native, inputs)
         _same_outputs(self.session.run(inputs), bundle["outputs"])
-        self.unit = TimedUnit(self.session, inputs, job.unit, native)
+        self.unit = TimedUnit(self.session, inputs, job.unit, native, frames=job.frames)
+        self.unit.start_frames()
 
     def bench(self, command: Bench) -> Times:
         import torch

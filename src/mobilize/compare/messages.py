@@ -48,6 +48,9 @@ class Job:
     reference job and read by the lean timing workers."""
     unit: str = "same-work"
     """What the timed rounds time (:class:`mobilize.runtimes.base.Unit`)."""
+    frames: dict[str, Any] | None = None
+    """``--frames``: every timed round also runs each file's frame-to-answer loop
+    (:class:`mobilize.camera.loop.FrameTiming`'s JSON); None: no frames."""
     timing_bundle: str | None = None
     """A ``run`` job of a torch runtime writes here what the shared timing host needs to time the variant
     (:mod:`mobilize.compare.host`): its prepared module (none for a file), input specs, quantized engine and
@@ -182,6 +185,25 @@ class Times:
     file_times_ns: list[int] | None = None
     """The file alone, on inputs converted once (a second, smaller loop right after): only for a file whose
     interface converts; None where the two units are the same call."""
+    frame: "FrameRound | None" = None
+    """``--frames``: the frame-to-answer loop's round, run right after the others."""
+
+
+@dataclasses.dataclass
+class FrameRound:
+    """One round of a file's frame loop (:mod:`mobilize.camera.loop`), and its control."""
+
+    times_ns: list[int]
+    """Frame to answer, per frame: camera frame -> the file's input -> inference -> top-k."""
+    total_ns: int
+    stage_ns: list[list[int]]
+    """Per stage (convert, feed, infer, answer), each frame's time."""
+    gap_ns: list[int]
+    """The control: the file alone on its own prepared input, with the frame's convert between runs (what the
+    loop does between inferences, on a buffer the file does not read): told apart from the file alone, it says
+    whether a slower infer stage comes from the pause between runs or from the input the frame path hands over."""
+    facts: dict[str, Any]
+    """The converter's output layout and dtype, whether the runtime reads its buffer, the first frame's answer."""
 
 
 @dataclasses.dataclass

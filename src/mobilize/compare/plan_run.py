@@ -10,6 +10,7 @@ after every step so Ctrl-C keeps them.
 from __future__ import annotations
 
 import shutil
+import statistics
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -18,7 +19,8 @@ from mobilize.accuracy.stats import ratio_ci, spread_percent
 from mobilize.bench.harness import ROUND_WARMUP_RUNS, ROUND_WARMUP_S
 from mobilize.bench.load import LoadWatch
 from mobilize.bench.racing import Race
-from mobilize.bench.rounds import schedule
+from mobilize.bench.rounds import RoundTimes, schedule
+from mobilize.camera.loop import FrameTiming
 from mobilize.compare.config import CompareConfig, Progress
 from mobilize.compare.failures import StageFailure
 from mobilize.compare.host import TimingHost
@@ -29,6 +31,7 @@ from mobilize.compare.reference import collect_lint, run_reference
 from mobilize.compare.stages import StageSeconds
 from mobilize.compare.variants import check_variants
 from mobilize.compare.worker_handle import Worker
+from mobilize.core.errors import InternalError
 from mobilize.core.outcome import Outcome
 
 FAILED = (Outcome.EXPORT_FAIL, Outcome.LOAD_FAIL, Outcome.RUN_FAIL, Outcome.TIMEOUT, Outcome.INTERRUPTED)
@@ -75,6 +78,15 @@ class PlanRun:
         self.lint: dict[str, Any] | None = None
         self.file_times: dict[str, list[int]] = {}
         """Per variant whose file converts: its file-alone times (the second figure, ``latency_ms_p50_file``)."""
+        self.file_round_medians: dict[str, list[float]] = {}
+        self.warmed: set[str] = set()
+        """Variants whose warm-up round came back (their later rounds are kept)."""
+        self.frames = FrameTiming(**cfg.frames) if cfg.frames else None
+        """``--frames``: the race and the pick are on frame to answer; the plain unit's times are kept beside."""
+        self.frames_for_workers: dict | None = None
+        self.frame_rounds: dict[str, list] = {}
+        self.plain: dict[str, RoundTimes] = {}
+        """With ``--frames``: each variant's times on the run's unit (the race ran on its frame-to-answer times)."""
 
     # -- bookkeeping ---------------------------------------------------------------------
     def tick(self, text: str, steps: int = 1) -> None:
@@ -98,6 +110,7 @@ class PlanRun:
             "lint": self.lint, "reference_warning": ref.warning if ref else None,
             "reference_failure": self.reference_failure, "task": ref.task if ref else None,
             "racing": self.race.record.to_json() if self.race else None, "stage_seconds": self.seconds.to_json(),
+            "frames": {**self.frames.to_json(), "label": self.frames.label} if self.frames else None,
             "machine_load": self.machine_load.to_json() if self.machine_load else None,
             "variants": [r.to_json() for r in self.results.values()],
         }
@@ -128,8 +141,18 @@ class PlanRun:
                    input_names=list(cfg.input_names) or None, bound_args=dict(cfg.bound_args),
                    artifact=artifact, trust_pickle=cfg.trust_pickle, metric=cfg.metric,
                    task=self.reference.task["name"] if self.reference and self.reference.task else cfg.task,
-                   inputs_path=str(self.workdir / "inputs.npz"), unit=cfg.unit,
+                   inputs_path=str(self.workdir / "inputs.npz"), unit=cfg.unit, frames=self._worker_frames(kind),
                    timing_bundle=str(self.workdir / f"{variant['name']}-timing.pt") if kind == "run" else None)
+
+    def _worker_frames(self, kind: str) -> dict | None:
+        """``--frames`` as the timing workers read it: the synthetic frames drawn once, here, into the run's folder."""
+        if self.frames is None or kind not in ("run", "time", "time-torch", "time-host"):
+            return None
+        if self.frames_for_workers is None:
+            from mobilize.camera.loop import write_frames
+
+            self.frames_for_workers = write_frames(self.frames, str(self.workdir / "frames.raw")).to_json()
+        return self.frames_for_workers
 
     # -- the run ---------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -182,9 +205,7 @@ class PlanRun:
                 self.workers.pop(name).kill()
                 return None
             self.results[name].peak_rss_mb = msg.rss_mb
-            if msg.file_times_ns:
-                self.file_times.setdefault(name, []).extend(msg.file_times_ns)
-            return msg.times_ns, msg.total_ns
+            return self._keep(name, msg)
 
         ticked = 0
 
@@ -209,11 +230,45 @@ class PlanRun:
         for name, rt in timed.items():
             r = self.results[name]
             if rt.times_ns and r.outcome not in FAILED:  # a variant that failed in the rounds has no time
-                r.latency = {**rt.stats().to_json(), **file_alone(rt.times_ns, self.file_times.get(name))}
-                r.latency_ms_round_medians = rt.round_medians_ms
-                r.round_spread_percent = spread_percent(rt.round_medians_ms)
+                self._assign(r, rt)
         if ticked < cfg.rounds:
             self.tick("timed rounds done", steps=cfg.rounds - ticked)
+
+    def _keep(self, name: str, msg: Times) -> tuple[list[int], int]:
+        """What ``schedule`` records of a round (the frame loop's times with ``--frames``: the race runs on them), with
+        the figures kept beside it; a variant's first round is its warm-up, whose figures are not kept."""
+        warm = name in self.warmed
+        self.warmed.add(name)
+        if warm and msg.file_times_ns:
+            self.file_times.setdefault(name, []).extend(msg.file_times_ns)
+            self.file_round_medians.setdefault(name, []).append(statistics.median(msg.file_times_ns) / 1e6)
+        if self.frames is None:
+            return msg.times_ns, msg.total_ns
+        if msg.frame is None:
+            raise InternalError(f"{name}'s timing worker answered a round without its frame loop")
+        if warm:
+            plain = self.plain.setdefault(name, RoundTimes())
+            plain.times_ns.extend(msg.times_ns)
+            plain.total_ns += msg.total_ns
+            plain.round_medians_ms.append(statistics.median(msg.times_ns) / 1e6)
+            self.frame_rounds.setdefault(name, []).append(msg.frame)
+        return msg.frame.times_ns, msg.frame.total_ns
+
+    def _assign(self, r: VariantResult, rt: RoundTimes) -> None:
+        """A timed variant's figures: ``rt`` is what ``schedule`` recorded (frame to answer with ``--frames``)."""
+        plain = self.plain.get(r.name, RoundTimes()) if self.frames else rt
+        r.latency = {**plain.stats().to_json(), **file_alone(plain.times_ns, self.file_times.get(r.name))}
+        r.latency_ms_round_medians = plain.round_medians_ms
+        r.round_spread_percent = spread_percent(plain.round_medians_ms)
+        if self.frames is not None:
+            from mobilize.camera.figures import frame_figures
+
+            alone = self.file_round_medians.get(r.name) or plain.round_medians_ms  # the same call: nothing converts
+            r.frames = frame_figures(rt.times_ns, rt.total_ns, rt.round_medians_ms, self.frame_rounds.get(r.name, []),
+                                     alone)
+            check = r.frames["infer_check"]
+            if check.get("within") is False:
+                r.note(f"frames: {check['reason']} [rule {check['rule']}]")
 
     def _verify_on(self) -> None:
         """Every file's accuracy check again on arm64 kernels (same samples, reference and Policy)."""
@@ -241,8 +296,12 @@ class PlanRun:
             if ref is not None and ref.latency_ms_round_medians and r.latency_ms_round_medians:
                 ci = ratio_ci(ref.latency_ms_round_medians, r.latency_ms_round_medians)
                 r.speedup = {**ci.to_json(), "reference": self.reference_name}
+            if ref is not None and ref.frames and r.frames:
+                ci = ratio_ci(ref.frames["latency_ms_round_medians"], r.frames["latency_ms_round_medians"])
+                r.frames["speedup"] = {**ci.to_json(), "reference": self.reference_name}
         self.recommended = recommend(list(self.results.values()), self.race.record if self.race else None,
-                                     self.machine_load, unit=self.cfg.unit)
+                                     self.machine_load, unit=self.cfg.unit,
+                                     frames=self.frames.label if self.frames else None)
 
 
 def file_alone(times_ns: list[int], file_times_ns: list[int] | None) -> dict[str, Any]:

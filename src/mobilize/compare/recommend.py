@@ -43,17 +43,32 @@ def pick_scope(cpu: Any) -> dict[str, Any]:
 
 
 def recommend(results: list[VariantResult], race: RaceRecord | None, load: Any = None, *, cpu: Any = None,
-              unit: str = "same-work") -> dict[str, Any] | None:
+              unit: str = "same-work", frames: str | None = None) -> dict[str, Any] | None:
     """The pick (:func:`_pick`), its reason followed by the unit it was picked on and the CPU it holds for
-    (``cpu``: a :class:`mobilize.core.target.CpuInfo`, this machine's when None)."""
+    (``cpu``: a :class:`mobilize.core.target.CpuInfo`, this machine's when None).  ``frames``: the label of
+    ``--frames`` (``frame to answer, nv21 1920x1080``): the pick is made on each file's frame-to-answer figures."""
     from mobilize.core.target import host_cpu
 
-    picked = _pick(results, race, load)
+    picked = _pick([on_frames(r) for r in results] if frames else results, race, load)
     if picked is None:
         return None
     scope = pick_scope(cpu or host_cpu())
-    picked["reason"] += f"; {UNIT_WHY.get(unit, unit)}; {scope['text']}"
-    return {**picked, "unit": unit, "scope": scope}
+    why = (f"picked on {frames} ({FRAMES_WHY})" if frames else UNIT_WHY.get(unit, unit))
+    picked["reason"] += f"; {why}; {scope['text']}"
+    return {**picked, "unit": unit, "picked_on": frames or unit, "scope": scope}
+
+
+FRAMES_WHY = ("each file's camera frame converted to its own input, inference and the top-5 answer, conversion "
+              "included, timed in the same interleaved rounds and race")
+
+
+def on_frames(r: VariantResult) -> VariantResult:
+    """``r`` with its frame-to-answer figures where the pick reads its timed unit's (round medians and p50)."""
+    import dataclasses
+
+    f = r.frames or {}
+    return dataclasses.replace(r, latency={"latency_ms_p50": f.get("latency_ms_p50")},
+                               latency_ms_round_medians=list(f.get("latency_ms_round_medians") or []))
 
 
 def _pick(results: list[VariantResult], race: RaceRecord | None, load: Any = None) -> dict[str, Any] | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable, Sequence
 
-from mobilize.compare.messages import Bench, Job, Stop, TimerReady, Times
+from mobilize.compare.messages import Bench, FrameRound, Job, Stop, TimerReady, Times
 
 
 def write_inputs(path: str, sample: Sequence[Any]) -> None:
@@ -51,8 +51,9 @@ def time_file(conn, job: Job, enter: Callable[[str], None]) -> None:
     enter("run")
     native = session.prepare(inputs)
     session.checked_run(native, inputs)
-    unit = TimedUnit(session, inputs, job.unit, native)
+    unit = TimedUnit(session, inputs, job.unit, native, frames=job.frames)
     unit.call[0](unit.call[1])  # the timed call once before the rounds: a failing conversion fails in this stage
+    unit.start_frames()
     enter("bench")
     conn.send(TimerReady(session.name, "torch" in sys.modules, peak_rss_mb()))
     serve_rounds(conn, session, unit)
@@ -63,15 +64,32 @@ class TimedUnit:
     and, for a file whose interface converts, the file-alone call beside it (its second figure, ``p50 file``).
 
     The file-alone loop runs right after the same-work one in the same round, on half its iterations (at least
-    5): the model is warm from it, and the second figure is a median, not a race, so it needs fewer."""
+    5): the model is warm from it, and the second figure is a median, not a race, so it needs fewer.
 
-    def __init__(self, session, inputs, unit: str, prepared: Any = None):
+    With ``frames`` (``--frames``: :class:`mobilize.camera.loop.FrameTiming`'s JSON) the round then runs the file's
+    frame-to-answer loop (:mod:`mobilize.camera.loop`) on as many frames as the first loop's iterations, after
+    the same warm-up (the loop is a race's unit then), and the infer stage's control on half as many."""
+
+    def __init__(self, session, inputs, unit: str, prepared: Any = None, frames: dict | None = None):
         from mobilize.runtimes.base import Unit, timed_call
 
         self.unit = Unit(unit)
         self.call = timed_call(session, inputs, self.unit, prepared)
         converts = self.unit is Unit.SAME_WORK and session.interface().converts
         self.alone = timed_call(session, inputs, Unit.FILE, prepared) if converts else None
+        self.session, self.inputs, self.prepared, self.timing = session, list(inputs), prepared, frames
+        self.frames = None
+        """The frame loop, made on the first round (a checking worker that hands the file to another never makes
+        it) or by :meth:`start_frames`."""
+
+    def start_frames(self) -> None:
+        """Make the frame loop (convert the first frame and run the file on it) now, if ``--frames`` asks for one."""
+        if self.timing and self.frames is None:
+            from mobilize.camera.loop import FrameTiming, frame_loop_for
+
+            self.frames = frame_loop_for(self.session, self.inputs, FrameTiming(**self.timing))
+            if self.prepared is None:
+                self.prepared = self.session.prepare(self.inputs)
 
     def round(self, command: Bench) -> Times:
         from mobilize.bench.harness import peak_rss_mb, warm_round
@@ -80,7 +98,19 @@ class TimedUnit:
         alone = None
         if self.alone is not None:
             alone, _ = warm_round(*self.alone, max(5, command.iterations // 2), 1, 0.0)
-        return Times(times, total, peak_rss_mb(), alone)
+        return Times(times, total, peak_rss_mb(), alone, self._frame_round(command))
+
+    def _frame_round(self, command: Bench) -> FrameRound | None:
+        self.start_frames()
+        if self.frames is None:
+            return None
+        loop = self.frames
+        got = loop.round(command.iterations, command.warmup, command.warmup_s)
+        gap = loop.gap_round(max(5, command.iterations // 2), self.prepared)
+        facts = {"output_layout": str(loop.cfg.output_layout), "output_dtype": str(loop.cfg.output_dtype),
+                 "output_size": list(loop.cfg.output_size), "resize": str(loop.cfg.resize),
+                 "feed_shares_buffer": loop.feed_shares_buffer, "first_frame_top_k": loop.first_answer}
+        return FrameRound(got.times_ns, got.loop_ns, got.stage_ns.T.tolist(), gap, facts)
 
 
 def serve_rounds(conn, session, unit: TimedUnit) -> None:

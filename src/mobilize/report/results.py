@@ -44,6 +44,9 @@ class VariantResult:
     round_spread_percent: float | None = None
     speedup: dict[str, Any] | None = None
     """Against the reference variant: ratio with its 95% interval from paired rounds, and ``significant``."""
+    frames: dict[str, Any] | None = None
+    """``compare --frames``: camera frame to answer (:mod:`mobilize.camera.figures`): its statistics, round medians
+    and speed-up (the race and the pick are made on them), each stage's p50 and share, and the infer check."""
     peak_rss_mb: float | None = None
     """Peak resident memory of the process that timed it (the shared timing host's when ``details.timing_worker``
     is ``host``: shared with the other hosted variants; report.json's ``timing_memory`` counts it once)."""

@@ -77,12 +77,16 @@ def fidelity_text(v: dict[str, Any]) -> str:
 
 def format_table(report: dict[str, Any], note_width: int = 56) -> str:
     variants = report["variants"]
-    measured = sorted((v for v in variants if v.get("latency_ms_p50")), key=lambda v: v["latency_ms_p50"])
-    rest = [v for v in variants if not v.get("latency_ms_p50")]
+    frames = bool(report.get("frames"))
+    key = (lambda v: (v.get("frames") or {}).get("latency_ms_p50")) if frames else (lambda v: v.get("latency_ms_p50"))
+    measured = sorted((v for v in variants if key(v)), key=key)
+    rest = [v for v in variants if not key(v)]
     column = measure_column(report)
+    speed = any(v.get("speedup") for v in variants)  # none: every file on device only (NNAPI), or none timed
     header = (f"{'variant':<20} {'outcome':<11} {'format':<12} {'runtime':<12} {'interface':<16} {'p50 ms':>8} "
-              f"{'p50 file':>8} {'p90 ms':>8} {'speedup':>8} {'size MB':>8} {'fidelity':>8} {column:>8} {'drop':>6} "
-              f"{'sqnr dB':>8}  {'rule':<20} notes")
+              f"{'p50 file':>8} {'p90 ms':>8} " + (f"{'speedup':>8} " if speed else "")
+              + (f"{'frame ms':>8} {'frame x':>8} " if frames else "")
+              + f"{'size MB':>8} {'fidelity':>8} {column:>8} {'drop':>6} {'sqnr dB':>8}  {'rule':<20} notes")
     lines = [header, "-" * len(header)]
     for v in measured + rest:
         acc = v.get("accuracy") or {}
@@ -92,21 +96,79 @@ def format_table(report: dict[str, Any], note_width: int = 56) -> str:
         note = clip(note, note_width)  # whole words: the full note is in report.json
         rule = (v.get("verdict") or {}).get("rule") or "-"
         outcome = v["outcome"] + ("!" if (v.get("arm64") or {}).get("differs_from_host") else "")
+        f = v.get("frames") or {}
         lines.append(
             f"{v['name']:<20} {outcome:<11} {(v.get('format') or '-'):<12} {(v.get('runtime') or '-'):<12} "
             f"{interface_text(v):<16} {p50:>8} {file_text(v):>8} {_fmt(v.get('latency_ms_p90'), '8.2f'):>8} "
-            f"{speed_text(v):>8} {_fmt(size, '8.2f'):>8} "
+            + (f"{speed_text(v):>8} " if speed else "")
+            + (f"{_fmt(f.get('latency_ms_p50'), '8.2f'):>8} {speed_text(f):>8} " if frames else "")
+            + f"{_fmt(size, '8.2f'):>8} "
             f"{fidelity_text(v):>8} "
             f"{measure_text(acc) or '-':>8} {drop_text(acc):>6} {sqnr_text(acc):>8}  {rule:<20} {note}")
     lines.append("")
-    lines.append("~ : inside the 95% interval of no difference (a tie, not a win or a loss); "
-                 f"speed-up vs {report.get('reference_variant')}; rules: see report.json verdicts")
+    if speed or frames:
+        lines.append("~ : inside the 95% interval of no difference (a tie, not a win or a loss); "
+                     f"speed-up vs {report.get('reference_variant')}; rules: see report.json verdicts")
+    else:
+        lines.append(no_speedup_line(report))
     lines.append(f"fidelity: the file vs the model it was exported from (- : no file); {column.removesuffix(' %')}, "
                  f"drop, sqnr and rule: quality vs the float model on the data")
     lines.append(unit_legend(report))
+    if frames:
+        lines += frame_lines(report)
     if any(v.get("arm64") for v in variants):
         lines.append("! : its arm64 verdict (QEMU) differs from this host's: see the arm64 lines and report.json")
     return "\n".join(lines)
+
+
+def no_speedup_line(report: dict[str, Any]) -> str:
+    """Why the table has no speed-up column (one line): speed-ups are against the reference variant, which was not
+    timed on this host (an on-device runtime such as NNAPI), or fewer than two files were timed."""
+    variants = report["variants"]
+    ref = next((v for v in variants if v["name"] == report.get("reference_variant")), None)
+    if ref is not None and ref.get("on_device_only"):
+        return (f"no speed-ups: they are against {ref['name']}, the plan's reference, whose runtime runs only on the "
+                f"device ({ref.get('runtime')} checks its numbers on this host, not its speed); rules: see report.json "
+                f"verdicts")
+    timed = [v["name"] for v in variants if v.get("latency_ms_round_medians")]
+    why = (f"only {timed[0]} was timed, with no other file to compare it with" if len(timed) == 1
+           else "no file was timed on this host" if not timed else
+           f"the reference, {report.get('reference_variant')}, has no time")
+    return f"no speed-ups: {why}; rules: see report.json verdicts"
+
+
+def frame_lines(report: dict[str, Any]) -> list[str]:
+    """Under the table with ``--frames``: what the frame column times, then each file's stages and its infer check
+    (the infer stage inside the loop against the file alone, with the rule that decided it)."""
+    fr = report["frames"]
+    lines = [f"frame ms: {fr['label']} ({fr.get('resize', 'nearest')} resize; frames from "
+             f"{fr.get('source') or 'a synthetic moving pattern'}): camera frame -> the file's input -> inference -> "
+             f"top-5, conversion included; frame x: its speed-up; the pick is made on it",
+             f"  {'variant':<20} {'convert':>8} {'feed':>8} {'infer':>8} {'answer':>8}  infer in the loop vs the file "
+             f"alone (ms p50; the ratio paired round by round)"]
+    for v in report["variants"]:
+        f = v.get("frames")
+        if not f:
+            continue
+        st = {k: _fmt((f.get("stages") or {}).get(k, {}).get("latency_ms_p50"), "8.3f")
+              for k in ("convert", "feed", "infer", "answer")}
+        check = f.get("infer_check") or {}
+        if check.get("ratio") is None:
+            verdict = check.get("reason", "-")
+        else:
+            verdict = (f"{check['infer_ms_p50']:.3f} vs {check['alone_ms_p50']:.3f}: {check['ratio']:.2f}x (95% CI "
+                       f"{check['ratio_low']:.2f}-{check['ratio_high']:.2f}) [{check['rule']}]"
+                       + ("" if check.get("within") else f": {_cause(check)}"))
+        lines.append(f"  {v['name']:<20} {st['convert']:>8} {st['feed']:>8} {st['infer']:>8} {st['answer']:>8}  "
+                     f"{verdict}")
+    return lines
+
+
+def _cause(check: dict[str, Any]) -> str:
+    if check["rule"] == "frame-infer-pause":
+        return (f"over 15%; the file alone with the frame's convert between runs is {check['control_ratio']:.2f}x too: "
+                f"the pause between frames (the runtime's threads idle), not the frame path's input")
+    return "over 15%; not the pause between frames: the input the frame path hands the runtime costs it"
 
 
 def interface_text(v: dict[str, Any]) -> str:
@@ -178,9 +240,15 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
             drop = f", {tm['measure']} drop {drop_text(acc)}{' points' if tm.get('percent') else ''}"
         else:
             drop = f", top-1 drop {drop_text(acc)} points" if acc.get("top1_drop") is not None else ""
-        speed = f", {speed_text(best)} vs {report.get('reference_variant')}" if best.get("speedup") else ""
         head = "recommended" if not rec.get("tied") else "recommended (tie)"
-        lines.append(f"{head}: {rec['name']} at {best['latency_ms_p50']:.2f} ms p50{speed}{drop}")
+        if report.get("frames") and best.get("frames"):
+            f = best["frames"]
+            speed = f", {speed_text(f)} vs {report.get('reference_variant')}" if f.get("speedup") else ""
+            at = f"{f['latency_ms_p50']:.2f} ms p50 {report['frames']['label']} ({best['latency_ms_p50']:.2f} ms plain)"
+        else:
+            speed = f", {speed_text(best)} vs {report.get('reference_variant')}" if best.get("speedup") else ""
+            at = f"{best['latency_ms_p50']:.2f} ms p50"
+        lines.append(f"{head}: {rec['name']} at {at}{speed}{drop}")
         lines.append(f"  why: {rec['reason']}")
     if report.get("task"):
         lines.append(report["task"]["text"])

@@ -235,8 +235,11 @@ def build_and_verify(reference: str | ModelRef, recipe: dict[str, Any], out_dir:
             # a few runs: ETDump weighs each op by time for the cost of running the file a few times
             art.notes.extend(time_notes(art.path, verify_inputs(ctx, 1)[0], threads=1, details=entry, runs=3))
         artifacts.append(entry)
+    from mobilize.pipeline.build import random_inputs_warning
+
+    weak = random_inputs_warning(ctx) if verify and artifacts else None
     report = {"schema_version": SCHEMA_VERSION, "model": reference, "recipe": recipe.to_dict(),
-              "target": ctx.target.to_json(), "host_cpu": host_cpu().to_json(),
+              "target": ctx.target.to_json(), "host_cpu": host_cpu().to_json(), "warnings": [weak] if weak else [],
               "artifacts": artifacts, "notes": list(ctx.notes), "timings_ms": ctx.timings_ms,
               **({"bound_args": dict(ctx.bound_args)} if ctx.bound_args else {})}
     if progress:

@@ -165,3 +165,21 @@ def test_a_wrong_metric_reference_is_a_config_error(tmp_path, spec, message):
     (tmp_path / "m.py").write_text("def f(outputs, reference_outputs, labels):\n    return 1.0\n")
     with pytest.raises(ConfigError, match=message):
         load_metric(spec.format(tmp=tmp_path))
+
+
+def test_a_multi_head_face_detector_is_guessed_per_head_not_as_a_classifier():
+    """#40 item 13: MTCNN's ONet returns box offsets (1,4), landmarks (1,10) and a face probability (1,2); read as
+    a classifier, top-1 flips of the box offsets were printed."""
+    torch.manual_seed(0)
+    onet = [[torch.randn(1, 4) * 0.1, torch.rand(1, 10), torch.softmax(torch.randn(1, 2), 1)] for _ in range(8)]
+    choice = guess_task(onet)
+    assert choice.task == Task.RAW, choice.describe()
+    assert ("(1,4) regression values; (1,10) regression values; (1,2) class probabilities; every head judged by its "
+            "error, not top-1") in choice.describe()
+    jittered = [[t + 0.05 * torch.randn_like(t) for t in sample] for sample in onet]
+    c = compare_outputs(jittered, onet)
+    apply_task(c, choice.task, jittered, onet, None)
+    assert c.top1_agreement is None and c.flips == 0  # no flips of box offsets
+    # the probability head first: a classifier on it, the other heads by error
+    first = guess_task([[s[2], s[0], s[1]] for s in onet])
+    assert first.task == Task.CLASSIFICATION and "top-1 on the first head" in first.describe()

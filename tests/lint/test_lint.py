@@ -441,3 +441,22 @@ def test_html_fragment_is_self_contained():
     assert "<script" not in html and "http" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
     assert html.count("<rect") == 3 + 1  # one MAC bar per row, plus the legend
     assert "channels" in html and "1.0" in html
+
+
+def test_profile_chart_labels_are_whole_or_distinct():
+    """#40 item 13: a transformer's layer paths share a long start; cut at the end, 16-18 bars read the same."""
+    import re
+
+    from mobilize.lint.html import profile_chart
+
+    names = [f"bert.encoder.layer.{k}.attention.{leaf}" for k in (10, 11) for leaf in
+             ("self.query", "self.key", "self.value", "output.dense")]
+    names += [f"model.decoder.layers.3.block.{'x' * 50}.{leaf}" for leaf in ("a", "b")]  # differ only at the end
+    names += [f"m.{'y' * 40}.{k}.{'z' * 40}" for k in (1, 2)]  # differ only deep in the middle
+    rows = [{"module": n, "kind": "Linear", "mac_share": 0.05} for n in names]
+    svg = profile_chart({"rows": rows, "total_macs": 1e6})
+    shown = re.findall(r'dominant-baseline="middle">([^<]*)<title>([^<]*)</title>', svg)
+    assert len(shown) == len(names) and [full for _, full in shown] == [f"{n}  Linear" for n in names]
+    assert len({text for text, _ in shown}) == len(names), [text for text, _ in shown]
+    assert all(len(text) <= 60 for text, _ in shown)  # the label column widens to 60 characters, no further
+    assert [text for text, _ in shown[:8]] == [f"{n}  Linear" for n in names[:8]]  # these fit whole

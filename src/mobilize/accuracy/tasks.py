@@ -99,6 +99,14 @@ def guess_task(reference: Sequence[Sequence[Any]], labels: Sequence[int] | None 
                        ("seg", Task.SEGMENTATION), ("logit", Task.CLASSIFICATION), ("class", Task.CLASSIFICATION)):
         if hint in name:
             return TaskChoice(task, False, f"output name '{name}' of shape {shape_text(shapes[0])}")
+    if len(first) >= 2:  # several heads (a face detector's box offsets, landmarks, face probability): each guessed
+        heads = [_head(t) for t in first]
+        said = f"{where}: {'; '.join(text for _, text in heads)}"
+        kinds = [kind for kind, _ in heads]
+        if kinds[0] == "regression" and "classification" in kinds:  # the classes are elsewhere: top-1 reads the
+            return TaskChoice(Task.RAW, False, said + "; every head judged by its error, not top-1")  # first output
+        if kinds[0] == "classification":
+            return TaskChoice(Task.CLASSIFICATION, False, said + "; top-1 on the first head, the rest by error")
     t = first[0]
     dims = [d for d in t.shape if d != 1]
     rows = t.reshape(-1, t.shape[-1]) if t.dim() else t.reshape(1, 1)
@@ -121,6 +129,28 @@ def guess_task(reference: Sequence[Sequence[Any]], labels: Sequence[int] | None 
     # (1,N,4+1+C) boxes, (1,C,H,W) masks, hidden states and feature maps all look alike: only --task (or an output
     # name) tells them apart, so they are compared as raw outputs, never as classes
     return TaskChoice(Task.RAW, False, where)
+
+
+REGRESSION_WIDTH = 16
+"""A head of at most this many values that are not probabilities, beside a head of class probabilities, is read as
+regression values (box offsets: 4, landmarks: 10), not class scores."""
+
+
+def _head(t) -> tuple[str, str]:
+    """What one output of a multi-head model looks like: ``classification`` (rows of probabilities),
+    ``regression`` (a few values that are not probabilities: judged by error), else ``other``; and a phrase."""
+    from mobilize.core.inputs import shape_text
+
+    shape = shape_text(tuple(t.shape))
+    dims = [d for d in t.shape if d != 1]
+    if t.numel() <= 1 or len(dims) != 1:
+        return "other", f"{shape} other"
+    rows = t.reshape(-1, t.shape[-1])
+    if dims[0] >= 2 and _probabilities(rows):
+        return "classification", f"{shape} class probabilities"
+    if dims[0] <= REGRESSION_WIDTH:
+        return "regression", f"{shape} regression values"
+    return "other", f"{shape} other"
 
 
 def _probabilities(rows) -> bool:

@@ -77,13 +77,7 @@ def run(args: argparse.Namespace) -> int:
                               bound_args=bound_args_from_args(args), task=args.task)
     finally:
         progress.close()
-    for note in result["notes"]:
-        print(f"note: {note}")
-    for a in result["artifacts"]:
-        print(f"{a['artifact']}  {a['size_bytes'] / 1e6:.2f} MB  {a['format']}  {verdict_text(a.get('verify'))}")
-        for note in a["notes"]:
-            if note not in result["notes"]:
-                print(f"  note: {note}")
+    _print_result(result, log.path)
     if args.emit_app:
         from mobilize.native.app import emit_apps
 
@@ -101,6 +95,31 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         atomic_write_text(args.json, dumps_measured(result, indent=2, default=str) + "\n")
     return 0
+
+
+def _print_result(result: dict, log_path) -> None:
+    """The notes, each file with its verdict, where the run's stderr went, and the warnings last."""
+    for note in result["notes"]:
+        print(f"note: {note}")
+    for a in result["artifacts"]:
+        print(f"{a['artifact']}  {a['size_bytes'] / 1e6:.2f} MB  {a['format']}  {verdict_text(a.get('verify'))}")
+        for note in a["notes"]:
+            if note not in result["notes"]:
+                print(f"  note: {note}")
+    written = _log_lines(log_path)
+    if written:  # the model's own stderr lines went there too: said once, not lost without a word
+        print(f"note: {written} line(s) written to stderr during the run (the model's own output, the libraries' "
+              f"warnings) are in {log_path}")
+    for warning in result.get("warnings") or []:  # after the files: the line a reader sees last
+        print(warning)
+
+
+def _log_lines(path) -> int:
+    """Non-empty lines in the run's stderr log (0 without one)."""
+    try:
+        return sum(1 for line in path.read_text(errors="replace").splitlines() if line.strip()) if path else 0
+    except OSError:
+        return 0
 
 
 def verdict_text(v: dict | None) -> str:

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import os
 import re
 import sys
 import threading
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 SHARED_NOISE = (
     "Quantizer.cpp:",  # torch: quantized tensor creation is deprecated (every load of an int8 TorchScript file)
@@ -34,6 +35,8 @@ SHARED_NOISE = (
 _PROGRESS = re.compile(r"\d+%\|.*\|\s*\d+/\d+|\tINFO \w+\.py:\d+ -- ")
 """A tqdm progress bar (transformers' "Loading checkpoint shards: 100%|###| 2/2"); a Ray INFO record
 ("2026-11-27 02:00:01,123<TAB>INFO worker.py:1918 -- Started a local Ray instance.")."""
+
+_MARK_BYTES = "\u2060\u200b".encode()
 
 _REASON = re.compile(r"(Error|Exception|error:|failed|Failed|cannot|not supported|unsupported|expected|Traceback)")
 """A line that says why something failed."""
@@ -64,12 +67,112 @@ def tail(lines: Iterable[str], n: int = 3) -> list[str]:
     return reasons + (others[-room:] if room > 0 else [])
 
 
+USER_MARK = "\u2060\u200b"
+"""Starts a line the user's own code wrote through ``sys.stderr`` (invisible, were it ever shown): the filter
+passes such a line whatever it says and takes the mark off."""
+PIPE_ENV = "MOBILIZE_FILTERED_STDERR"
+"""Names the filter's pipe (``device:inode``) for child processes: a child whose fd 2 is that pipe marks its
+user's lines too (:func:`mark_user_lines`)."""
+
+
+class UserLines:
+    """``sys.stderr`` while fd 2 is the filter's pipe: a line written by the user's code (a ``print(...,
+    file=sys.stderr)`` in their model's ``__init__`` or ``forward``) is marked, so the filter keeps it even when it
+    reads like a runtime's log line (``[W:onnxruntime: my own message]``).  Lines that libraries write (the
+    ``warnings`` and ``logging`` modules, tqdm, anything installed in site-packages or the standard library, or
+    mobilize's own package) and the C++ runtimes' writes to fd 2 are filtered as before.  Where fd 2 is not the pipe
+    (a log file), nothing is marked."""
+
+    def __init__(self, inner: Any, pipe: tuple[int, int]):
+        self._inner, self._pipe, self._at_start = inner, pipe, True
+
+    def write(self, text: str) -> int:
+        if text and self._users(sys._getframe(1)) and _fd2_is(self._pipe):
+            out = []
+            for piece in text.splitlines(keepends=True):
+                out.append((USER_MARK if self._at_start else "") + piece)
+                self._at_start = piece.endswith("\n")
+            self._inner.write("".join(out))
+        else:
+            self._inner.write(text)
+            self._at_start = text.endswith("\n") if text else self._at_start
+        return len(text)
+
+    @staticmethod
+    def _users(frame: Any) -> bool:
+        """Whether the code that called ``write`` is the user's: not a library's, nor mobilize's own (a C++
+        extension that prints through ``sys.stderr`` shows as the Python code that called it: mobilize's runtime
+        code, whose lines are judged by their words as before)."""
+        where = os.path.realpath(frame.f_code.co_filename) if frame is not None else ""
+        return not where.startswith((_OURS, *_library_dirs()))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+_OURS = os.path.dirname(os.path.dirname(os.path.realpath(__file__))) + os.sep
+"""mobilize's own package (its zoo too): not the user's code."""
+
+
+@functools.lru_cache(maxsize=1)
+def _library_dirs() -> tuple[str, ...]:
+    """The standard library and site-packages folders: code there is a library's, not the user's."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    dirs = {os.path.realpath(paths[k]) + os.sep for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    return tuple(sorted(dirs))
+
+
+def _fd2_is(pipe: tuple[int, int]) -> bool:
+    try:
+        st = os.fstat(2)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == pipe
+
+
+def mark_user_lines() -> None:
+    """In a child process: mark the user's lines as the parent's filter expects, where fd 2 is its pipe."""
+    named = os.environ.get(PIPE_ENV, "")
+    if not named or isinstance(sys.stderr, UserLines):
+        return
+    try:
+        pipe = tuple(int(x) for x in named.split(":"))
+    except ValueError:
+        return
+    if len(pipe) == 2 and _fd2_is(pipe):  # type: ignore[arg-type]
+        sys.stderr = UserLines(sys.stderr, pipe)  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def _marking_user_lines() -> Iterator[None]:
+    """``sys.stderr`` marks the user's lines while fd 2 is the filter's pipe, here and in children started
+    meanwhile (:data:`PIPE_ENV`)."""
+    st = os.fstat(2)
+    pipe = (st.st_dev, st.st_ino)
+    saved_obj, saved_env = sys.stderr, os.environ.get(PIPE_ENV)
+    sys.stderr = UserLines(saved_obj, pipe)  # type: ignore[assignment]
+    os.environ[PIPE_ENV] = f"{pipe[0]}:{pipe[1]}"
+    try:
+        yield
+    finally:
+        if isinstance(sys.stderr, UserLines):
+            sys.stderr.flush()
+            sys.stderr = saved_obj
+        if saved_env is None:
+            os.environ.pop(PIPE_ENV, None)
+        else:
+            os.environ[PIPE_ENV] = saved_env
+
+
 @contextlib.contextmanager
 def filtered_terminal(enabled: bool = True) -> Iterator[collections.deque]:
     """Pass this process's stderr (fd 2, inherited by its children) through a filter that drops noise lines.
 
     Yields the dropped lines (the last 200), for ``--debug`` or a bug report.  Lines reach the terminal as
-    they are written (a reader thread forwards each one), so progress and errors keep their order."""
+    they are written (a reader thread forwards each one), so progress and errors keep their order.  A line the
+    user's own code wrote through ``sys.stderr`` (:class:`UserLines`) always passes."""
     dropped: collections.deque = collections.deque(maxlen=200)
     try:
         sys.stderr.flush()
@@ -95,19 +198,57 @@ def filtered_terminal(enabled: bool = True) -> Iterator[collections.deque]:
                 *lines, pending = pending.split(b"\n")
                 for raw in lines:
                     line = raw.decode("utf-8", "replace")
-                    if is_noise(line, known):
-                        dropped.append(line)
+                    if line.startswith(USER_MARK):  # the user's own line: shown, whatever it says
+                        out.write(raw.replace(_MARK_BYTES, b"") + b"\n")
+                    elif is_noise(line, known):
+                        dropped.append(line.replace(USER_MARK, ""))
                     else:
-                        out.write(raw + b"\n")
-            if pending and not is_noise(pending.decode("utf-8", "replace"), known):
-                out.write(pending)
+                        out.write(raw.replace(_MARK_BYTES, b"") + b"\n")
+            text = pending.decode("utf-8", "replace")
+            if pending and (text.startswith(USER_MARK) or not is_noise(text, known)):
+                out.write(pending.replace(_MARK_BYTES, b""))
 
     reader = threading.Thread(target=forward, name="mobilize-stderr", daemon=True)
     reader.start()
     try:
-        yield dropped
+        with _marking_user_lines():
+            yield dropped
     finally:
         sys.stderr.flush()
         os.dup2(saved, 2)  # closes this process's last write end of the pipe: the reader sees its end
         os.close(saved)
         reader.join(timeout=2.0)  # a child still holding the pipe keeps it open: it stays a daemon
+
+
+@contextlib.contextmanager
+def into_log(path: "os.PathLike[str] | str") -> Iterator["os.PathLike[str] | str | None"]:
+    """This process's stderr (fd 2: C++ runtimes' log lines; ``sys.stderr``: Python warnings such as numpy's
+    RuntimeWarning) kept off the terminal for the duration and appended to ``path`` at the end, if anything was
+    written (a run that dies leaves no log folder behind).  Yields ``path``, or None where stderr is not a file
+    descriptor (a test runner's capture): then nothing is redirected."""
+    import tempfile
+
+    try:
+        sys.stderr.flush()
+        sys.stderr.fileno()
+        os.fstat(2)
+    except (AttributeError, OSError, ValueError):
+        yield None
+        return
+    saved, saved_obj = os.dup(2), sys.stderr
+    with tempfile.TemporaryFile() as held:
+        try:
+            os.dup2(held.fileno(), 2)
+            sys.stderr = open(2, "w", buffering=1, closefd=False)
+            yield path
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            sys.stderr = saved_obj
+            held.seek(0)
+            text = held.read()
+            if text:
+                os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
+                with open(path, "ab") as log:
+                    log.write(text)

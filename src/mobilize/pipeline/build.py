@@ -98,6 +98,16 @@ def verify_inputs(ctx: Context, count: int = 4) -> list[list]:
     return [ctx.example_inputs(seed=123 + i) for i in range(min(count, 2))]
 
 
+def random_inputs_warning(ctx: Context) -> str | None:
+    """Said when files are verified without data: how many seeded random inputs, and why that proves little."""
+    if ctx.data is not None:
+        return None
+    count = len(verify_inputs(ctx))
+    return (f"WARNING: each file was verified on {count} seeded random input(s) only (no --data): random inputs prove "
+            f"little (a file can match the model on noise and still be wrong on real inputs); give --data with real "
+            f"samples (rule verify-random-inputs)")
+
+
 def verify_artifact(built: Built, module: Any, ctx: Context, policy: Policy = DEFAULT_POLICY, *,
                     float_model: Any = None, quantized: bool = False, task: str | None = None) -> Verdict:
     """Run the artifact and the module it came from on the same inputs; the verify core judges (fidelity).

@@ -255,6 +255,10 @@ def _bootstrap(conn, target: Callable[..., None], args: tuple, parent_pid: int, 
     os.environ["TMPDIR"] = tempfile.tempdir = temp_dir  # the parent removes it when this process ends
     if log_path:
         _stderr_to(log_path)
+    else:  # writing to the parent's filtered terminal: the user's own lines must pass its filter
+        from mobilize.core.noise import mark_user_lines
+
+        mark_user_lines()
     if graceful_interrupt:  # the parent passes an interrupt on as SIGTERM (SIGINT stays blocked here)
         signal.signal(signal.SIGTERM, _raise_interrupt)
     try:

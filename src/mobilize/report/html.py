@@ -135,7 +135,8 @@ def accuracy_chart(variants: list[dict], metric: str) -> str:
     percent = metric == "top1" or (metric == "task" and tm.get("percent"))
     resolution = (100.0 / max(min(v["accuracy"].get("samples") or 1 for v in timed), 1) if percent
                   else 1e-5 if metric == "cosine" else 0.0)
-    front = pareto_front(pts, resolution)
+    vacuous = {v["name"] for v in timed if _vacuous(v)}  # accuracy against a reference that tells nothing
+    front = pareto_front([p for p in pts if p[0] not in vacuous], resolution)
     width, height, pad = 760, 380, 60
     xs = [math.log10(x) for p in pts for x in (bars[p[0]][0])]
     ys = [y for p in pts for y in bars[p[0]][1]]
@@ -164,8 +165,9 @@ def accuracy_chart(variants: list[dict], metric: str) -> str:
         parts.append(f'<text class="axis" x="{px(tick):.1f}" y="{height - pad + 16}" text-anchor="middle">{tick:g}</text>')
     front_pts = sorted((p for p in pts if p[0] in front), key=lambda p: p[1])
     path = " ".join(f"{px(p[1]):.1f},{py(p[2]):.1f}" for p in front_pts)
-    parts.append(f'<polyline class="pareto-front" points="{path}" fill="none" stroke="#2e7d32" stroke-width="2" '
-                 f'stroke-dasharray="5,3"/>')
+    if front_pts:
+        parts.append(f'<polyline class="pareto-front" points="{path}" fill="none" stroke="#2e7d32" stroke-width="2" '
+                     f'stroke-dasharray="5,3"/>')
     for name, lat, acc in pts:
         (lx0, lx1), (ay0, ay1) = bars[name]
         parts.append(f'<line class="ci" x1="{px(lx0):.1f}" x2="{px(lx1):.1f}" y1="{py(acc):.1f}" y2="{py(acc):.1f}" '
@@ -182,9 +184,19 @@ def accuracy_chart(variants: list[dict], metric: str) -> str:
         parts.append(f'<text class="point-label" x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}">'
                      f'{esc(name)}{" ★" if on else ""}</text>')
     parts.append("</svg>")
+    if not front:
+        return "".join(parts) + ('<p class="muted">No Pareto front: every accuracy figure here is measured against '
+                                 'a reference whose output does not depend on its input (VACUOUS, rule '
+                                 'vacuous-reference), so no variant is more accurate than another.</p>')
     return "".join(parts) + (f'<p class="muted">★ Pareto front: no other variant is both faster and more accurate '
                              f'({esc(", ".join(front))}). Points whose intervals overlap are not distinguishable on '
-                             f'these samples.</p>')
+                             f'these samples.' + (f' Not on it: {esc(", ".join(sorted(vacuous)))} (VACUOUS: their '
+                             f'accuracy says nothing).' if vacuous else '') + '</p>')
+
+
+def _vacuous(variant: dict) -> bool:
+    """The variant's accuracy is against a degenerate reference (its verdict is VACUOUS)."""
+    return "VACUOUS" in (variant.get("outcome"), (variant.get("verdict") or {}).get("outcome"))
 
 
 def _log_ticks(lo: float, hi: float) -> list[float]:

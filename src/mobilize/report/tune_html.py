@@ -158,7 +158,9 @@ def layer_chart(route: str, layers: list[dict[str, Any]]) -> str:
     parts.append(legend)
     parts.append("</svg>")
     more = len(layers) - len(rows)
-    return "".join(parts) + (f'<p class="muted">{more} more layer(s) in tune-report.json.</p>' if more > 0 else "")
+    causes = "".join(f'<p class="bad">cause: {esc(r["masking"])}</p>' for r in layers if r.get("masking"))
+    return "".join(parts) + causes + (f'<p class="muted">{more} more layer(s) in tune-report.json.</p>'
+                                      if more > 0 else "")
 
 
 def _legend(items: list[tuple[str, str]], y: float) -> tuple[str, float]:

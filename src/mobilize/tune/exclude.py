@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Sequence
 
+from mobilize.accuracy.drift import cause_lines, masking_first
 from mobilize.core.tune_route import Exclusion, TuneRoute
 from mobilize.tune.candidates import Candidate
 from mobilize.tune.routes import route
@@ -59,9 +60,9 @@ def _exclude_nodes(search: Search, r: TuneRoute, base: Candidate, fp32: Any, can
     drift = drift_for(step.name)
     pre = drift.preprocessed_float(fp32, search.work / f"{search.stem}-fp32-pre{fp32.suffix}")
     feeds = drift.feeds_for(pre, search.context().calibration_inputs(DRIFT_SAMPLES))
-    ranked = drift.localise(pre, base.path, feeds)
+    ranked = masking_first(drift.localise(pre, base.path, feeds))  # a masking constant is the cause: kept first
     echo(f"per-layer drift of {base.name} on {len(feeds)} samples (worst first):")
-    for line in drift.format_table(ranked):
+    for line in drift.format_table(ranked) + cause_lines(ranked):
         echo("  " + line)
     excluded: list[str] = []
     for k, layer in enumerate(ranked[:limit], 1):
@@ -98,8 +99,9 @@ def _exclude_modules(search: Search, base: Candidate, candidates: list[Candidate
     samples = ctx.calibration_inputs(DRIFT_SAMPLES)
     ranked = drift.localise(search.module, ctx.example_inputs(), calibration, samples, step.config.per_channel,
                             step.config.exclude)
+    ranked = masking_first(ranked)
     echo(f"per-layer drift of {base.name} on {len(samples)} samples (worst first):")
-    for line in drift.format_table(ranked):
+    for line in drift.format_table(ranked) + cause_lines(ranked):
         echo("  " + line)
     excluded: list[str] = list(step.config.exclude)
     for k, layer in enumerate(ranked[:limit], 1):

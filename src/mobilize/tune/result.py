@@ -51,6 +51,8 @@ def format_layers(layers: Sequence[Any], top: int = 10) -> list[str]:
     """The ranked per-layer table of any route (ONNX tensors, ExecuTorch modules), by the drift module that made it."""
     import sys
 
+    from mobilize.accuracy.drift import cause_lines
+
     if not layers:
         return []
-    return sys.modules[type(layers[0]).__module__].format_table(layers, top)
+    return sys.modules[type(layers[0]).__module__].format_table(layers, top) + cause_lines(layers)

@@ -68,8 +68,31 @@ def tune(module: Any, input_specs: Sequence[Any], *, data: str, calibration: str
     ``target`` decides CPU-dependent choices (``--target``).  ``thread_search``: time the winner at 1..cores
     threads and state the best count.  ``task``/``metric``: the measure the budget is judged on
     (:mod:`mobilize.accuracy.tasks`; None: guessed from the float model's outputs)."""
+    from mobilize.core.noise import into_log
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    log = out / "logs" / "tune.log"
+    size = log.stat().st_size if log.is_file() else 0
+    with into_log(log) as logged:  # numpy's and the runtimes' warnings: into the log, off the terminal
+        result = _tune(module, input_specs, out, data=data, calibration=calibration, policy=policy, runtimes=runtimes,
+                       stem=stem, time_budget_s=time_budget_s, eval_samples=eval_samples,
+                       calibration_samples=calibration_samples, max_exclusions=max_exclusions, rounds=rounds,
+                       iterations=iterations, echo=echo, target=target, prune=prune,
+                       prune_finetune_steps=prune_finetune_steps, thread_search=thread_search, task=task,
+                       metric=metric)
+    if logged is not None and log.is_file() and log.stat().st_size > size:
+        lines = log.read_text(errors="replace")[size:].count("\n")
+        echo(f"the libraries' own warnings and log lines ({lines}) are in {log}, not shown here")
+    return result
+
+
+def _tune(module: Any, input_specs: Sequence[Any], out: Path, *, data: str, calibration: str | None,
+          policy: Policy, runtimes: Sequence[str], stem: str, time_budget_s: float | None, eval_samples: int,
+          calibration_samples: int, max_exclusions: int, rounds: int, iterations: int, echo: Callable[[str], None],
+          target: str, prune: Sequence[float], prune_finetune_steps: int, thread_search: bool, task: str | None,
+          metric: str | None) -> TuneResult:
+    """:func:`tune`'s search, its stderr already in the log."""
     start = time.perf_counter()
     search = Search(module, list(input_specs), data, calibration, out, stem, policy, echo, eval_samples, task, metric,
                     target)

@@ -29,11 +29,10 @@ def choose(candidates: list, sample: list, rounds: int, iterations: int, interru
             c.lost = f"{c.verdict.outcome}: {c.verdict.reason}"
     if not ok:
         return None, []
-    if len(ok) > 1:
-        try:
-            time_candidates(ok, sample, 2 if interrupted else rounds, iterations, echo)
-        except KeyboardInterrupt:
-            echo("interrupted while timing: choosing on the rounds measured so far")
+    try:  # one candidate too: the winner's latency is always measured, never "-"
+        time_candidates(ok, sample, 2 if interrupted else rounds, iterations, echo)
+    except KeyboardInterrupt:
+        echo("interrupted while timing: choosing on the rounds measured so far")
     timed = [c for c in ok if c.round_medians_ms] or ok
     winner = min(timed, key=lambda c: geometric_mean(c.round_medians_ms))
     tie_with = []

@@ -40,6 +40,9 @@ class LayerError(LayerDrift):
     fused_into: str | None = None
     """When the producer is an activation (Relu, Clip) the quantizer folds into the node before it, that
     node: its output carries this tensor's Q/DQ pair."""
+    float_abs_max: float | None = None
+    """The largest magnitude of the float model's values at this tensor over the samples (a masking constant
+    shows here: :attr:`~mobilize.accuracy.drift.LayerDrift.masking`)."""
 
     def _heads(self) -> tuple[str | None, ...]:
         return (self.fused_into, self.producer)
@@ -70,19 +73,14 @@ def localise(float_pre: Path, qdq: Path, feeds: Sequence[dict[str, Any]], ablate
 
     ``ablate``: measure the alone-quantized SQNR for at most this many tensors (None: all)."""
     import onnx
-    from onnxruntime.quantization.qdq_loss_debug import (collect_activations, compute_activation_error,
-                                                         create_activation_matching,
-                                                         modify_model_output_intermediate_tensors)
+    from onnxruntime.quantization.qdq_loss_debug import modify_model_output_intermediate_tensors
 
     with tempfile.TemporaryDirectory(prefix="mobilize-drift-") as tmp_dir:
         tmp = Path(tmp_dir)
         aug_f, aug_q = tmp / "float-aug.onnx", tmp / "qdq-aug.onnx"
         modify_model_output_intermediate_tensors(str(float_pre), str(aug_f))
         modify_model_output_intermediate_tensors(str(qdq), str(aug_q))
-        float_acts = collect_activations(str(aug_f), list(feeds))
-        qdq_acts = collect_activations(str(aug_q), list(feeds))
-    matched = create_activation_matching(qdq_acts, float_acts)
-    errors = compute_activation_error({k: v for k, v in matched.items() if v.get("float") is not None})
+        errors = activation_errors(aug_f, aug_q, feeds)
 
     float_model = onnx.load(str(float_pre))
     qdq_model = onnx.load(str(qdq))
@@ -104,8 +102,74 @@ def localise(float_pre: Path, qdq: Path, feeds: Sequence[dict[str, Any]], ablate
         layers.append(LayerError(tensor, node.name if node is not None else None,
                                  node.op_type if node is not None else "input", tuple(consumers.get(tensor, ())),
                                  float(err["qdq_err"]), float(err.get("xmodel_err", math.nan)), alone,
-                                 _fused_into(node, producers)))
+                                 _fused_into(node, producers), err.get("float_abs_max")))
     return sorted(layers, key=lambda l: (l.alone_sqnr_db is None, l.score_db, l.drift_sqnr_db))
+
+
+def activation_errors(aug_float: Path, aug_qdq: Path, feeds: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """ONNX Runtime's ``compute_activation_error(create_activation_matching(collect_activations(...)))``, one sample
+    at a time: per activation the sums of squares its SQNRs are made of, never every activation of every sample.
+
+    ONNX Runtime's ``collect_activations`` keeps every intermediate tensor of every sample of both models in memory
+    (a sentence encoder: gigabytes over 32 samples); the norm of the concatenation is the root of the summed squares,
+    so the figures are the same (``qdq_err``: pre vs post Q/DQ in the int8 model; ``xmodel_err``: the float model's
+    activation vs the int8 model's post-Q/DQ one)."""
+    import numpy as np
+
+    float_session = ort_session(aug_float, session_options(level="disable"))
+    qdq_session = ort_session(aug_qdq, session_options(level="disable"))
+    f_names = _saved(float_session)
+    q_names = _saved(qdq_session)
+    pairs = _qdq_pairs(list(q_names.values()))
+    sums: dict[str, np.ndarray] = {}  # name -> [|pre|^2, |pre-post|^2, |float|^2, |float-post|^2, max |float|]
+    for feed in feeds:
+        got_f = {f_names[i]: a for i, a in enumerate(float_session.run(None, feed)) if i in f_names}
+        got_q = {q_names[i]: a for i, a in enumerate(qdq_session.run(None, feed)) if i in q_names}
+        for name, (pre_key, post_key) in pairs.items():
+            if name not in got_f:
+                continue
+            pre, post, ref = (np.asarray(got_q[pre_key], np.float64), np.asarray(got_q[post_key], np.float64),
+                              np.asarray(got_f[name], np.float64))
+            acc = sums.setdefault(name, np.zeros(5))
+            acc[:4] += (float((pre ** 2).sum()), float(((pre - post) ** 2).sum()), float((ref ** 2).sum()),
+                        float(((ref - post) ** 2).sum()))
+            acc[4] = max(acc[4], float(np.abs(ref).max()) if ref.size else 0.0)
+        del got_f, got_q
+    return {name: {"qdq_err": _sqnr_db(acc[0], acc[1]), "xmodel_err": _sqnr_db(acc[2], acc[3]),
+                   "float_abs_max": float(acc[4])} for name, acc in sums.items()}
+
+
+def _saved(session: Any) -> dict[int, str]:
+    """Output index -> activation name, for the outputs ``modify_model_output_intermediate_tensors`` added."""
+    from onnxruntime.quantization.qdq_loss_debug import _TENSOR_SAVE_POSTFIX
+
+    return {i: o.name[: -len(_TENSOR_SAVE_POSTFIX)] for i, o in enumerate(session.get_outputs())
+            if o.name.endswith(_TENSOR_SAVE_POSTFIX)}
+
+
+def _qdq_pairs(names: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """Activation -> (its tensor before Q/DQ, after), matched as ``create_activation_matching`` does (the last
+    match of a name wins, as there)."""
+    from onnxruntime.quantization.quant_utils import DEQUANT_OUTPUT_SUFFIX, QUANT_INPUT_SUFFIX
+
+    present, pairs = set(names), {}
+    for name in names:
+        for suffix, before in ((QUANT_INPUT_SUFFIX, True), (DEQUANT_OUTPUT_SUFFIX, False),
+                               (DEQUANT_OUTPUT_SUFFIX + "_1", False)):
+            if name.endswith(suffix):
+                base = name[: -len(suffix)]
+                if base in present:
+                    pairs[base] = (name, base) if before else (base, name)
+                break
+    return pairs
+
+
+def _sqnr_db(signal_sq: float, noise_sq: float) -> float:
+    """``compute_signal_to_quantization_noice_ratio`` from sums of squares (its epsilon floor on both norms)."""
+    import numpy as np
+
+    eps = float(np.finfo("float").eps)
+    return 20 * math.log10(max(math.sqrt(signal_sq), eps) / max(math.sqrt(noise_sq), eps))
 
 
 _FOLDED_ACTIVATIONS = ("Relu", "Clip")

@@ -11,10 +11,12 @@ import collections
 import contextlib
 import dataclasses
 import logging
+import os
 import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
+from mobilize.backends.onnxruntime.messages import explain
 from mobilize.core.registry import did_you_mean
 from mobilize.core.errors import ConfigError, UnsupportedModelError, third_party_failure, translate_errors
 from mobilize.lowering.onnx_export import native_output, opset_of, real_inputs
@@ -75,9 +77,16 @@ def _log_records(notes: list[str]) -> Iterator[None]:
 
 
 def _add_notes(notes: list[str], messages: list[str]) -> None:
+    """ONNX Runtime's lines as notes: the errors it is known to raise as a sentence (their raw text stays in the
+    log, where ONNX Runtime writes it), the rest as it wrote them."""
     seen: list[str] = []
     for message in messages:
         text = message.strip().splitlines()[0] if message.strip() else ""
+        said = explain(message)
+        if said:
+            with contextlib.suppress(OSError):  # the raw line to the log, as ONNX Runtime would have written it
+                os.write(2, f"[W:onnxruntime:mobilize] {' '.join(message.split())}\n".encode(errors="replace"))
+            text = said
         if text and text not in seen and "pre-process" not in text:
             seen.append(text)
     notes += [f"onnxruntime: {t}" for t in seen[:5]]
@@ -233,14 +242,15 @@ def quantize_static_qdq(src: Path, dst: Path, feed: BatchFeed, opts: StaticOptio
     proto = onnx.load(str(src))
     check_node_names(proto, opts.exclude_nodes)
     ops = op_types(set(QLinearOpsRegistry) | set(QDQRegistry), opts.exclude_op_types)
-    outputs = {o.name for o in proto.graph.output}
-    final_softmax = [n.name for n in proto.graph.node if n.op_type == "Softmax" and set(n.output) & outputs]
-    if final_softmax and "Softmax" in ops:
-        notes.append(f"kept the output Softmax ({', '.join(final_softmax)}) in float: uint8 probabilities in "
-                     "[0, 1] round every probability below 1/510 to 0")
-    exclude = list(dict.fromkeys([*opts.exclude_nodes, *final_softmax]))
+    named = name_nodes(proto)  # a node is kept in float by its name
+    tail, tail_notes = float_tail(proto, ops)
+    notes += tail_notes
+    exclude = list(dict.fromkeys([*opts.exclude_nodes, *tail]))
     with tempfile.TemporaryDirectory(prefix="mobilize-calib-") as tmp_dir, quiet(notes), _wrapped("static"):
         tmp = Path(tmp_dir)
+        if named:
+            src = tmp / "named.onnx"
+            onnx.save(proto, str(src))
         ranges = calibrate(src, feed, opts.calibration, ops, tmp, batch)
         notes.append(f"calibrated {opts.calibration} ranges on {feed.count} batch(es) of {batch}")
         masked, mask_note = masking_nodes(proto, ranges)
@@ -255,6 +265,45 @@ def quantize_static_qdq(src: Path, dst: Path, feed: BatchFeed, opts: StaticOptio
                         nodes_to_exclude=exclude or None,
                         calibrate_method=ort_calibration_method(opts.calibration), calibration_cache_path=str(cache))
     return notes
+
+
+FLOAT_AT_OUTPUT = {"Softmax": "uint8 probabilities in [0, 1] round every probability below 1/510 to 0",
+                   "Sigmoid": "uint8 values in [0, 1] round every score below 1/510 to 0"}
+"""Ops whose int8 output is poor where it is the model's answer, kept in float when they end the graph."""
+SHAPE_ONLY = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose"})
+"""Ops that move values without computing, as onnx's opset converter puts around a Softmax (Flatten, Reshape)."""
+
+
+def name_nodes(proto: Any) -> bool:
+    """Give every unnamed node a unique name (``nodes_to_exclude`` takes names); True when one was named."""
+    taken = {n.name for n in proto.graph.node}
+    changed = False
+    for i, node in enumerate(proto.graph.node):
+        if not node.name:
+            name = f"{node.op_type}_{i}"
+            while name in taken:
+                name += "_"
+            node.name, changed = name, True
+            taken.add(name)
+    return changed
+
+
+def float_tail(proto: Any, ops: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The nodes that end the graph in an op of :data:`FLOAT_AT_OUTPUT` (a final Softmax, and the Flatten/Reshape
+    after it), to keep in float, and the notes that say so."""
+    producer = {out: node for node in proto.graph.node for out in node.output}
+    keep, notes = [], []
+    for output in proto.graph.output:
+        node, chain = producer.get(output.name), []
+        while node is not None and node.op_type in SHAPE_ONLY and node.input:
+            chain.append(node.name)
+            node = producer.get(node.input[0])
+        if node is None or node.op_type not in FLOAT_AT_OUTPUT or node.op_type not in ops or node.name in keep:
+            continue
+        keep += [node.name, *chain]
+        after = f" and the {', '.join(chain)} after it" if chain else ""
+        notes.append(f"kept the output {node.op_type} ({node.name}){after} in float: {FLOAT_AT_OUTPUT[node.op_type]}")
+    return keep, notes
 
 
 MASK_MAGNITUDE = 1e4
@@ -330,16 +379,30 @@ _DYNAMIC_INTEGER_OPS = frozenset({"MatMulInteger", "ConvInteger", "DynamicQuanti
 
 def to_ort_format(src: Path, dst: Path) -> list[str]:
     """Save as an ORT-format model for onnxruntime-mobile, as convert_onnx_models_to_ort does (fixed, all)."""
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="mobilize-ort-") as tmp_dir:
+        import onnx
+
+        proto = onnx.load(str(src))
+        fixed = constant_initializers(proto)  # else the .ort file asks for every weight as an input (RUN_FAIL)
+        if fixed:
+            src = Path(tmp_dir) / "constants.onnx"
+            onnx.save(proto, str(src))
+            notes += [f"{fixed[0]} before the ORT-format conversion, as onnxruntime's "
+                      "remove_initializer_from_input.py does"]
+        _save_ort(src, dst, notes)
+    return notes + ["ORT format: graph optimized at level 'all' without the x64-only NCHWc layout, so the .ort "
+                    "runs on ARM and x64 builds of onnxruntime(-mobile)"]
+
+
+def _save_ort(src: Path, dst: Path, notes: list[str]) -> None:
     from mobilize.backends.onnxruntime.sessions import ort_session, session_options
 
     so = session_options(optimized_path=dst, config={"session.save_model_format": "ORT"})
-    notes: list[str] = []
     with translate_errors(UnsupportedModelError, "converting to ORT format failed",
                           message=lambda exc: f"converting to ORT format failed: {_first_line(exc)}",
                           hint="set ort_format: false to keep the .onnx file"), quiet(notes):
         ort_session(src, so, disabled_optimizers=["NchwcTransformer"])
-    return notes + ["ORT format: graph optimized at level 'all' without the x64-only NCHWc layout, so the .ort "
-                    "runs on ARM and x64 builds of onnxruntime(-mobile)"]
 
 
 def _wrapped(mode: str) -> contextlib.AbstractContextManager[None]:
@@ -350,6 +413,9 @@ def _wrapped(mode: str) -> contextlib.AbstractContextManager[None]:
 
 
 def _first_line(exc: BaseException) -> str:
+    said = explain(str(exc))
+    if said:
+        return said
     lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
     text = lines[0] if lines else type(exc).__name__
     return text if len(text) <= 300 else text[:297] + "..."

@@ -9,6 +9,7 @@ an opset newer than this onnxruntime says which opsets it supports.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import collections
@@ -16,6 +17,7 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
+from mobilize.backends.onnxruntime.messages import explain
 from mobilize.backends.onnxruntime.sessions import ort_session, session_options
 from mobilize.core.errors import ConfigError, UnsupportedModelError, third_party_failure, translate_errors
 from mobilize.runtimes.base import Session, as_array, flatten_outputs
@@ -110,10 +112,13 @@ class OnnxRuntimeSession(Session):
         return self._bind(feed) if self.io_binding else feed
 
     def run_prepared(self, native: Any) -> Any:
-        if type(native) is _Bound:
-            self.session.run_with_iobinding(native.binding)
-            return native.outputs
-        return self.session.run(None, native)
+        try:
+            if type(native) is _Bound:
+                self.session.run_with_iobinding(native.binding)
+                return native.outputs
+            return self.session.run(None, native)
+        except _ort_errors() as exc:  # ONNX Runtime's C++ status text, as a sentence (the raw text: its cause)
+            raise run_failure(exc) from exc
 
     def outputs_to_torch(self, raw: Any) -> list:
         if self.io_binding:  # the buffers are reused by the next run: hand out copies
@@ -267,6 +272,25 @@ def _one_line(exc: BaseException) -> str:
     return text[:300]
 
 
+def _ort_errors() -> tuple[type[BaseException], ...]:
+    """The exception types ONNX Runtime's C++ side raises (Fail, InvalidArgument, RuntimeException, ...)."""
+    from onnxruntime.capi import onnxruntime_pybind11_state as state
+
+    return tuple(t for t in vars(state).values() if isinstance(t, type) and issubclass(t, Exception)
+                 and t.__module__ == state.__name__) or (RuntimeError,)
+
+
+def run_failure(exc: BaseException) -> UnsupportedModelError:
+    """ONNX Runtime's run failure as a one-line error that says what failed and what to do; its raw text goes to
+    stderr as ONNX Runtime's own log lines do (a worker's log, ``logs/``; kept off the terminal as its noise)."""
+    import os
+
+    raw = " ".join(ln.strip() for ln in str(exc).splitlines() if ln.strip())
+    with contextlib.suppress(OSError):
+        os.write(2, f"[E:onnxruntime:mobilize] the run failed: {raw}\n".encode(errors="replace"))
+    return UnsupportedModelError(explain(raw) or f"ONNX Runtime failed to run the file: {_one_line(exc)}")
+
+
 def describe_load_error(path: Path, exc: BaseException) -> str:
     """One line saying why ONNX Runtime could not load ``path``: opset, checker failure, or its own words."""
     import onnxruntime as ort
@@ -281,6 +305,9 @@ def describe_load_error(path: Path, exc: BaseException) -> str:
     checker = _checker_failure(path)
     if checker:
         return f"{head}: it fails the ONNX checker: {checker}"
+    said = explain(text)
+    if said:
+        return f"{head}: {said}"
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     first = _CPP_LOCATION.sub("", _ORT_PREFIX.sub("", lines[0])) if lines else type(exc).__name__
     return f"{head}: {first}"

@@ -1,0 +1,50 @@
+"""The user's own stderr lines are theirs (#39 item 7): a line the model prints through sys.stderr from __init__ or
+forward reaches the terminal in bench and lint even when it reads like a runtime's log line, while the same text
+written at the C level (fd 2, as the runtimes' C++ logging does) is still filtered; optimize says which log holds
+its stderr."""
+
+from __future__ import annotations
+
+import pytest
+
+MODEL = '''
+import os
+import sys
+
+import torch
+from torch import nn
+
+
+class Loud(nn.Module):
+    def __init__(self):
+        super().__init__()
+        print("[W:onnxruntime: my own message from __init__]", file=sys.stderr)
+        self.conv = nn.Conv2d(3, 4, 3)
+
+    def forward(self, x):
+        print("[W:onnxruntime: my own message]", file=sys.stderr)
+        os.write(2, b"[W:onnxruntime:, graph.cc:1 Resolve] a C-level runtime line\\n")
+        return self.conv(x)
+'''
+
+
+def test_the_models_own_lines_show_in_bench_and_lint(run_cli_process, tmp_path):
+    (tmp_path / "m.py").write_text(MODEL)
+    for argv in (("bench", f"{tmp_path}/m.py:Loud", "--input_dims", "1,3,16,16", "--iter", "2", "--warmup", "0"),
+                 ("lint", f"{tmp_path}/m.py:Loud", "--input_dims", "1,3,16,16")):
+        code, out, err = run_cli_process(*argv)
+        assert code == 0, err
+        assert "[W:onnxruntime: my own message from __init__]" in err and "[W:onnxruntime: my own message]\n" in err
+        assert "a C-level runtime line" not in err, err  # the runtime's kind of line: still off the terminal
+        assert "\u2060" not in err + out  # the mark that tells the user's lines apart never shows
+
+
+@pytest.mark.slow  # one more mobilize process (about 8 s)
+def test_optimize_says_which_log_holds_the_models_lines(run_cli_process, tmp_path):
+    (tmp_path / "m.py").write_text(MODEL)
+    code, out, err = run_cli_process("optimize", f"{tmp_path}/m.py:Loud", "--input_dims", "1,3,16,16", "--recipe",
+                                     "onnx-fp32", "-o", tmp_path / "o")
+    assert code == 0, err
+    log = tmp_path / "o" / "logs" / "optimize.log"
+    assert "[W:onnxruntime: my own message]" in log.read_text() and "\u2060" not in log.read_text()
+    assert f"are in {log}" in out

@@ -62,6 +62,8 @@ def test_every_timed_file_has_a_frame_column_and_the_pick_is_made_on_it(frames_r
     assert race["leader"] == by_frames["name"] == rec["name"]  # the race ran on the frame loop's round medians
     table = format_table(report)
     assert "frame ms" in table.splitlines()[0] and "infer in the loop vs the file alone" in table
+    html = (out / "report.html").read_text()
+    assert ">frame ms</th>" in html and f"<td>{timed[0]['frames']['latency_ms_p50']:.2f}</td>" in html
     assert any(LABEL in line and line.startswith("recommended") for line in summary_lines(report))
 
 

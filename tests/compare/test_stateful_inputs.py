@@ -52,6 +52,9 @@ def test_an_onnx_vad_with_sr_bound_is_judged_on_its_stream(run_cli, tmp_path, va
     assert got["onnx-dynamic"]["kind"] == "quantized"
     assert 0 < got["onnx-dynamic"]["accuracy"]["first_output"]["max_abs"], "int8 differs from the float file"
     assert "budget-stream" in out
+    header = out.splitlines()[[i for i, line in enumerate(out.splitlines()) if line.startswith("variant")][0]]
+    assert "err %" in header and "cosine" not in header  # a one value's cosine is only its sign
+    assert "<th>err %</th>" in (tmp_path / "c" / "report.html").read_text()
 
 
 def test_a_drift_that_only_the_carried_state_shows_fails_the_stream(vad):

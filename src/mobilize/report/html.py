@@ -234,6 +234,9 @@ def render_html(report: dict[str, Any]) -> str:
     variants = report["variants"]
     column = measure_column(report)
     metric = chart_measure(report)
+    frames = report.get("frames")
+    frame_heads = ('<th title="frame to answer: the camera pipeline, conversion included">frame ms</th>'
+                   '<th>frame x</th>') if frames else ""
     rows = []
     for v in sorted(variants, key=lambda v: v.get("latency_ms_p50") or math.inf):
         acc = v.get("accuracy") or {}
@@ -242,8 +245,10 @@ def render_html(report: dict[str, Any]) -> str:
         cells = [v.get("format"), v.get("runtime"), interface_text(v),
                  "on device only" if v.get("on_device_only") else _num(v.get("latency_ms_p50")), file_text(v),
                  _num(v.get("latency_ms_p90")), speed_text(v),
+                 *([_num((v.get("frames") or {}).get("latency_ms_p50")), speed_text(v.get("frames") or {})]
+                   if frames else []),
                  _num(v["size_bytes"] / 1e6 if v.get("size_bytes") else None), fidelity_text(v),
-                 measure_text(acc, 2), drop_text(acc), _num(acc.get("cosine"), digits=5), sqnr_text(acc),
+                 measure_text(acc, 2, v), drop_text(acc), _num(acc.get("cosine"), digits=5), sqnr_text(acc),
                  _num(acc.get("max_abs"), digits=3), v.get("ran_in") or v.get("kind")]
         arm = v.get("arm64") or {}
         differs = f' <b class="bad">(arm64 {esc(arm.get("outcome"))})</b>' if arm.get("differs_from_host") else ""
@@ -272,7 +277,7 @@ Generated {esc(report.get('created', ''))} by mobilize {esc(report.get('mobilize
 <h2>Latency</h2>{latency_chart(variants)}
 <h2>Latency vs accuracy ({esc(CHART_TITLES.get(metric) or column.removesuffix(' %'))})</h2>{accuracy_chart(variants, metric)}
 <h2>Results</h2><table><tr><th>variant</th><th>outcome</th><th>format</th><th>runtime</th><th>interface</th><th>p50 ms</th><th>p50 file</th><th>p90 ms</th>
-<th>speedup</th><th>size MB</th><th title="the file vs the model it was exported from">fidelity</th><th>{esc(column)}</th><th>drop</th><th>cosine</th><th>SQNR dB</th><th>max abs</th><th>ran in</th><th>rule</th></tr>
+<th>speedup</th>{frame_heads}<th>size MB</th><th title="the file vs the model it was exported from">fidelity</th><th>{esc(column)}</th><th>drop</th><th>cosine</th><th>SQNR dB</th><th>max abs</th><th>ran in</th><th>rule</th></tr>
 {''.join(rows)}</table>
 <p class="muted">~ marks a difference inside its 95% interval of no difference: a tie. Speed-ups are against
 {esc(report.get('reference_variant'))}, from paired round medians. Fidelity: the file vs the model it was exported from

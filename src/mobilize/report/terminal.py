@@ -35,8 +35,15 @@ def drop_text(acc: dict[str, Any]) -> str:
     return f"{acc['top1_drop']:+.1f}" + ("" if acc.get("top1_drop_significant") else "~")
 
 
+ONE_VALUE_COLUMN = "err %"
+"""The measure column of a model with one value per sample (a speech probability): its largest error over the float
+model's largest value, in percent (its cosine is only its sign, 1.0000 for anything of the same sign)."""
+
+
 def measure_column(report: dict[str, Any]) -> str:
     """The table heading of the task's measure: ``top-1 %`` only where the model has classes."""
+    if any(_one_value(v) is not None for v in report.get("variants") or []):
+        return ONE_VALUE_COLUMN
     for v in report.get("variants") or []:
         tm = (v.get("accuracy") or {}).get("task_measure")
         if tm:
@@ -45,8 +52,17 @@ def measure_column(report: dict[str, Any]) -> str:
     return "top-1 %" if task in (None, "classification") else "cosine"
 
 
-def measure_text(acc: dict[str, Any], digits: int = 1) -> str | None:
-    """One variant's figure in the task's measure (top-1 %, neighbour recall %, mask IoU %, the user's metric)."""
+def _one_value(v: dict[str, Any]) -> float | None:
+    """A one-value verdict's largest relative error (None for any other verdict)."""
+    return ((v.get("verdict") or {}).get("numbers") or {}).get("one_value_relative_error")
+
+
+def measure_text(acc: dict[str, Any], digits: int = 1, variant: dict[str, Any] | None = None) -> str | None:
+    """One variant's figure in the task's measure (top-1 %, neighbour recall %, mask IoU %, the user's metric; a
+    one-value output's error in percent, given the ``variant`` its verdict is in)."""
+    err = _one_value(variant or {})
+    if err is not None:
+        return f"{100 * err:.{digits + 1}f}"
     tm = acc.get("task_measure")
     if tm:
         value = tm.get("value")
@@ -104,7 +120,7 @@ def format_table(report: dict[str, Any], note_width: int = 56) -> str:
             + (f"{_fmt(f.get('latency_ms_p50'), '8.2f'):>8} {speed_text(f):>8} " if frames else "")
             + f"{_fmt(size, '8.2f'):>8} "
             f"{fidelity_text(v):>8} "
-            f"{measure_text(acc) or '-':>8} {drop_text(acc):>6} {sqnr_text(acc):>8}  {rule:<20} {note}")
+            f"{measure_text(acc, variant=v) or '-':>8} {drop_text(acc):>6} {sqnr_text(acc):>8}  {rule:<20} {note}")
     lines.append("")
     if speed or frames:
         lines.append("~ : inside the 95% interval of no difference (a tie, not a win or a loss); "

@@ -1,7 +1,7 @@
 """The user's own stderr lines are theirs (#39 item 7): a line the model prints through sys.stderr from __init__ or
 forward reaches the terminal in bench and lint even when it reads like a runtime's log line, while the same text
 written at the C level (fd 2, as the runtimes' C++ logging does) is still filtered; optimize says which log holds
-its stderr."""
+its stderr, and compare which folder holds every stage's."""
 
 from __future__ import annotations
 
@@ -48,3 +48,14 @@ def test_optimize_says_which_log_holds_the_models_lines(run_cli_process, tmp_pat
     log = tmp_path / "o" / "logs" / "optimize.log"
     assert "[W:onnxruntime: my own message]" in log.read_text() and "\u2060" not in log.read_text()
     assert f"are in {log}" in out
+
+
+def test_compare_says_where_the_models_lines_went(run_cli_process, tmp_path):
+    (tmp_path / "m.py").write_text(MODEL)
+    out_dir = tmp_path / "c"
+    code, out, err = run_cli_process("compare", f"{tmp_path}/m.py:Loud", "--input_dims", "1,3,16,16", "--variant",
+                                     "eager-fp32", "--rounds", "2", "--time-budget", "1", "-o", out_dir)
+    assert code == 0, err
+    logs = "".join(p.read_text() for p in (out_dir / "logs").glob("*.log"))
+    assert "[W:onnxruntime: my own message]" in logs
+    assert f"are in {out_dir / 'logs'}, one file per stage" in out

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from mobilize.cli.bench import _flag
 from mobilize.cli.inputs import add_input_flags, add_task_flags, bound_args_from_args, input_specs_from_args, task_from_args
@@ -176,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
         for note in report.get("notes", []):
             print(f"note: {note}")
         print(f"wrote {Path(args.output) / 'report.json'} and {Path(args.output) / 'report.html'}")
+        _say_logs(Path(args.output))
         return 0
     print(format_table(report))
     print()
@@ -191,4 +193,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: {note}")
     out = Path(args.output)
     print(f"wrote {out / 'report.json'} and {out / 'report.html'}")
+    _say_logs(out)
     return 0
+
+
+def _say_logs(out: Path) -> None:
+    """Where every stage's stderr went (the model's own prints among the runtimes' lines): said once, so nothing
+    the model wrote is lost without a word."""
+    lines = 0
+    for log in sorted((out / "logs").glob("*.log")):
+        try:
+            lines += sum(1 for line in log.read_text(errors="replace").splitlines() if line.strip())
+        except OSError:
+            continue
+    if lines:
+        print(f"logs: {lines} line(s) written to stderr by the stages (the runtimes' and the model's own output) "
+              f"are in {out / 'logs'}, one file per stage")

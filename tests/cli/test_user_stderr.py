@@ -59,3 +59,20 @@ def test_compare_says_where_the_models_lines_went(run_cli_process, tmp_path):
     logs = "".join(p.read_text() for p in (out_dir / "logs").glob("*.log"))
     assert "[W:onnxruntime: my own message]" in logs
     assert f"are in {out_dir / 'logs'}, one file per stage" in out
+
+
+def test_a_native_runtimes_capture_keeps_the_users_lines(tmp_path):
+    """ExecuTorch's and LiteRT's runs capture fd 2 and drop their C++ log lines: a line the user's code prints
+    meanwhile passes, whatever it says, and carries no mark into a log file."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "user.py"
+    script.write_text("import os, sys\n"
+                      "from mobilize.runtimes.native_stderr import filtered_stderr\n"
+                      "with filtered_stderr(['[W:onnxruntime:']):\n"
+                      "    print('[W:onnxruntime: my own message]', file=sys.stderr)\n"
+                      "    os.write(2, b'[W:onnxruntime:, graph.cc:1] a C-level runtime line\\n')\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "[W:onnxruntime: my own message]\n"

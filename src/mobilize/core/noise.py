@@ -132,6 +132,19 @@ def _fd2_is(pipe: tuple[int, int]) -> bool:
     return (st.st_dev, st.st_ino) == pipe
 
 
+def marking_into(fd: int) -> UserLines:
+    """``sys.stderr`` marking the user's lines while fd 2 is the open file ``fd`` (a runtime's capture of fd 2)."""
+    st = os.fstat(fd)
+    inner = sys.stderr._inner if isinstance(sys.stderr, UserLines) else sys.stderr
+    return UserLines(inner, (st.st_dev, st.st_ino))
+
+
+def keeps_marks() -> bool:
+    """Whether a marked line written to ``sys.stderr`` now reaches the filter that reads the mark (else the mark
+    must come off first: a log file would keep it)."""
+    return isinstance(sys.stderr, UserLines) and _fd2_is(sys.stderr._pipe)
+
+
 def mark_user_lines() -> None:
     """In a child process: mark the user's lines as the parent's filter expects, where fd 2 is its pipe."""
     named = os.environ.get(PIPE_ENV, "")

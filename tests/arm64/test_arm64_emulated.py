@@ -73,3 +73,25 @@ def test_verify_cli_against_the_float_model_on_arm64(built, run_cli, tmp_path):
     assert result["machine"] == "aarch64" and result["host_machine"]["machine"] == "x86_64"
     assert result["outcome"] == "OK" and result["host_verdict"]["outcome"] == "OK", out
     assert "arm64 ran on aarch64" in out and "is not latency" in out
+
+
+def test_a_stateful_model_is_not_judged_on_arm64_single_calls(run_cli, tmp_path):
+    """A stateful model's verdict is over a stream with its state carried; the arm64 child runs one call per sample,
+    so compare says the arm64 check was not made rather than judge single calls against a stream."""
+    import json
+    import warnings
+
+    from tests.user_models import write_vad_npz, write_vad_onnx
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        write_vad_onnx(tmp_path / "vad.onnx")
+    write_vad_npz(tmp_path / "vad.npz")
+    code, out, err = run_cli("compare", tmp_path / "vad.onnx", "--input", "sr=16000", "--data", tmp_path / "vad.npz",
+                             "--variant", "onnx-dynamic", "--verify-on", "arm64", "--rounds", "1", "--time-budget", "1",
+                             "-o", tmp_path / "c")
+    assert code == 0, err
+    [v] = [v for v in json.loads((tmp_path / "c" / "report.json").read_text())["variants"] if v["name"] == "onnx-dynamic"]
+    assert v["verdict"]["rule"] == "budget-stream" and not v.get("arm64")
+    assert any(n.startswith("arm64: not checked: this model is stateful") for n in v["notes"])
+    assert "arm64: not checked" in out

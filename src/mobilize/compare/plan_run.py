@@ -277,7 +277,15 @@ class PlanRun:
         from mobilize.arm64.compare import verify_variants
         from mobilize.compare.worker import accuracy_set
 
-        xs, ys = accuracy_set(self.job("arm64", {"name": "reference"}))
+        job = self.job("arm64", {"name": "reference"})
+        unlike = _fed_unlike_single_calls(job)
+        if unlike:  # the arm64 child runs one call per sample: judging those against this reference would mislead
+            for r in self.results.values():
+                if r.artifact:
+                    r.note(f"arm64: not checked: {unlike}, while the arm64 check runs one call per sample; the host "
+                           f"verdict stands")
+            return
+        xs, ys = accuracy_set(job)
         reference = torch.load(self.workdir / "reference.pt", weights_only=True)
         verify_variants(self.results, xs, ys, reference, policy=self.cfg.policy, cpu=self.cfg.arm64_cpu,
                         timeout_s=self.cfg.timeout_s, log_dir=self.log_dir, status=self.status, save=self.save)
@@ -317,3 +325,15 @@ def file_alone(times_ns: list[int], file_times_ns: list[int] | None) -> dict[str
 def run_plan(cfg: CompareConfig, plan, progress: Progress | None = None,
              on_update: Callable[[dict], None] | None = None, ref: ModelRef | None = None) -> dict[str, Any]:
     return PlanRun(cfg, plan, progress, on_update, ref).run()
+
+
+def _fed_unlike_single_calls(job: Any) -> str | None:
+    """Why this model's accuracy is not judged on single calls (a stateful model's stream, a batch judged row by
+    row), or None."""
+    from mobilize.accuracy.stream import batch_rows
+    from mobilize.compare.worker import _specs, accuracy_stream
+
+    if accuracy_stream(job):
+        return "this model is stateful and judged over a stream with its state carried"
+    rows = batch_rows(_specs(job))
+    return f"this model's batch of {rows} is judged row by row" if rows > 1 else None

@@ -225,18 +225,12 @@ def size_chart(variants: list[dict]) -> str:
     return "".join(parts) + "</svg>"
 
 
-def render_html(report: dict[str, Any]) -> str:
+def _result_rows(variants: list[dict[str, Any]], frames: bool) -> str:
+    """The results table's rows, fastest first (with compare --frames' frame-to-answer columns when timed)."""
     from mobilize.report.terminal import (
-        drop_text, fidelity_text, file_text, interface_text, measure_column, measure_text, speed_text, sqnr_text,
-        summary_lines, unit_legend,
+        drop_text, fidelity_text, file_text, interface_text, measure_text, speed_text, sqnr_text,
     )
 
-    variants = report["variants"]
-    column = measure_column(report)
-    metric = chart_measure(report)
-    frames = report.get("frames")
-    frame_heads = ('<th title="frame to answer: the camera pipeline, conversion included">frame ms</th>'
-                   '<th>frame x</th>') if frames else ""
     rows = []
     for v in sorted(variants, key=lambda v: v.get("latency_ms_p50") or math.inf):
         acc = v.get("accuracy") or {}
@@ -256,6 +250,19 @@ def render_html(report: dict[str, Any]) -> str:
                     f'{" (" + esc(v["stage"]) + ")" if v.get("stage") else ""}{differs}</td>'
                     + "".join(f"<td>{esc(c) if c is not None else '-'}</td>" for c in cells)
                     + f'<td class="l" title="{esc(verdict.get("reason", ""))}">{esc(verdict.get("rule", "-"))}</td></tr>')
+    return "".join(rows)
+
+
+def render_html(report: dict[str, Any]) -> str:
+    from mobilize.report.terminal import measure_column, summary_lines, unit_legend
+
+    variants = report["variants"]
+    column = measure_column(report)
+    metric = chart_measure(report)
+    frames = bool(report.get("frames"))
+    frame_heads = ('<th title="frame to answer: the camera pipeline, conversion included">frame ms</th>'
+                   '<th>frame x</th>') if frames else ""
+    rows = [_result_rows(variants, frames)]
     verdicts = "".join(f'<li><b>{esc(v["name"])}</b>: {esc(v["outcome"])} — {esc((v.get("verdict") or {}).get("reason"))}</li>'
                        for v in variants if v.get("verdict"))
     if report.get("reference_warning"):

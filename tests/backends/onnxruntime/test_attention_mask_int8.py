@@ -77,3 +77,31 @@ def test_a_masking_constant_is_kept_out_of_int8(tmp_path, monkeypatch):
     assert float(np.mean(kept)) >= 0.99, (kept, notes)  # the cosine budget's default
     assert any("masking constant" in n and "kept in float" in n and "Softmax" in n for n in notes), notes
     assert any(n.op_type == "QuantizeLinear" for n in int8.graph.node), "the rest of the model is still int8"
+
+
+def test_a_large_activation_that_is_no_mask_is_quantized_as_usual():
+    """A ConvNet with unnormalized weights (activations ~1e9, as onnx's light_squeezenet test model has) reaches a
+    Softmax only through convs and pools: no masking constant, nothing kept in float on that account."""
+    from onnx import TensorProto, helper
+
+    from mobilize.backends.onnxruntime.quant import masking_nodes
+
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("GlobalAveragePool", ["r"], ["p"], name="pool"),
+             helper.make_node("Flatten", ["p"], ["f"], name="flat"), helper.make_node("Softmax", ["f"], ["y"], name="sm")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+
+    class Range:
+        def __init__(self, reach):
+            self.range_value = (np.float32(-reach), np.float32(reach))
+
+    proto = helper.make_model(graph)
+    assert masking_nodes(proto, {"c": Range(9e9), "r": Range(9e9), "p": Range(9e9)}) == ([], "")
+    # the same reach on a tensor added to the scores right before the Softmax is a mask
+    mask = [helper.make_node("Add", ["s", "m"], ["a"], name="add_mask"),
+            helper.make_node("Softmax", ["a"], ["z"], name="attn")]
+    graph = helper.make_graph(mask, "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 4]) for n in "sm"],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 4])])
+    kept, note = masking_nodes(helper.make_model(graph), {"m": Range(3.4e38), "a": Range(3.4e38)})
+    assert kept == ["add_mask", "attn"] and "masking constant" in note

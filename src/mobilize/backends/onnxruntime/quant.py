@@ -307,9 +307,34 @@ def float_tail(proto: Any, ops: Sequence[str]) -> tuple[list[str], list[str]]:
 
 
 MASK_MAGNITUDE = 1e4
-"""A calibrated range reaching this far is a masking constant, not an activation: transformers' additive
-attention mask is (1 - mask) * finfo(float32).min (~-3.4e38; older models -1e4 or -1e9).  One uint8 step over
-such a range (~1e36) collapses every real value there to the same code."""
+"""A calibrated range reaching this far, on a path into a Softmax, is a masking constant, not an activation:
+transformers' additive attention mask is (1 - mask) * finfo(float32).min (~-3.4e38; older models -1e4 or -1e9).
+One uint8 step over such a range (~1e36) collapses every real value there to the same code."""
+MASK_PATH_OPS = frozenset({"Add", "Sub", "Mul", "Div", "Where", "Cast", "Reshape", "Expand", "Unsqueeze", "Squeeze",
+                           "Concat", "Slice", "Transpose", "Identity", "Neg"})
+"""Ops a mask goes through on its way into the attention's Softmax (built, broadcast, added to the scores).  A wide
+range that reaches a Softmax only through a conv, a matmul or an activation is a large activation instead (a
+ConvNet with unnormalized weights), which is quantized as usual."""
+
+
+def _into_softmax(proto: Any, tensor: str, hops: int = 8) -> bool:
+    """Whether ``tensor`` flows into a Softmax through mask-path ops only (within ``hops`` nodes)."""
+    readers: dict[str, list[Any]] = {}
+    for node in proto.graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    frontier, seen = [tensor], {tensor}
+    for _ in range(hops):
+        nxt = []
+        for name in frontier:
+            for node in readers.get(name, []):
+                if node.op_type == "Softmax":
+                    return True
+                if node.op_type in MASK_PATH_OPS:
+                    nxt += [o for o in node.output if o not in seen]
+                    seen.update(node.output)
+        frontier = nxt
+    return False
 
 
 def masking_nodes(proto: Any, ranges: Any) -> tuple[list[str], str]:
@@ -324,7 +349,7 @@ def masking_nodes(proto: Any, ranges: Any) -> tuple[list[str], str]:
         except AttributeError:  # a calibrator that keeps no min/max for this tensor
             continue
         reach = float(max(np.abs(np.asarray(low)).max(), np.abs(np.asarray(high)).max()))
-        if reach >= MASK_MAGNITUDE:
+        if reach >= MASK_MAGNITUDE and _into_softmax(proto, name):
             wide[name] = reach
     if not wide:
         return [], ""

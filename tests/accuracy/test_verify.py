@@ -231,3 +231,19 @@ def test_a_reference_that_depends_on_its_input_is_not_degenerate():
     few = [[torch.randn(1, 10) + torch.tensor([[9.0] + [0.0] * 9])] for _ in range(4)]
     assert degenerate_reference(few) is None  # four samples say nothing about a top-1 share
     assert degenerate_reference(few, Policy(degenerate_min_samples=4)) is not None
+
+
+def test_a_mismatch_names_its_cosine():
+    """A MISMATCH says how far off in the figure a reader knows too (issue #40: MISMATCH verdicts carried no
+    cosine)."""
+    import numpy as np
+
+    from mobilize.accuracy.metrics import compare_outputs
+    from mobilize.accuracy.verify import judge
+
+    rng = np.random.default_rng(0)
+    reference = [[rng.normal(size=(1, 10)).astype(np.float32)] for _ in range(4)]
+    candidate = [[r[0] + 0.5 * rng.normal(size=r[0].shape).astype(np.float32)] for r in reference]
+    verdict = judge(compare_outputs(candidate, reference), "float")
+    assert verdict.outcome == "MISMATCH" and "mean cosine 0." in verdict.reason
+    assert 0 < verdict.numbers["cosine"] < 1

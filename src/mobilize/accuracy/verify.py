@@ -178,7 +178,9 @@ def judge(c: Comparison, kind: Kind | str, policy: Policy = DEFAULT_POLICY) -> V
     if not c.finite:
         return Verdict(Outcome.MISMATCH, "finite", "the outputs contain NaN or inf (rule finite)")
     sqnr = c.sqnr_db
-    numbers = {"sqnr_db": _num(sqnr), "max_abs": c.max_abs, "samples": c.samples}
+    cosine = c.cosine_mean
+    numbers = {"sqnr_db": _num(sqnr), "max_abs": c.max_abs, "samples": c.samples,
+               "cosine": None if cosine is None else _num(cosine)}
     if c.task in (None, "classification"):  # a model without classes has no top-1 figures
         numbers.update(top1_agreement=c.top1_agreement, flips=c.flips, hard_flips=c.hard_flips,
                        near_tie_flips=c.near_tie_flips)
@@ -190,8 +192,9 @@ def judge(c: Comparison, kind: Kind | str, policy: Policy = DEFAULT_POLICY) -> V
         promise = {Kind.FLOAT: "a float variant must match the float model to rounding error",
                    Kind.REDUCED: "a reduced-precision float variant must stay close to the float model",
                    Kind.QUANTIZED: "a quantized variant this far off computes something else"}[kind]
-        return Verdict(Outcome.MISMATCH, rule, f"SQNR {sqnr:.1f} dB < {floor:g} dB: {promise} (rule {rule}){flips}",
-                       numbers)
+        cosine = f" (mean cosine {numbers['cosine']:.4f})" if numbers["cosine"] is not None else ""
+        return Verdict(Outcome.MISMATCH, rule, f"SQNR {sqnr:.1f} dB < {floor:g} dB{cosine}: {promise} (rule {rule})"
+                                               f"{flips}", numbers)
     if kind != Kind.FLOAT and c.top1_agreement is not None and c.chance_agreement is not None and c.samples >= 10:
         chance = c.chance_agreement
         need = chance + policy.quantized_min_agreement_gain * (1 - chance)

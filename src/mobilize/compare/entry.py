@@ -109,6 +109,7 @@ def _load_plan(model: str, plan: Any, variants: Sequence[str], model_format: str
     from mobilize.plans.plan import Plan, load_plan
 
     plan_notes: list[str] = []
+    default = plan == "default"
     if model_format != "eager":  # a file made elsewhere is the reference; the variants are what builds from it
         from mobilize.plans.file import plan_for_file
 
@@ -117,6 +118,10 @@ def _load_plan(model: str, plan: Any, variants: Sequence[str], model_format: str
         plan_notes.append(f"reference: {model} itself, run in its default runtime (lint reads PyTorch modules only)")
     plan = plan if isinstance(plan, Plan) else load_plan(plan)
     if variants:
+        if default and model_format == "eager":  # what fitting the default plan would add can be asked for by name
+            from mobilize.plans.fit import with_fitted_additions
+
+            plan = with_fitted_additions(plan)
         plan = plan.select(list(variants))
     return plan, plan_notes
 

@@ -60,6 +60,14 @@ def fit_plan(plan: Plan, facts: Mapping[str, Any]) -> tuple[Plan, list[tuple[str
                 {v.name for v in kept} else None), left_out
 
 
+def with_fitted_additions(plan: Plan) -> Plan:
+    """``plan`` with every variant fitting may add (dynamic int8), for ``--variant`` to pick from: a variant the
+    fitted plan would run is never refused by name."""
+    names = {v.name for v in plan.variants}
+    extra = tuple(Variant.from_dict(d) for d in DYNAMIC_VARIANTS if d["name"] not in names)
+    return Plan(plan.name, plan.variants + extra, plan.description, plan.reference)
+
+
 def _why_not(v: Variant, layers: Mapping[str, int], integer: list[str], ranks: list[int]) -> str | None:
     passes = [p.name for p in v.recipe.passes]
     if "channels_last" in passes and 4 not in ranks:

@@ -60,3 +60,21 @@ def test_a_race_on_a_busy_machine_claims_no_separation():
     assert "[rule race-busy-machine]" in busy["reason"] and "separated" not in busy["reason"].replace(
         "claimed separated", "")
     assert "other processes took 90%" in busy["reason"]
+
+
+def test_the_machine_changing_speed_mid_race_claims_no_separation():
+    """Every file slower together from one round on (seen: round medians doubling from the fourth round on a quiet
+    2-core VM, /proc showing nothing): the common per-round factor moves, the race's pick is not claimed separated.
+    The figures are run 5 of pick_stability's ten (executorch-int8 and litert-int8, the race picked the one a steady
+    loop found 1.27x slower)."""
+    from mobilize.bench.load import SPEED_SHIFT_LIMIT, speed_shift
+
+    medians = {"executorch-int8": [0.118, 0.12, 0.267, 0.273, 0.266, 0.259, 0.278],
+               "litert-int8": [0.154, 0.149, 0.153, 0.251, 0.25, 0.257, 0.257],
+               "onnx-fp32": [0.17, 0.169, 0.169, 0.362, 0.362],
+               "openvino-int8": [0.182, 0.181, 0.181, 0.337, 0.331]}
+    assert speed_shift(medians) > SPEED_SHIFT_LIMIT
+    steady = {n: [m[0] * (1 + 0.03 * ((i % 3) - 1)) for i in range(len(m))] for n, m in medians.items()}
+    assert speed_shift(steady) < 1.1
+    load = MachineLoad(2, 10.0, (1.3, 1.3, 1.5), (1.4, 1.3, 1.5), 0.0, 0.9, 0.0, speed_shift(medians))
+    assert load.busy and "changed" in load.text() and load.to_json()["speed_shift"] > SPEED_SHIFT_LIMIT

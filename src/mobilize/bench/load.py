@@ -22,6 +22,11 @@ import os
 import time
 from typing import Any
 
+SPEED_SHIFT_LIMIT = 1.5
+"""Every timed file slower (or faster) together by more than this between rounds is the machine changing speed
+(its clock, a neighbour on the host's memory or caches), which no process here shows in /proc: seen once in ten
+runs on a quiet 2-core VM, every file's round medians doubling from the fourth round on, executorch-int8 more than
+litert-int8, and the race "separating" the file that is 1.27x slower on a steady machine."""
 BUSY_OTHERS_SHARE = 0.25
 """Other processes' CPU time during the rounds, as a share of all cores, above which the machine counts as
 busy: on 2 cores, half a core taken from the timed runtimes (two 2-thread runtimes at once slow each other many
@@ -40,19 +45,24 @@ class MachineLoad:
     """This process tree's CPU time (the timed workers included) / (seconds x cores)."""
     steal_share: float
     """Time the hypervisor gave to other guests / (seconds x cores) (0 on bare metal)."""
+    speed_shift: float = 1.0
+    """The machine's own change of speed during the rounds (:func:`speed_shift`): 1.0 steady."""
 
     @property
     def busy(self) -> bool:
-        return self.others_cpu_share + self.steal_share > BUSY_OTHERS_SHARE
+        return self.others_cpu_share + self.steal_share > BUSY_OTHERS_SHARE or self.speed_shift > SPEED_SHIFT_LIMIT
 
     def text(self) -> str:
         avg = (f"load average {self.loadavg_before[0]:.2f} before, {self.loadavg_after[0]:.2f} after"
                if self.loadavg_before and self.loadavg_after else "load average unknown")
+        shift = (f"; every file's time changed {self.speed_shift:.2f}x together between rounds (the machine's own "
+                 f"speed moved)" if self.speed_shift > SPEED_SHIFT_LIMIT else "")
         return (f"{avg}; other processes took {100 * self.others_cpu_share:.0f}% and the hypervisor "
-                f"{100 * self.steal_share:.0f}% of the {self.cores} cores during the rounds")
+                f"{100 * self.steal_share:.0f}% of the {self.cores} cores during the rounds{shift}")
 
     def to_json(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "busy": self.busy, "busy_threshold_share": BUSY_OTHERS_SHARE,
+                "speed_shift_limit": SPEED_SHIFT_LIMIT,
                 "how": "others_cpu_share: all CPU time /proc/stat counted during the rounds less this process "
                        "tree's (/proc/PID/stat), over seconds x cores; steal_share: the hypervisor's steal time"}
 
@@ -130,3 +140,27 @@ def _tree_ticks(root: int) -> int:
                 tree.add(pid)
                 frontier.append(pid)
     return sum(ticks.get(pid, 0) for pid in tree)
+
+
+def speed_shift(round_medians: dict[str, list[float]]) -> float:
+    """How much the machine itself changed speed during interleaved rounds: each round's common factor is the median,
+    over the files timed in it, of the file's round median over its own median across rounds; the largest factor
+    over the smallest.  Files' own differences cancel; what moves every file together is the machine.
+
+    >>> round(speed_shift({"a": [1.0, 1.0, 2.0, 2.0, 2.0], "b": [3.0, 3.0, 6.0, 6.0, 6.0]}), 2)
+    2.0
+    >>> speed_shift({"a": [1.0, 1.1, 0.9], "b": [2.0, 2.0, 2.1]}) < 1.5
+    True
+    """
+    import statistics
+
+    factors: dict[int, list[float]] = {}
+    for medians in round_medians.values():
+        if len(medians) < 2:
+            continue
+        own = statistics.median(medians)
+        for k, m in enumerate(medians):
+            if own > 0:
+                factors.setdefault(k, []).append(m / own)
+    common = [statistics.median(f) for f in factors.values() if len(f) >= 2]  # one file alone is its own noise
+    return max(common) / min(common) if len(common) >= 2 and min(common) > 0 else 1.0

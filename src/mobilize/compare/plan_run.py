@@ -9,6 +9,7 @@ after every step so Ctrl-C keeps them.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import statistics
 import time
@@ -227,6 +228,11 @@ class PlanRun:
         timed = schedule(list(self.workers), run_round, cfg.rounds, per_round, warmup=3, after_round=after_round,
                          race=self.race)
         self.machine_load = watch.stop() if self.workers or timed else None
+        if self.machine_load is not None:
+            from mobilize.bench.load import speed_shift
+
+            shift = speed_shift({n: rt.round_medians_ms for n, rt in timed.items() if rt.times_ns})
+            self.machine_load = dataclasses.replace(self.machine_load, speed_shift=shift)
         for name, rt in timed.items():
             r = self.results[name]
             if rt.times_ns and r.outcome not in FAILED:  # a variant that failed in the rounds has no time

@@ -5,6 +5,7 @@ the unit a user of a generating app waits on.  The machine's memory bandwidth is
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -19,7 +20,7 @@ def time_decoders(files: Sequence[tuple[str, str]], candidates: Sequence[str], t
     """name -> rounds (decode per-token round medians, every step's time, time to first token per round), the
     race, the bandwidth and how busy the machine was."""
     from mobilize.bench.bandwidth import measure_bandwidth
-    from mobilize.bench.load import LoadWatch
+    from mobilize.bench.load import LoadWatch, speed_shift
     from mobilize.bench.racing import Race
     from mobilize.bench.rounds import schedule
     from mobilize.core.errors import MobilizeError
@@ -50,7 +51,7 @@ def time_decoders(files: Sequence[tuple[str, str]], candidates: Sequence[str], t
     race = Race(list(sessions), [c for c in candidates if c in sessions], rounds, time_budget_s)
     watch = LoadWatch.start()
     got = schedule(list(sessions), run_round, rounds, len(decode_ids), warmup=PREFILL_WARMUP, race=race)
-    load = watch.stop()
+    load = dataclasses.replace(watch.stop(), speed_shift=speed_shift({n: rt.round_medians_ms for n, rt in got.items()}))
     for s in sessions.values():
         s.close()
     out = {name: {"decode_round_medians_ms": rt.round_medians_ms, "decode": rt.stats().to_json(),

@@ -76,7 +76,7 @@ def test_a_variant_builds_each_group_it_offers(name, decoder_file, tiny_llama):
     from mobilize.generation.tune import ladder_groups, linear_in_features
 
     variant, stock = decoder_file(name)
-    fitting = ladder_groups(variant.groups, linear_in_features(tiny_llama))
+    fitting = ladder_groups(variant.groups, linear_in_features(tiny_llama), variant.groups_pad)
     other = [g for g in fitting if g != 32]  # every engine's stock group is 32
     if not other:
         pytest.skip(f"{name}: only group 32 divides the tiny model's linears (offers {variant.groups})")

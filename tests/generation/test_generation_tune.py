@@ -35,7 +35,7 @@ def test_every_int4_variant_offers_groups_and_the_ladder_skips_those_that_do_not
 
 
 def test_the_ladder_stops_at_the_first_group_within_the_budget(monkeypatch, tmp_path):
-    """Planted verdicts: g64 over the budget, g32 within: g16 is never built, and the report says why each
+    """Planted verdicts: g128 and g64 over the budget, g32 within: g16 is never built, and the report says why each
     step went on or stopped."""
     import mobilize.generation.model as gmodel
     import mobilize.generation.run as grun
@@ -44,8 +44,8 @@ def test_the_ladder_stops_at_the_first_group_within_the_budget(monkeypatch, tmp_
 
     def fake_check(v, r, model, cfg, threads, out):
         built.append(v.name)
-        r.outcome = Outcome.OVER_BUDGET if v.group == 64 else Outcome.OK
-        r.verdict = {"numbers": {"ppl_increase_percent": 9.0 if v.group == 64 else 1.0}}
+        r.outcome = Outcome.OVER_BUDGET if v.group >= 64 else Outcome.OK
+        r.verdict = {"numbers": {"ppl_increase_percent": 9.0 if v.group >= 64 else 1.0}}
 
     class Model:
         folder = tmp_path
@@ -56,9 +56,10 @@ def test_the_ladder_stops_at_the_first_group_within_the_budget(monkeypatch, tmp_
     monkeypatch.setattr(grun, "report_of", lambda state: {"variants": []})
     report = gtune.tune_generation(GenerationConfig(variants=("onnx-int4",), out_dir=str(tmp_path / "o"),
                                                     timed=False), ref=None)
-    assert built == ["onnx-int4@g64", "onnx-int4@g32"]
+    assert built == ["onnx-int4@g128", "onnx-int4@g64", "onnx-int4@g32"]  # MatMulNBits pads a partial block
     steps = report["tune"]["steps"]
-    assert [s["stop"] for s in steps] == ["OVER_BUDGET: next, group 32", "within the budget"]
+    assert [s["stop"] for s in steps] == ["OVER_BUDGET: next, group 64", "OVER_BUDGET: next, group 32",
+                                          "within the budget"]
 
 
 def test_tune_picks_a_decoder_file_within_the_budget(run_cli_process, tmp_path):
@@ -68,9 +69,9 @@ def test_tune_picks_a_decoder_file_within_the_budget(run_cli_process, tmp_path):
     assert code == 0, err[-2000:]
     report = json.loads((out / "tune-report.json").read_text())
     tried = [s["name"] for s in report["tune"]["steps"]]
-    assert tried == ["onnx-fp32", "onnx-int4@g64"]  # g64 is within a 50% budget: the finer groups are not built
+    assert tried == ["onnx-fp32", "onnx-int4@g128"]  # g128 is within a 50% budget: the finer groups are not built
     winner = report["tune"]["winner"]
-    assert winner in ("onnx-fp32", "onnx-int4@g64") and f"winner: {winner}" in stdout
+    assert winner in ("onnx-fp32", "onnx-int4@g128") and f"winner: {winner}" in stdout
     assert f"--recipe {winner}" in stdout and (out / "tune-report.html").exists()
     assert report["recommended"]["rule"].startswith("race-")
 
@@ -103,4 +104,4 @@ def test_tune_on_a_random_init_decoder_says_no_budget_means_anything(run_cli_pro
     code, _, err = run_cli_process("tune", tmp_path / "lm", "--runtimes", "onnxruntime", "-o", out)
     assert code == 2 and "near uniform" in err, err[-2000:]
     steps = json.loads((out / "tune-report.json").read_text())["tune"]["steps"]
-    assert [s["name"] for s in steps] == ["onnx-fp32", "onnx-int4@g64"]  # a finer group cannot judge it either
+    assert [s["name"] for s in steps] == ["onnx-fp32", "onnx-int4@g128"]  # a finer group cannot judge it either

@@ -110,6 +110,10 @@ class DecoderVariant:
     file with group N; ``build`` then takes ``group=N``).  Empty: no group to choose (fp32, per-channel int8)."""
     group: int | None = None
     """The group this variant is built with when named ``NAME@gN`` (None: the engine's stock group)."""
+    groups_pad: bool = False
+    """Its tool pads a linear whose in-features a group does not divide (ONNX Runtime's MatMulNBits blocks), so every
+    group it offers fits every model; else a group that does not divide some linear is left off tune's ladder (the
+    tool would fall back to per channel, refuse, or change the group for that layer)."""
 
     def build_file(self, folder: Path, out_dir: Path) -> Path:
         """Build with the chosen group (``NAME@gN``) or the engine's stock setting."""

@@ -13,6 +13,8 @@ module only orders and stops.
 
     >>> ladder_groups((128, 64, 32, 16), [256, 704])
     [64, 32, 16]
+    >>> ladder_groups((128, 64, 32, 16), [256, 704], pads=True)
+    [128, 64, 32, 16]
     >>> ladder_groups((), [256])
     []
 """
@@ -30,9 +32,10 @@ from mobilize.generation.config import GenerationConfig
 Progress = Callable[[int, int, str], None]
 
 
-def ladder_groups(groups: Sequence[int], in_features: Sequence[int]) -> list[int]:
-    """The groups a variant offers that divide every linear's in-features, coarsest first."""
-    return [g for g in sorted(groups, reverse=True) if all(n % g == 0 for n in in_features)]
+def ladder_groups(groups: Sequence[int], in_features: Sequence[int], pads: bool = False) -> list[int]:
+    """The groups a variant offers that divide every linear's in-features (any, where its tool ``pads``), coarsest
+    first."""
+    return [g for g in sorted(groups, reverse=True) if pads or all(n % g == 0 for n in in_features)]
 
 
 def linear_in_features(folder: Path) -> list[int]:
@@ -47,7 +50,7 @@ def ladder(variant: Any, in_features: Sequence[int]) -> list[Any]:
     its engine builds it."""
     from mobilize.generation.plan import with_group
 
-    return [with_group(variant, g) for g in ladder_groups(variant.groups, in_features)] or [variant]
+    return [with_group(variant, g) for g in ladder_groups(variant.groups, in_features, variant.groups_pad)] or [variant]
 
 
 def tune_generation(cfg: GenerationConfig, ref: Any, engines: Sequence[str] = (), search_budget_s: float | None = None,

@@ -33,7 +33,8 @@ class Net(nn.Module):
 
 def _compare(model: str, out) -> dict:
     ran = subprocess.run([sys.executable, "-m", "mobilize", "compare", model, "--plan", "quick", "--rounds", "2",
-                          "--accuracy-samples", "4", "-o", str(out)], capture_output=True, text=True, timeout=600)
+                          "--accuracy-samples", "4", "--time-budget", "1", "-o", str(out)],
+                         capture_output=True, text=True, timeout=600)
     assert ran.returncode == 0, ran.stderr[-2000:]
     return json.loads((out / "report.json").read_text())
 

@@ -97,7 +97,7 @@ class DecoderVariant:
     build: Callable[[Path, Path], Path]
     """(saved model folder, output folder) -> the file (or folder) to open; the field's own tool does the work."""
     load: Callable[[Path, int, int], DecoderSession]
-    """(file, threads, max_len) -> a session."""
+    """(file, threads, max_len) -> a session (the session class itself, called with them)."""
     packages: tuple[str, ...] = ()
     """Python packages it needs (a missing one: the variant is listed with the reason, not run)."""
     how: str = ""

@@ -111,20 +111,16 @@ class ExecuTorchDecoderSession(CachedDecoderSession):
         self.module = self._program = None
 
 
-def load(path: Path, threads: int, max_len: int) -> ExecuTorchDecoderSession:
-    return ExecuTorchDecoderSession(path, threads, max_len)
-
-
 _CACHE = "ExecuTorch custom SDPA/KV-cache ops, static KV cache (max_position_embeddings, at most 1024 tokens)"
 
 FP32 = DecoderVariant(
     name="executorch-fp32", engine="executorch", weights="fp32", promise=Promise.FLOAT,
-    build=build_fp32, load=load, packages=FLOAT_PACKAGES,
+    build=build_fp32, load=ExecuTorchDecoderSession, packages=FLOAT_PACKAGES,
     how=f"ExecuTorch XNNPACK float32, {_CACHE}",
 )
 INT4_8DA4W = DecoderVariant(
     name="executorch-8da4w", engine="executorch", weights="int4", promise=Promise.QUANTIZED,
-    build=build_8da4w, load=load, packages=QUANT_PACKAGES, groups=(128, 64, 32),
+    build=build_8da4w, load=ExecuTorchDecoderSession, packages=QUANT_PACKAGES, groups=(128, 64, 32),
     how=f"torchao 8da4w (int8 dynamic activations, int4 weights group 32 (tune: 128, 64, 32), per channel where the "
         f"group does not divide the "
         f"in-features; embeddings float32), XNNPACK, {_CACHE}",

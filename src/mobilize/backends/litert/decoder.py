@@ -129,20 +129,16 @@ class LiteRTDecoderSession(CachedDecoderSession):
         self._kv = {}
 
 
-def load(path: Path, threads: int, max_len: int) -> LiteRTDecoderSession:
-    return LiteRTDecoderSession(path, threads, max_len)
-
-
 _RUN = ("litert-torch generative conversion (Llama re-authored, prefill_<L> + decode signatures, external KV "
         "cache), ai-edge-litert interpreter with XNNPACK")
 
 FP32 = DecoderVariant(
     name="litert-fp32", engine="litert", weights="fp32", promise=Promise.FLOAT,
-    build=build_fp32, load=load, packages=BUILD_PACKAGES,
+    build=build_fp32, load=LiteRTDecoderSession, packages=BUILD_PACKAGES,
     how=f"float32, {_RUN}",
 )
 INT4 = DecoderVariant(
     name="litert-int4", engine="litert", weights="int4", promise=Promise.QUANTIZED,
-    build=build_int4, load=load, packages=BUILD_PACKAGES, groups=(128, 32),
+    build=build_int4, load=LiteRTDecoderSession, packages=BUILD_PACKAGES, groups=(128, 32),
     how=f"litert-torch dynamic_int4_block32 (int4 weights, block 32 (tune: 128, 32), dynamic int8 activations), {_RUN}",
 )

@@ -137,20 +137,16 @@ class OnnxDecoderSession(CachedDecoderSession):
         self.session, self._past = None, {}
 
 
-def load(path: Path, threads: int, max_len: int) -> OnnxDecoderSession:
-    return OnnxDecoderSession(path, threads, max_len)
-
-
 _CACHE = "torch.onnx dynamo export (opset 18), KV cache as past/present inputs and outputs, ONNX Runtime CPU"
 
 FP32 = DecoderVariant(
     name="onnx-fp32", engine="onnxruntime", weights="fp32", promise=Promise.FLOAT,
-    build=build_fp32, load=load, packages=FLOAT_PACKAGES,
+    build=build_fp32, load=OnnxDecoderSession, packages=FLOAT_PACKAGES,
     how=f"float32, {_CACHE}",
 )
 INT4 = DecoderVariant(
     name="onnx-int4", engine="onnxruntime", weights="int4", promise=Promise.QUANTIZED,
-    build=build_int4, load=load, packages=FLOAT_PACKAGES, groups=(128, 64, 32, 16), groups_pad=True,
+    build=build_int4, load=OnnxDecoderSession, packages=FLOAT_PACKAGES, groups=(128, 64, 32, 16), groups_pad=True,
     how=f"ONNX Runtime MatMulNBits int4 weights (symmetric, block {BLOCK} (tune: 128 to 16), every linear and lm_head; embeddings "
         f"float32), {_CACHE}",
 )

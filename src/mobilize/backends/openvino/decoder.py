@@ -159,25 +159,21 @@ class OpenVinoDecoderSession(CachedDecoderSession):
         self._past = []
 
 
-def load(path: Path, threads: int, max_len: int) -> OpenVinoDecoderSession:
-    return OpenVinoDecoderSession(path, threads, max_len)
-
-
 _CACHE = "ov.convert_model from PyTorch, KV cache as past/present inputs and outputs, OpenVINO CPU plugin f32"
 
 FP32 = DecoderVariant(
     name="openvino-fp32", engine="openvino", weights="fp32", promise=Promise.FLOAT,
-    build=build_fp32, load=load, packages=FLOAT_PACKAGES,
+    build=build_fp32, load=OpenVinoDecoderSession, packages=FLOAT_PACKAGES,
     how=f"float32 IR, {_CACHE}",
 )
 INT8 = DecoderVariant(
     name="openvino-int8", engine="openvino", weights="int8", promise=Promise.QUANTIZED,
-    build=build_int8, load=load, packages=QUANT_PACKAGES,
+    build=build_int8, load=OpenVinoDecoderSession, packages=QUANT_PACKAGES,
     how=f"NNCF compress_weights INT8_ASYM (data-free, per output channel, linears and embeddings), {_CACHE}",
 )
 INT4 = DecoderVariant(
     name="openvino-int4", engine="openvino", weights="int4", promise=Promise.QUANTIZED,
-    build=build_int4, load=load, packages=QUANT_PACKAGES, groups=(128, 64, 32, 16),
+    build=build_int4, load=OpenVinoDecoderSession, packages=QUANT_PACKAGES, groups=(128, 64, 32, 16),
     how=f"NNCF compress_weights INT4_SYM (data-free, group {GROUP} (tune: 128 to 16), ratio 1.0; embeddings and lm_head int8 "
         f"asymmetric), {_CACHE}",
 )

@@ -193,7 +193,7 @@ def compare_outputs(candidate: Sequence[Outputs], reference: Sequence[Outputs], 
         diff = c_all - r_all
         noise = float((cn - rn).pow(2).sum())
         signal = float(rn.pow(2).sum())
-        sqnr = math.inf if noise == 0 else (10 * math.log10(signal / noise) if signal > 0 else -math.inf)
+        sqnr = sqnr_from_powers(signal, noise)
         cos = _cosines(cn, rn)
         discrete = all(str(torch.as_tensor(s[i]).dtype) in _DISCRETE for s in candidate)
         outputs.append(OutputError(names[i], float(diff.abs().max()), float(diff.abs().mean()), sqnr,
@@ -271,3 +271,25 @@ def top1(outputs: Sequence[Any], labels: Sequence[Any]) -> float:
     preds = torch.cat([as_float64(o).reshape(len(o), -1).argmax(1) for o in outputs])
     y = torch.cat([torch.as_tensor(l).reshape(-1) for l in labels])
     return 100.0 * float((preds == y).double().mean())
+
+
+def sqnr_from_powers(signal: float, noise: float) -> float:
+    """10·log10(signal / noise): inf when there is no noise, -inf when there is no signal.  The one SQNR formula
+    (:func:`sqnr_db` and every comparison in this module reach it)."""
+    if noise == 0:
+        return math.inf
+    return 10 * math.log10(signal / noise) if signal > 0 else -math.inf
+
+
+def sqnr_db(reference: Any, candidate: Any) -> float:
+    """The SQNR of ``candidate`` against ``reference`` (arrays or tensors of one shape), in float64.
+
+        >>> import numpy as np
+        >>> round(sqnr_db(np.ones(4), np.ones(4) * 1.1), 1), sqnr_db(np.ones(4), np.ones(4))
+        (20.0, inf)
+    """
+    import numpy as np
+
+    ref = np.asarray(reference.detach().cpu() if hasattr(reference, "detach") else reference, dtype=np.float64)
+    got = np.asarray(candidate.detach().cpu() if hasattr(candidate, "detach") else candidate, dtype=np.float64)
+    return sqnr_from_powers(float((ref ** 2).sum()), float(((got - ref) ** 2).sum()))

@@ -41,7 +41,11 @@ def kind_of(view: ModelView, item: Any) -> str | None:
     return computed_kind(item) if isinstance(item, nn.Module) else None
 
 
-_PROBE = torch.linspace(-6.0, 6.0, 241).reshape(1, 241)
+_PROBE = torch.linspace(-6.0, 6.0, 241).reshape(1, 1, 1, 241)
+"""An NCHW-shaped probe: pools, softmax over channels and upsampling take 4-D input (issue #48: AvgPool2d and
+Softmax(dim=-3) raised IndexError on a 2-D probe and lint died); an elementwise activation takes any shape."""
+_NOT_ELEMENTWISE = (RuntimeError, TypeError, ValueError, NotImplementedError, IndexError, AssertionError)
+"""What a user's parameter-free module raises on a probe it does not take: it is then no activation."""
 _FUNCTIONS = {
     "gelu": lambda x: torch.nn.functional.gelu(x), "gelu-tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
     "silu": torch.nn.functional.silu, "mish": torch.nn.functional.mish, "elu": torch.nn.functional.elu,
@@ -58,7 +62,7 @@ def computed_kind(module: nn.Module) -> str | None:
     try:
         with torch.no_grad():
             y = module(_PROBE.clone())
-    except (RuntimeError, TypeError, ValueError, NotImplementedError):  # not a one-tensor elementwise module
+    except _NOT_ELEMENTWISE:  # a pool, a reshape, a module of several inputs: not one-tensor elementwise
         return None
     if not isinstance(y, torch.Tensor) or y.shape != _PROBE.shape:
         return None

@@ -68,8 +68,21 @@ def measure_text(acc: dict[str, Any], digits: int = 1, variant: dict[str, Any] |
         value = tm.get("value")
         return None if value is None else f"{value:.{digits if tm.get('percent') else 4}f}"
     if acc.get("task") not in (None, "classification"):
-        return None if acc.get("cosine") is None else f"{acc['cosine']:.4f}"
+        return None if acc.get("cosine") is None else cosine_text(acc, 4, zero="all zero")
     return None if acc.get("top1") is None else f"{acc['top1']:.{digits}f}"
+
+
+def both_zero(acc: dict[str, Any]) -> bool:
+    """The float model's first output and the file's are all zero (their cosine, 1 by convention, says nothing)."""
+    first = acc.get("first_output") or {}
+    return first.get("peak") == 0 and first.get("max_abs") == 0
+
+
+def cosine_text(acc: dict[str, Any], digits: int, zero: str = "both all zero") -> str | None:
+    """The mean cosine to the float model, or ``zero`` where both outputs are all zero."""
+    if acc.get("cosine") is None:
+        return None
+    return zero if both_zero(acc) else f"{acc['cosine']:.{digits}f}"
 
 
 def sqnr_text(acc: dict[str, Any]) -> str:
@@ -91,7 +104,18 @@ def fidelity_text(v: dict[str, Any]) -> str:
     return "exact" if sqnr is None else f"{sqnr:.0f}dB"
 
 
+def task_name(report: dict[str, Any]) -> str | None:
+    """The report's task (``classification``, ``detection``, ``generation`` ...; None in an old report)."""
+    task = report.get("task")
+    return task.get("name") if isinstance(task, dict) else task
+
+
 def format_table(report: dict[str, Any], note_width: int = 56) -> str:
+    """The results table with its legend: the task's columns (a decoder's in tokens: :mod:`token_table`)."""
+    if task_name(report) == "generation":
+        from mobilize.report.token_table import format_token_table
+
+        return format_token_table(report, note_width)
     variants = report["variants"]
     frames = bool(report.get("frames"))
     key = (lambda v: (v.get("frames") or {}).get("latency_ms_p50")) if frames else (lambda v: v.get("latency_ms_p50"))
@@ -249,23 +273,10 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
             counts[v["outcome"]] = counts.get(v["outcome"], 0) + 1
         lines.append("no variant is OK and timed: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
     else:
-        best = variants[rec["name"]]
-        acc = best.get("accuracy") or {}
-        tm = acc.get("task_measure")
-        if tm and tm.get("drop") is not None and tm.get("rule") != "cosine":
-            drop = f", {tm['measure']} drop {drop_text(acc)}{' points' if tm.get('percent') else ''}"
-        else:
-            drop = f", top-1 drop {drop_text(acc)} points" if acc.get("top1_drop") is not None else ""
+        at, speed, drop = pick_figures(report, variants[rec["name"]])
         head = "recommended" if not rec.get("tied") else "recommended (tie)"
-        if report.get("frames") and best.get("frames"):
-            f = best["frames"]
-            speed = f", {speed_text(f)} vs {report.get('reference_variant')}" if f.get("speedup") else ""
-            at = f"{f['latency_ms_p50']:.2f} ms p50 {report['frames']['label']} ({best['latency_ms_p50']:.2f} ms plain)"
-        else:
-            speed = f", {speed_text(best)} vs {report.get('reference_variant')}" if best.get("speedup") else ""
-            at = f"{best['latency_ms_p50']:.2f} ms p50"
         lines.append(f"{head}: {rec['name']} at {at}{speed}{drop}")
-        lines.append(f"  why: {rec['reason']}")
+        lines.append(f"  why: {rec['reason']}")  # whole: a tie's reason holds colons and semicolons
     if report.get("task"):
         lines.append(report["task"]["text"])
     lines += chosen_lines(report)
@@ -291,6 +302,29 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         lines.append(f"WARNING: the machine was busy during the timed rounds ({MachineLoad(**fields).text()}): "
                      f"the ratios and the pick may reflect the load, not the files")
     return lines
+
+
+def pick_figures(report: dict[str, Any], best: dict[str, Any]) -> tuple[str, str, str]:
+    """The recommended variant's time, its speed-up and its drop in the task's measure, for the
+    ``recommended:`` line (a decoder's per token and its perplexity change: :mod:`token_table`)."""
+    if task_name(report) == "generation":
+        from mobilize.report.token_table import pick_figures as token_figures
+
+        return token_figures(report, best)
+    acc = best.get("accuracy") or {}
+    tm = acc.get("task_measure")
+    if tm and tm.get("drop") is not None and tm.get("rule") != "cosine":
+        drop = f", {tm['measure']} drop {drop_text(acc)}{' points' if tm.get('percent') else ''}"
+    else:
+        drop = f", top-1 drop {drop_text(acc)} points" if acc.get("top1_drop") is not None else ""
+    if report.get("frames") and best.get("frames"):
+        f = best["frames"]
+        speed = f", {speed_text(f)} vs {report.get('reference_variant')}" if f.get("speedup") else ""
+        at = f"{f['latency_ms_p50']:.2f} ms p50 {report['frames']['label']} ({best['latency_ms_p50']:.2f} ms plain)"
+    else:
+        speed = f", {speed_text(best)} vs {report.get('reference_variant')}" if best.get("speedup") else ""
+        at = f"{best['latency_ms_p50']:.2f} ms p50"
+    return at, speed, drop
 
 
 def _memory(report: dict[str, Any]) -> str:

@@ -76,6 +76,29 @@ def mean_ci(values: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES, seed:
     return _bootstrap_mean(v, resamples, seed)
 
 
+def weighted_mean_ci(values: Sequence[float], weights: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES,
+                     seed: int = 0) -> tuple[float, float]:
+    """95% bootstrap interval of a weighted mean sum(w*v)/sum(w), resampling (value, weight) pairs: a ratio over
+    all items (detection's F1 over all boxes, each image weighing its boxes) and its interval from one estimator.
+    A resample of weight 0 only counts as the plain mean of its values."""
+    import numpy as np
+    from scipy import stats
+
+    v, w = np.asarray(values, dtype=np.float64), np.asarray(weights, dtype=np.float64)
+    if len(v) == 0 or not w.sum() > 0:
+        return (math.nan, math.nan)
+    if np.all(v[w > 0] == v[w > 0][0]):
+        return (float(v[w > 0][0]),) * 2
+
+    def weighted(values, weights, axis=-1):
+        total = weights.sum(axis)
+        return np.where(total > 0, (values * weights).sum(axis) / np.where(total > 0, total, 1.0), values.mean(axis))
+
+    result = stats.bootstrap((v, w), weighted, paired=True, n_resamples=resamples, confidence_level=CONFIDENCE,
+                             method="percentile", rng=np.random.default_rng(seed), vectorized=True)
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
 def _bootstrap_mean(values, resamples: int, seed: int) -> tuple[float, float]:
     """Percentile bootstrap interval of a mean (scipy.stats.bootstrap)."""
     import numpy as np

@@ -1,7 +1,8 @@
 """The measures each task's users read, computed against the float model's outputs on the same samples.
 
 Every function takes ``candidate`` and ``reference``: one list of output tensors per sample (batch of one),
-and returns the per-sample figures in percent (100 = the float model's answer) plus other figures.
+and returns the per-sample figures in percent (100 = the float model's answer) plus other figures; detection
+also returns each sample's weight (its boxes: its figure is pooled over all boxes, not averaged over images).
 
 Detection output layouts (documented in the README), read from the float model's first sample and said which
 (:func:`detection_layout`): one tensor of rows ``(1, N, 4 + 1 + C)`` - per box ``x1, y1, x2, y2``, a score, then
@@ -14,18 +15,18 @@ sigmoid is applied).  Boxes with a score below ``SCORE_THRESHOLD`` are dropped; 
 output is compared as it is).  A box narrower than ``MIN_BOX_SIDE`` of the coordinates' scale is widened to it
 around its centre before IoU, so a zero-area box matches itself (and its float twin) instead of scoring IoU 0.
 
-The box matching is written here rather than taken from torchmetrics' or pycocotools' mAP: mAP ranks
-detections against ground truth, whereas this asks "does the variant find the float model's boxes?" (a
-greedy one-to-one match at IoU >= 0.5 within a class, 30 lines); and torchmetrics' detection metrics need
-torchvision, which does not import beside this torch.  Edit distance is a plain Levenshtein for the same
+The box matching and mAP@0.5 are written here rather than taken from torchmetrics or pycocotools: the
+question is "does the variant find the float model's boxes?" (the float model's boxes are the ground truth, a
+greedy one-to-one match at IoU >= 0.5 within a class), torchmetrics' detection metrics need torchvision, which
+does not import beside this torch, and pycocotools is not installed.  Edit distance is a plain Levenshtein for the same
 reason (no maintained package for it is installed here).
 
     >>> import torch
     >>> box = torch.tensor([[[0., 0., 10., 10., 0.9], [20., 20., 30., 30., 0.8]]])
     >>> moved = torch.tensor([[[1., 1., 10., 10., 0.85], [50., 50., 60., 60., 0.8]]])
-    >>> per, extra = detection([[moved]], [[box]])
-    >>> per, extra["boxes_matched"], extra["boxes_reference"]
-    ([50.0], 1, 2)
+    >>> per, extra, weights = detection([[moved]], [[box]])
+    >>> per, weights, extra["boxes_matched"], extra["box_recall"], extra["box_map50"]
+    ([50.0], [4.0], 1, 50.0, 50.0)
 """
 
 from __future__ import annotations
@@ -167,48 +168,115 @@ def _iou(a, b, min_side: float = 0.0):
     return torch.where(same, torch.ones_like(iou), iou)
 
 
-def detection(candidate: Samples, reference: Samples, labels=None) -> tuple[list[float], dict]:
-    """Per sample: F1 of the variant's boxes against the float model's (a greedy one-to-one match at IoU >= 0.5
-    within a class; both empty = 100).  Beside it: recall, precision, matched IoU and score differences."""
+def detection(candidate: Samples, reference: Samples, labels=None) -> tuple[list[float], dict, list[float]]:
+    """F1 of the variant's boxes against the float model's over ALL boxes (a greedy one-to-one match at IoU >= 0.5
+    within a class): 2 x matched / (float boxes + variant boxes), so an image where neither finds a box counts
+    nothing and one with no float box counts by the variant's false positives only.  Returns each image's F1
+    (100 when both are empty), details (recall, precision, mAP@0.5, matched IoU, score differences) and each
+    image's weight in the pooled figure (its boxes)."""
     import torch
 
     layout = detection_layout(reference[0]) if reference else "rows"
     read = [_detections(s, layout) for s in reference]
     logits = any(bool(((scores < 0) | (scores > 1)).any()) for _, scores, _ in read)
-    scale = max((float(b.abs().max()) for b, _, _ in read if b.numel()), default=0.0) or 1.0
-    per, matched_total, ref_total, cand_total, ious, score_diffs = [], 0, 0, 0, [], []
+    min_side = MIN_BOX_SIDE * (max((float(b.abs().max()) for b, _, _ in read if b.numel()), default=0.0) or 1.0)
+    per, weights, kept_c, kept_r, ious, score_diffs = [], [], [], [], [], []
     for c_s, (rb, rs, rc) in zip(candidate, read):
         cb, cs, cc = _detections(c_s, layout)
         if logits:
             cs, rs = torch.sigmoid(cs), torch.sigmoid(rs)
         ck, rk = cs >= SCORE_THRESHOLD, rs >= SCORE_THRESHOLD
         cb, cs, cc, rb, rs, rc = cb[ck], cs[ck], cc[ck], rb[rk], rs[rk], rc[rk]
-        matched = 0
-        if len(cb) and len(rb):
-            iou = _iou(rb, cb, MIN_BOX_SIDE * scale) * (rc[:, None] == cc[None, :])
-            pairs = sorted(((float(iou[i, j]), i, j) for i, j in (iou >= IOU_MATCH).nonzero().tolist()), reverse=True)
-            used_r, used_c = set(), set()
-            for value, i, j in pairs:
-                if i not in used_r and j not in used_c:
-                    used_r.add(i)
-                    used_c.add(j)
-                    ious.append(value)
-                    score_diffs.append(abs(float(cs[j] - rs[i])))
-            matched = len(used_r)
+        kept_c.append((cb, cs, cc))
+        kept_r.append((rb, rc))
+        pairs = _matched_pairs(_class_iou(rb, rc, cb, cc, min_side))
+        ious += [value for value, _, _ in pairs]
+        score_diffs += [abs(float(cs[j] - rs[i])) for _, i, j in pairs]
         total = len(cb) + len(rb)
-        per.append(100.0 if total == 0 else 100.0 * 2 * matched / total)
-        matched_total, ref_total, cand_total = matched_total + matched, ref_total + len(rb), cand_total + len(cb)
-    extra = {"boxes_reference": ref_total, "boxes_candidate": cand_total, "boxes_matched": matched_total,
-             "box_recall": 100.0 * matched_total / ref_total if ref_total else None,
-             "box_precision": 100.0 * matched_total / cand_total if cand_total else None,
+        per.append(100.0 if total == 0 else 100.0 * 2 * len(pairs) / total)
+        weights.append(float(total))
+    matched, ref_total, cand_total = len(ious), sum(len(b) for b, _ in kept_r), sum(len(b) for b, _, _ in kept_c)
+    extra = {"boxes_reference": ref_total, "boxes_candidate": cand_total, "boxes_matched": matched,
+             "box_recall": 100.0 * matched / ref_total if ref_total else None,
+             "box_precision": 100.0 * matched / cand_total if cand_total else None,
+             "box_map50": average_precision(kept_c, kept_r, min_side) if ref_total else None,
              "matched_iou_mean": math.fsum(ious) / len(ious) if ious else None,
              "matched_score_abs_diff_mean": math.fsum(score_diffs) / len(score_diffs) if score_diffs else None,
              "score_threshold": SCORE_THRESHOLD, "iou_threshold": IOU_MATCH, "scores_were_logits": logits,
-             "layout": f"read as {LAYOUT_TEXT[layout]}"}
+             "layout": f"read as {LAYOUT_TEXT[layout]}",
+             "pooled": "over all boxes: 2 x matched / (float boxes + variant boxes); images weigh their boxes"}
     if ref_total == 0:
         extra["note"] = (f"the float model scores no box at or above {SCORE_THRESHOLD:g} on these samples: "
                          f"the box agreement says nothing")
-    return per, extra
+    return per, extra, weights
+
+
+def _class_iou(rb, rc, cb, cc, min_side: float):
+    """IoU of each float box (rows) with each variant box (columns); 0 across classes."""
+    import torch
+
+    if not len(rb) or not len(cb):
+        return torch.zeros(len(rb), len(cb), dtype=torch.float64)
+    return _iou(rb, cb, min_side) * (rc[:, None] == cc[None, :])
+
+
+def _matched_pairs(iou) -> list[tuple[float, int, int]]:
+    """The greedy one-to-one match at IoU >= IOU_MATCH, highest IoU first: (iou, float box, variant box)."""
+    pairs = sorted(((float(iou[i, j]), i, j) for i, j in (iou >= IOU_MATCH).nonzero().tolist()), reverse=True)
+    used_r, used_c, out = set(), set(), []
+    for value, i, j in pairs:
+        if i not in used_r and j not in used_c:
+            used_r.add(i)
+            used_c.add(j)
+            out.append((value, i, j))
+    return out
+
+
+def average_precision(candidate, reference, min_side: float = 0.0) -> float:
+    """mAP at IoU 0.5 in percent (PASCAL VOC's all-point interpolated AP, averaged over the classes the float
+    model finds): the variant's boxes ``[(boxes, scores, classes)]`` per image ranked by score across images, the
+    float model's ``[(boxes, classes)]`` as ground truth.  A variant box matches the free float box of its class it
+    overlaps most; the rest are false positives.
+
+    >>> import torch
+    >>> truth = [(torch.tensor([[0., 0., 10., 10.]]), torch.tensor([0]))]
+    >>> found = [(torch.tensor([[50., 50., 60., 60.], [0., 0., 10., 9.]]), torch.tensor([0.9, 0.8]), torch.tensor([0, 0]))]
+    >>> average_precision(found, truth)  # the right box ranked second: precision 1/2 at full recall
+    50.0
+    """
+    import torch
+
+    aps = []
+    for cls in sorted({int(k) for _, classes in reference for k in classes.tolist()}):
+        truths = [boxes[classes == cls] for boxes, classes in reference]
+        ranked = sorted(((float(s), img, b) for img, (boxes, scores, classes) in enumerate(candidate)
+                         for s, b in zip(scores[classes == cls].tolist(), boxes[classes == cls])),
+                        key=lambda item: -item[0])
+        used = [set() for _ in truths]
+        hits = []
+        for _, img, box in ranked:
+            iou = _iou(box[None], truths[img], min_side)[0] if len(truths[img]) else torch.zeros(0)
+            free = [(float(v), k) for k, v in enumerate(iou.tolist()) if k not in used[img] and v >= IOU_MATCH]
+            if free:
+                used[img].add(max(free)[1])
+            hits.append(bool(free))
+        aps.append(_interpolated_ap(hits, sum(len(t) for t in truths)))
+    return 100.0 * math.fsum(aps) / len(aps) if aps else 0.0
+
+
+def _interpolated_ap(hits: list[bool], truths: int) -> float:
+    """Area under the precision-recall curve of ranked hits, precision made monotone (all-point interpolation)."""
+    precision, recall, tp = [], [], 0
+    for rank, hit in enumerate(hits, 1):
+        tp += hit
+        precision.append(tp / rank)
+        recall.append(tp / truths)
+    for k in range(len(precision) - 2, -1, -1):
+        precision[k] = max(precision[k], precision[k + 1])
+    area, previous = 0.0, 0.0
+    for p, r in zip(precision, recall):
+        area, previous = area + (r - previous) * p, r
+    return area
 
 
 def _mask(t):

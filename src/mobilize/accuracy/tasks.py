@@ -8,7 +8,8 @@ classification  top-1 agreement and flips; top-1 vs labels                    ``
                                                                               points (labelled), else
                                                                               ``--min-cosine``
 embedding       cosine; neighbour recall@5 (1-NN label accuracy with labels)  ``--min-cosine``
-detection       boxes matched at IoU 0.5 (F1), matched IoU and score diffs    ``--max-drop`` points
+detection       boxes matched at IoU 0.5 (F1 over all boxes), recall,         ``--max-drop`` points
+                precision, mAP@0.5, matched IoU and score diffs
 segmentation    mask IoU (mean over classes) and pixel agreement              ``--max-drop`` points
 sequence (CTC)  greedy-decode exact-sequence match, edit-distance agreement   ``--max-drop`` points
 raw             SQNR and cosine only                                          ``--min-cosine``
@@ -49,6 +50,8 @@ class Task(enum.StrEnum):
     SEGMENTATION = "segmentation"
     SEQUENCE = "sequence"
     RAW = "raw"
+    GENERATION = "generation"
+    """A causal LM: decoder files timed in tokens and judged token by token (:mod:`mobilize.compare.decoder_worker`)."""
 
 
 MEASURES: dict[Task, tuple[str, str, str, Callable | None]] = {
@@ -185,6 +188,9 @@ class TaskMeasure:
     percent: bool = True
     per_sample: list[float] = dataclasses.field(default_factory=list)
     details: dict[str, Any] = dataclasses.field(default_factory=dict)
+    weights: list[float] | None = None
+    """Each sample's weight in ``value`` (detection: its boxes, so the value is F1 over all boxes and an image
+    where neither model finds a box counts nothing); None: every sample alike."""
 
     @property
     def drop(self) -> float | None:
@@ -193,9 +199,10 @@ class TaskMeasure:
     def drop_ci(self) -> tuple[float, float] | None:
         if not self.per_sample or self.reference is None:
             return None
-        from mobilize.accuracy.stats import mean_ci
+        from mobilize.accuracy.stats import mean_ci, weighted_mean_ci
 
-        return mean_ci([self.reference - v for v in self.per_sample])
+        drops = [self.reference - v for v in self.per_sample]
+        return mean_ci(drops) if self.weights is None else weighted_mean_ci(drops, self.weights)
 
     def text(self) -> str:
         if self.value is None:
@@ -223,9 +230,12 @@ def measure_task(task: Task | str, candidate, reference, labels, metric: Callabl
     if task in (Task.CLASSIFICATION, Task.RAW):
         return None
     name, column, rule, fn = MEASURES[task]
-    per, details = fn(candidate, reference, labels)
-    value = None if details.get("note") or not per else math.fsum(per) / len(per)
-    return TaskMeasure(str(task), name, column, rule, value, 100.0, True, per, details)
+    per, details, *weighted = fn(candidate, reference, labels)
+    weights = weighted[0] if weighted else [1.0] * len(per)
+    value = None if details.get("note") or not sum(weights) else \
+        math.fsum(v * w for v, w in zip(per, weights)) / math.fsum(weights)
+    return TaskMeasure(str(task), name, column, rule, value, 100.0, True, per, details,
+                       weights[:] if weighted else None)
 
 
 METRIC_TIMEOUT_S = 120.0

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import importlib.util
 import inspect
 import time
 from pathlib import Path
@@ -20,7 +19,8 @@ from typing import Any, ClassVar
 from mobilize.accuracy.verify import Kind
 from mobilize.core.artifact import Artifact, Format, atomic_path
 from mobilize.core.context import Context
-from mobilize.core.errors import BackendUnavailableError, ExportError, MobilizeError, translate_errors, typed_headline
+from mobilize.core.errors import ExportError, MobilizeError, translate_errors, typed_headline
+from mobilize.core.packages import require
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,10 +59,7 @@ class Exporter(abc.ABC):
         return Expectation(Kind.FLOAT)
 
     def check_available(self) -> None:
-        for pkg in self.packages:
-            if importlib.util.find_spec(pkg) is None:
-                raise BackendUnavailableError(f"exporter '{self.name}' needs the Python package '{pkg}'",
-                                              hint=f"pip install {pkg}")
+        require(self.packages, f"exporter '{self.name}'")
 
     @abc.abstractmethod
     def write(self, module: Any, ctx: Context, path: Path) -> None:

@@ -84,19 +84,18 @@ def _lint(model: Any, config: LintConfig, input_specs, data: str | None, trust_p
 def _measure_time(profile: Any, subject: Any, batches: list[list], data: str) -> list[str]:
     """Per-layer time on the engine that offers ``lint_timing`` (ONNX Runtime today); a note instead when it cannot
     be measured (the rest of the lint stands)."""
-    import importlib.util
-
     from mobilize.core.backend import tool_anywhere
     from mobilize.core.errors import MobilizeError
+    from mobilize.core.packages import install_hint, missing
 
     found = tool_anywhere("lint_timing")
     if found is None:
         return ["per-layer time not measured: no engine here times layers (lint_timing)"]
     engine, measure_time = found
     packages = [p for entry in engine.lint_targets.values() for p in engine.load(entry).PACKAGES]
-    missing = [p for p in dict.fromkeys(packages) if importlib.util.find_spec(p) is None]
-    if missing:
-        return [f"per-layer time not measured: {', '.join(missing)} not installed (pip install {' '.join(missing)})"]
+    gone = missing(packages)
+    if gone:
+        return [f"per-layer time not measured: {', '.join(gone)} not installed ({install_hint(gone)})"]
     try:
         profile.timed_on = measure_time(profile, subject, batches, data)
     except MobilizeError as exc:  # the model does not export to ONNX or load in ONNX Runtime: said, not fatal

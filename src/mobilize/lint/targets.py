@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib.util
 import logging
 import time
 from typing import Any
 
+from mobilize.core.packages import missing
 from mobilize.lint.report import TargetSupport
 
 
@@ -39,10 +39,10 @@ def probe_module(name: str) -> Any:
 
 def probe(name: str, subject: ProbeInput) -> TargetSupport:
     plugin = probe_module(name)
-    missing = [p for p in plugin.PACKAGES if importlib.util.find_spec(p) is None]
-    if missing:
+    gone = missing(plugin.PACKAGES)
+    if gone:
         return TargetSupport(name, "unavailable", plugin.HOW,
-                             summary=f"not checked: {', '.join(missing)} not installed (pip install {plugin.PIP})")
+                             summary=f"not checked: {', '.join(gone)} not installed (pip install {plugin.PIP})")
     start = time.perf_counter()
     with quiet_torch_logs():
         result = plugin.probe(subject)

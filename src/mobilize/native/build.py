@@ -22,7 +22,6 @@ import contextlib
 import dataclasses
 import hashlib
 import importlib.metadata
-import importlib.util
 import json
 import os
 import platform
@@ -37,6 +36,7 @@ from typing import Callable, Iterator, Sequence
 from mobilize.core.backend import backend_for_format, entries
 from mobilize.core.errors import BackendUnavailableError, ConfigError
 from mobilize.core.native_runner import NativeRunner
+from mobilize.core.packages import location
 
 CPP_DIR = Path(__file__).parent / "cpp"
 """The headers every engine's native programs share (and the aarch64 toolchain file)."""
@@ -134,11 +134,10 @@ def find_toolchain() -> Toolchain:
 def find_package(family: NativeRunner | str) -> RuntimePackage:
     """The installed wheel of a runtime family, checked for the C++ files a build needs."""
     runner = runner_named(family)
-    spec = importlib.util.find_spec(runner.package)
-    if spec is None or not spec.submodule_search_locations:
+    root = location(runner.package)
+    if root is None:
         raise BackendUnavailableError(f"the native {runner.family} runner needs the Python package '{runner.package}' "
                                       f"(its wheel carries the C++ runtime)", hint=f"pip install {runner.package}")
-    root = Path(list(spec.submodule_search_locations)[0])
     missing = [rel.format(lib=LIB_SUFFIX) for rel in runner.required_files
                if not (root / rel.format(lib=LIB_SUFFIX)).exists()]
     version = importlib.metadata.version(runner.package)

@@ -66,7 +66,7 @@ def fit_file_plan(plan: Plan, fmt: str) -> tuple[Plan, list[tuple[str, str]]]:
 
 def why_not_from_file(v: Variant, fmt: str) -> str | None:
     """Why variant ``v`` cannot be built from a ``fmt`` file made elsewhere (None: it can)."""
-    import importlib.util
+    from mobilize.core.packages import install_hint, missing, pip_name
 
     from mobilize.exporters import EXPORTERS
     from mobilize.runtimes import RUNTIMES
@@ -83,9 +83,9 @@ def why_not_from_file(v: Variant, fmt: str) -> str | None:
         if fmt not in exporter.source_formats:
             return f"the {exporter.name} exporter builds from a PyTorch model, not from {_a(fmt)} file"
         packages = exporter.packages
-    missing = [p for p in packages if importlib.util.find_spec(p) is None]
-    if missing:
-        return f"needs the Python package '{missing[0]}' (pip install {missing[0]})"
+    gone = missing(packages)
+    if gone:
+        return f"needs the Python package '{pip_name(gone[0])}' ({install_hint(gone[:1])})"
     return None
 
 

@@ -25,14 +25,15 @@ from __future__ import annotations
 import abc
 import dataclasses
 import enum
-import importlib.util
+import importlib
 import inspect
 import re
 from typing import Any, Callable, ClassVar, Sequence
 
 from mobilize.core.artifact import Format
 from mobilize.core.runtime_options import RuntimeOptions, check_options  # noqa: F401  (re-exported)
-from mobilize.core.errors import BackendUnavailableError, ConfigError, UserError, translate_errors
+from mobilize.core.errors import ConfigError, UserError, translate_errors
+from mobilize.core.packages import require
 from mobilize.core.inputs import InputSpec, MemoryFormat, input_type_name, make_random_inputs, shape_text
 
 
@@ -141,11 +142,7 @@ class Session(abc.ABC):
     # -- construction -----------------------------------------------------------------
     @classmethod
     def check_available(cls) -> None:
-        for pkg in cls.packages:
-            if importlib.util.find_spec(pkg) is None:
-                raise BackendUnavailableError(
-                    f"runtime '{cls.name}' needs the Python package '{pkg}'", hint=f"pip install {pkg}"
-                )
+        require(cls.packages, f"runtime '{cls.name}'")
 
     @classmethod
     def import_backend(cls) -> None:

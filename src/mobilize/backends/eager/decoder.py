@@ -14,26 +14,19 @@ which is process-wide, so each call sets it again.
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from mobilize.core.decoder import CachedDecoderSession, DecoderVariant, Promise
-from mobilize.core.errors import BackendUnavailableError, UnsupportedModelError, translate_errors
+from mobilize.core.packages import require
+from mobilize.core.errors import UnsupportedModelError, translate_errors
 
 FLOAT_PACKAGES = ("torch", "transformers")
 INT8_PACKAGES = FLOAT_PACKAGES + ("torchao",)
 INT8_WEIGHTS = "int8wo.pt"
 """The quantized state dict's file name inside the int8 folder."""
 _CONFIG_FILES = ("config.json", "generation_config.json")
-
-
-def _require(packages: Sequence[str]) -> None:
-    for pkg in packages:
-        if importlib.util.find_spec(pkg) is None:
-            raise BackendUnavailableError(f"the eager decoder needs the Python package '{pkg}'",
-                                          hint=f"pip install {pkg}")
 
 
 def build_fp32(folder: Path, out_dir: Path) -> Path:
@@ -49,7 +42,7 @@ def build_int8wo(folder: Path, out_dir: Path) -> Path:
 
     from mobilize.lowering.decoder import load_hf_decoder
 
-    _require(INT8_PACKAGES)
+    require(INT8_PACKAGES, "the eager decoder")
     from torchao.quantization import Int8WeightOnlyConfig, quantize_
 
     folder, out = Path(folder), Path(out_dir) / "model-int8wo"
@@ -72,7 +65,7 @@ def _load_model(path: Path) -> Any:
 
     if not (path / INT8_WEIGHTS).is_file():
         return load_hf_decoder(path)
-    _require(INT8_PACKAGES)
+    require(INT8_PACKAGES, "the eager decoder")
     import torchao  # noqa: F401  (registers the tensor subclasses the state dict holds as safe globals)
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -88,7 +81,7 @@ class EagerDecoderSession(CachedDecoderSession):
     def __init__(self, path: Path, threads: int, max_len: int):
         import torch
 
-        _require(FLOAT_PACKAGES)
+        require(FLOAT_PACKAGES, "the eager decoder")
         torch.set_num_threads(threads)
         self.path = Path(path)
         with translate_errors(UnsupportedModelError, f"eager PyTorch could not load the decoder in {self.path}"):

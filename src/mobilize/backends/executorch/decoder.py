@@ -12,22 +12,15 @@ A prefill restarts at position 0 without reloading the method: ``update_cache`` 
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from mobilize.core.decoder import CachedDecoderSession, DecoderVariant, Promise
-from mobilize.core.errors import BackendUnavailableError, ConfigError, UnsupportedModelError, translate_errors
+from mobilize.core.packages import require
+from mobilize.core.errors import ConfigError, UnsupportedModelError, translate_errors
 
 FLOAT_PACKAGES = ("executorch", "transformers")
 QUANT_PACKAGES = FLOAT_PACKAGES + ("torchao",)
-
-
-def _require(packages: Sequence[str]) -> None:
-    for pkg in packages:
-        if importlib.util.find_spec(pkg) is None:
-            raise BackendUnavailableError(f"the ExecuTorch decoder needs the Python package '{pkg}'",
-                                          hint=f"pip install {pkg}")
 
 
 def _build(folder: Path, out_dir: Path, quantize: bool, group: int | None = None) -> Path:
@@ -35,7 +28,7 @@ def _build(folder: Path, out_dir: Path, quantize: bool, group: int | None = None
     from mobilize.backends.executorch.decoder_export import GROUP, program_bytes, quantize_8da4w
     from mobilize.lowering.decoder import load_hf_decoder
 
-    _require(QUANT_PACKAGES if quantize else FLOAT_PACKAGES)
+    require(QUANT_PACKAGES if quantize else FLOAT_PACKAGES, "the ExecuTorch decoder")
     name = "model-fp32.pte"
     with translate_errors(UnsupportedModelError, f"ExecuTorch could not export the decoder in {folder}"):
         model = load_hf_decoder(folder)
@@ -63,7 +56,7 @@ class ExecuTorchDecoderSession(CachedDecoderSession):
     def __init__(self, path: Path, threads: int, max_len: int):
         from mobilize.backends.executorch.runtime import _OPEN, _size_pool
 
-        _require(FLOAT_PACKAGES)
+        require(FLOAT_PACKAGES, "the ExecuTorch decoder")
         self.path = Path(path)
         _size_pool(threads)  # before loading: XNNPACK binds a program to the pool it finds
         self.threads = threads

@@ -18,38 +18,30 @@ the cache arrays the last call returned (each call copies them in and out).
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 from typing import Any, Sequence
 
 from mobilize.core.decoder import CachedDecoderSession, DecoderVariant, Promise
-from mobilize.core.errors import BackendUnavailableError, ConfigError, UnsupportedModelError, translate_errors
+from mobilize.core.packages import require
+from mobilize.core.errors import ConfigError, UnsupportedModelError, translate_errors
 
 BUILD_PACKAGES = ("torch", "transformers", "litert_torch", "ai_edge_litert")
 RUN_PACKAGES = ("ai_edge_litert",)
 _PREFILL = re.compile(r"prefill_(\d+)$")
 
 
-def _require(packages: Sequence[str]) -> None:
-    for pkg in packages:
-        if importlib.util.find_spec(pkg) is None:
-            name = pkg.replace("_", "-")
-            raise BackendUnavailableError(f"the LiteRT decoder needs the Python package '{name}'",
-                                          hint=f"pip install {name}")
-
-
 def build_fp32(folder: Path, out_dir: Path) -> Path:
     from mobilize.backends.litert.decoder_convert import convert
 
-    _require(BUILD_PACKAGES)
+    require(BUILD_PACKAGES, "the LiteRT decoder")
     return convert(Path(folder), Path(out_dir), "none")
 
 
 def build_int4(folder: Path, out_dir: Path, group: int = 32) -> Path:
     from mobilize.backends.litert.decoder_convert import INT4_RECIPES, convert
 
-    _require(BUILD_PACKAGES)
+    require(BUILD_PACKAGES, "the LiteRT decoder")
     return convert(Path(folder), Path(out_dir), INT4_RECIPES[group])
 
 
@@ -61,7 +53,7 @@ class LiteRTDecoderSession(CachedDecoderSession):
 
         from mobilize.backends.litert.runtime import quiet_native_output
 
-        _require(RUN_PACKAGES)
+        require(RUN_PACKAGES, "the LiteRT decoder")
         from ai_edge_litert.interpreter import Interpreter
 
         self.path = Path(path)

@@ -42,9 +42,9 @@ def _tensorflow_schema_alias() -> Iterator[None]:
     import time, but tensorflow is not one of its dependencies (and is not installed here): while the generative
     modules import, that name is ai-edge-litert's copy of the same flatbuffer schema module.  The aliases are
     removed afterwards, so nothing else sees a fake ``tensorflow`` package."""
-    import importlib.util
+    from mobilize.core.packages import installed
 
-    if "litert_torch.generative.layers.lora" in sys.modules or importlib.util.find_spec("tensorflow") is not None:
+    if "litert_torch.generative.layers.lora" in sys.modules or installed("tensorflow"):
         yield
         return
     import ai_edge_litert.schema_py_generated as schema

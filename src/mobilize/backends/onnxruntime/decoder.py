@@ -13,15 +13,15 @@ The session holds the cache as the arrays the last run returned; a prefill start
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from mobilize.core.decoder import CachedDecoderSession, DecoderVariant, Promise
-from mobilize.core.errors import BackendUnavailableError, ConfigError, UnsupportedModelError, headline, \
+from mobilize.core.packages import require
+from mobilize.core.errors import ConfigError, UnsupportedModelError, headline, \
     translate_errors
 
 FLOAT_PACKAGES = ("onnx", "onnxruntime", "onnxscript", "transformers")
@@ -29,13 +29,6 @@ MAX_LEN_KEY = "mobilize.max_len"
 """Metadata key: the longest sequence (prompt and generated) the file was exported for."""
 BLOCK = 32
 """MatMulNBits block size (weights per scale along the input features)."""
-
-
-def _require(packages: Sequence[str]) -> None:
-    for pkg in packages:
-        if importlib.util.find_spec(pkg) is None:
-            raise BackendUnavailableError(f"the ONNX Runtime decoder needs the Python package '{pkg}'",
-                                          hint=f"pip install {pkg}")
 
 
 def export_past_kv(folder: Path, path: Path) -> Path:
@@ -46,7 +39,7 @@ def export_past_kv(folder: Path, path: Path) -> Path:
     from mobilize.lowering.decoder import load_hf_decoder, past_kv_example, past_kv_module, past_kv_names
     from mobilize.lowering.onnx_export import native_output
 
-    _require(FLOAT_PACKAGES)
+    require(FLOAT_PACKAGES, "the ONNX Runtime decoder")
     what = f"ONNX export of the decoder in {folder}"
     lines: list[str] = []
     with translate_errors(UnsupportedModelError, what, message=lambda exc: f"{what} failed: {headline(exc)[:300]}"):
@@ -108,7 +101,7 @@ class OnnxDecoderSession(CachedDecoderSession):
 
         from mobilize.backends.onnxruntime.sessions import ort_session, session_options
 
-        _require(("onnxruntime",))
+        require(("onnxruntime",), "the ONNX Runtime decoder")
         self.path = Path(path)
         with translate_errors(UnsupportedModelError, f"ONNX Runtime could not load {self.path}"):
             self.session = ort_session(self.path, session_options(threads))

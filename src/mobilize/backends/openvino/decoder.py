@@ -16,13 +16,13 @@ not f32.  The IR records the longest sequence it was converted for (``rt_info/mo
 
 from __future__ import annotations
 
-import importlib.util
 import warnings
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from mobilize.core.decoder import CachedDecoderSession, DecoderVariant, Promise
-from mobilize.core.errors import BackendUnavailableError, ConfigError, UnsupportedModelError, headline, \
+from mobilize.core.packages import require
+from mobilize.core.errors import ConfigError, UnsupportedModelError, headline, \
     translate_errors
 
 FLOAT_PACKAGES = ("openvino", "transformers")
@@ -33,13 +33,6 @@ MAX_LEN_KEY = ["mobilize", "max_len"]
 """rt_info: the longest sequence (prompt and generated) the IR was converted for."""
 GROUP = 32
 """int4 group size (weights per scale along the input features)."""
-
-
-def _require(packages: Sequence[str]) -> None:
-    for pkg in packages:
-        if importlib.util.find_spec(pkg) is None:
-            raise BackendUnavailableError(f"the OpenVINO decoder needs the Python package '{pkg}'",
-                                          hint=f"pip install {pkg}")
 
 
 def convert_past_kv(folder: Path) -> Any:
@@ -87,7 +80,7 @@ def compress(model: Any, mode: str, group: int = GROUP) -> Any:
 def _build(folder: Path, out_dir: Path, mode: str, group: int = GROUP) -> Path:
     import openvino as ov
 
-    _require(QUANT_PACKAGES if mode != "fp32" else FLOAT_PACKAGES)
+    require(QUANT_PACKAGES if mode != "fp32" else FLOAT_PACKAGES, "the OpenVINO decoder")
     model = convert_past_kv(Path(folder))
     if mode != "fp32":
         model = compress(model, mode, group)
@@ -117,7 +110,7 @@ class OpenVinoDecoderSession(CachedDecoderSession):
         import numpy as np
         import openvino as ov
 
-        _require(FLOAT_PACKAGES)
+        require(FLOAT_PACKAGES, "the OpenVINO decoder")
         self.path = Path(path)
         core = ov.Core()
         config = {"INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY",

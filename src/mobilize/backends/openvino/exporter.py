@@ -25,6 +25,7 @@ from mobilize.accuracy.verify import Kind
 from mobilize.core.artifact import Artifact
 from mobilize.core.context import Context
 from mobilize.core.errors import ConfigError, ExportError, translate_errors
+from mobilize.core.packages import require
 from mobilize.exporters.base import Expectation, Exporter
 from mobilize.core.text import a
 
@@ -108,7 +109,7 @@ class OpenVinoExporter(Exporter):
             raise ConfigError("the model is already eager-quantized; OpenVINO converts float models and quantizes "
                               "with NNCF itself", hint="drop the eager quantize step and use the openvino-int8 recipe")
         if self.config.quantize == Quantize.INT8:
-            _require("nncf", "NNCF post-training quantization")
+            require(("nncf",), "NNCF post-training quantization")
 
     def expectation(self, ctx: Context | None) -> Expectation:
         return Expectation(self.kind)
@@ -205,12 +206,3 @@ class OpenVinoExporter(Exporter):
         if cfg.quantize == Quantize.INT8:
             int8 = constants.get("i8", 0) + constants.get("u8", 0)
             self.note(f"int8: {ops.get('FakeQuantize', 0)} FakeQuantize ops, {int8} int8 weight tensors in the IR")
-
-
-def _require(package: str, what: str) -> None:
-    import importlib.util
-
-    from mobilize.core.errors import BackendUnavailableError
-
-    if importlib.util.find_spec(package) is None:
-        raise BackendUnavailableError(f"{what} needs the Python package '{package}'", hint=f"pip install {package}")

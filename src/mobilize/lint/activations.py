@@ -19,6 +19,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from mobilize.accuracy.metrics import sqnr_from_powers
 from mobilize.lint.graph import BNS, CONVS, ModelView
 from mobilize.lint.report import Finding, Rule, Severity
 
@@ -257,6 +258,6 @@ def int8_error(fn: Callable, x: torch.Tensor) -> dict[str, float]:
         qy = fake_quant(fn(fake_quant(x, float(x.min()), float(x.max()))), float(y.min()), float(y.max()))
     noise = float(((y - qy) ** 2).sum())
     signal = float((y ** 2).sum())
-    sqnr = float("inf") if noise == 0 else 10 * math.log10(signal / noise) if signal > 0 else float("-inf")
+    sqnr = sqnr_from_powers(signal, noise)
     return {"int8_sqnr_db": round(sqnr, 2), "int8_max_abs_error": float((y - qy).abs().max()),
             "output_range": [float(y.min()), float(y.max())]}

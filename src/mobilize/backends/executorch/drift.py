@@ -345,9 +345,9 @@ class _Pooled:
     def db(self) -> float:
         if not self.pairs:
             return math.nan
-        if self.noise == 0:
-            return math.inf
-        return 10 * math.log10(self.signal / self.noise) if self.signal > 0 else -math.inf
+        from mobilize.accuracy.metrics import sqnr_from_powers
+
+        return sqnr_from_powers(self.signal, self.noise)
 
 
 def _flat(out: Any) -> list:

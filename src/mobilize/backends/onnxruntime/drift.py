@@ -22,6 +22,7 @@ names match; :func:`preprocessed_float` makes it from a float ``.onnx``.
 from __future__ import annotations
 
 from mobilize.accuracy.drift import LayerDrift
+from mobilize.accuracy.metrics import sqnr_from_powers
 from mobilize.backends.onnxruntime.sessions import ort_session, session_options
 
 import dataclasses
@@ -168,8 +169,8 @@ def _sqnr_db(signal_sq: float, noise_sq: float) -> float:
     """``compute_signal_to_quantization_noice_ratio`` from sums of squares (its epsilon floor on both norms)."""
     import numpy as np
 
-    eps = float(np.finfo("float").eps)
-    return 20 * math.log10(max(math.sqrt(signal_sq), eps) / max(math.sqrt(noise_sq), eps))
+    floor = float(np.finfo("float").eps) ** 2  # its epsilon floors each norm: here each sum of squares
+    return sqnr_from_powers(max(signal_sq, floor), max(noise_sq, floor))
 
 
 _FOLDED_ACTIVATIONS = ("Relu", "Clip")
@@ -252,9 +253,7 @@ def _alone_sqnr(float_model: Any, tensor: str, qparams: tuple[Any, Any], feeds: 
             want64, got64 = np.asarray(want, np.float64), np.asarray(got, np.float64)
             signal += float((want64 ** 2).sum())
             noise += float(((got64 - want64) ** 2).sum())
-    if noise == 0:
-        return math.inf
-    return 10 * math.log10(signal / noise) if signal > 0 else -math.inf
+    return sqnr_from_powers(signal, noise)
 
 
 def format_table(layers: Sequence[LayerError], top: int = 10) -> list[str]:

@@ -131,7 +131,7 @@ def test_a_near_empty_map_is_judged_by_an_absolute_tolerance_on_its_range():
     far = [[m + 0.2 * (m == 0).float() * (torch.rand(m.shape, generator=g) > 0.999)] for (m,) in ref]
     bad = assess(without_classes(compare_outputs(far, ref), "raw"), Kind.CHANGED).verdict  # 0.2 where it is empty
     assert bad.outcome == Outcome.OVER_BUDGET and bad.rule == "budget-near-zero-map", bad.reason
-    assert "of the output's range" in bad.reason
+    assert "of the output's scale 1 (a probability)" in bad.reason
 
 
 def test_a_map_with_content_keeps_the_cosine_budget():

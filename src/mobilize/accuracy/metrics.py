@@ -49,6 +49,15 @@ class FirstOutput:
     """The reference's largest magnitude."""
     max_abs: float
     """The largest |candidate - reference|."""
+    scale: float = 0.0
+    """The unit the output is read in: 1 for probabilities (every reference value in [0, 1], a map thresholded at
+    0.3-0.5), else ``range``.  A float engine's transcendental kernels (ONNX Runtime's logistic) err by ~1e-7 of
+    it whatever the value, so on values near 0 their SQNR reads 30-45 dB while the map is the same."""
+    near_zero_share: float = 0.0
+    """Share of the reference's values within ``NEAR_ZERO_OF_SCALE`` x ``scale`` of 0 (a sigmoid map on photos
+    without text is 1e-6, never exactly 0)."""
+    empty_samples: int = 0
+    """Samples whose every reference value is near 0 (their cosine and SQNR read only rounding)."""
     decision_threshold: float | None = None
     """One value per sample: where its decision flips, 0.5 when every reference value is a probability in [0, 1],
     else 0 (a logit)."""
@@ -228,11 +237,20 @@ def _cosines(c, r) -> list[float]:
     return out
 
 
+NEAR_ZERO_OF_SCALE = 1e-3
+"""A reference value within this share of its output's ``scale`` of 0 is near zero: 1e-3 is the relative error the
+60 dB float floor allows, far below any threshold a map is read at."""
+
+
 def _first_output(c, r) -> FirstOutput:
     """The first output's figures (``c``, ``r``: one row per sample)."""
-    first = FirstOutput(r.shape[1], float((r == 0).double().mean()) if r.numel() else 1.0,
-                        float(r.max() - r.min()) if r.numel() else 0.0, float(r.abs().max()) if r.numel() else 0.0,
-                        float((c - r).abs().max()) if r.numel() else 0.0)
+    if not r.numel():
+        return FirstOutput(r.shape[1], 1.0, 0.0, 0.0, 0.0)
+    value_range = float(r.max() - r.min())
+    scale = 1.0 if bool(((r >= 0) & (r <= 1)).all()) else value_range
+    near = r.abs() <= NEAR_ZERO_OF_SCALE * scale
+    first = FirstOutput(r.shape[1], float((r == 0).double().mean()), value_range, float(r.abs().max()),
+                        float((c - r).abs().max()), scale, float(near.double().mean()), int(near.all(1).sum()))
     if r.shape[1] == 1 and r.numel():
         threshold = 0.5 if bool(((r >= 0) & (r <= 1)).all()) else 0.0
         flipped = (c > threshold) != (r > threshold)

@@ -15,6 +15,7 @@ calls it in place of the cosine budget.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from mobilize.accuracy.metrics import FirstOutput
 from mobilize.accuracy.verify import DEFAULT_POLICY, Policy, Verdict, _num
@@ -26,18 +27,18 @@ def judge_shape(verdict: Verdict, first: FirstOutput | None, policy: Policy = DE
     cosine is its sign): the largest error over the reference's largest value and the decision agreement at the
     output's threshold (rules ``budget-one-value-error``, ``budget-one-value-decision``; ``budget-one-value``
     when within; over a stateful model's stream ``budget-stream-error``, ``budget-stream-decisions`` and
-    ``budget-stream``, which then decides the verdict).  A near-empty map (the cosine of an empty sample is 0): the largest error over the output's
-    range (rule ``budget-near-zero-map``)."""
+    ``budget-stream``, which then decides the verdict).  A near-empty map (:func:`near_empty_map`; the cosine of an
+    empty sample is 0): the largest error over the output's scale (rule ``budget-near-zero-map``)."""
     if first is None or verdict.outcome != Outcome.OK:
         return None
     if first.values_per_sample == 1 and first.decision_agreement is not None:
         return _one_value(verdict, first, policy)
-    if first.zero_share >= policy.near_zero_map_min_zero_share and first.range > 0:
-        err = first.max_abs / first.range
-        numbers = {**verdict.numbers, "reference_zero_share": first.zero_share, "reference_range": first.range,
-                   "error_of_range": err, "max_error_of_range": policy.near_zero_map_max_error_of_range}
-        what = (f"a near-empty map ({first.zero_share:.2%} of the float model's values are 0, where a cosine reads 0 "
-                f"whatever the error): max error {err:.2g} of the output's range {first.range:.3g}")
+    if near_empty_map(first, policy):
+        err = first.max_abs / first.scale
+        numbers = {**verdict.numbers, **_map_numbers(first), "error_of_scale": err,
+                   "max_error_of_range": policy.near_zero_map_max_error_of_range}
+        said = verdict.rule.endswith("-near-zero-map")  # its floor already described the map
+        what = f"{'its' if said else _map_text(first) + ':'} max error {err:.2g} of the output's {_scale_text(first)}"
         if err > policy.near_zero_map_max_error_of_range:
             return Verdict(Outcome.OVER_BUDGET, "budget-near-zero-map",
                            f"{what} > budget {policy.near_zero_map_max_error_of_range:g} (rule budget-near-zero-map)",
@@ -46,6 +47,50 @@ def judge_shape(verdict: Verdict, first: FirstOutput | None, policy: Policy = DE
             f"{verdict.reason}; {what} within budget {policy.near_zero_map_max_error_of_range:g} "
             f"(rule budget-near-zero-map)"))
     return None
+
+
+def near_empty_map(first: FirstOutput | None, policy: Policy = DEFAULT_POLICY) -> bool:
+    """The float model's first output is a near-empty map: nearly every value near 0 (within
+    ``NEAR_ZERO_OF_SCALE`` of its scale) and at least one sample empty, so neither its cosine nor its SQNR can
+    judge it (a classifier's probabilities are near 0 but for one class per row: no row is empty)."""
+    return (first is not None and first.values_per_sample > 1 and first.scale > 0 and first.empty_samples > 0
+            and first.near_zero_share >= policy.near_zero_map_min_zero_share)
+
+
+def judge_near_zero_floor(first: FirstOutput | None, kind: str, floor: float, sqnr_db: float,
+                          numbers: dict, policy: Policy = DEFAULT_POLICY) -> Verdict | None:
+    """For :func:`~mobilize.accuracy.verify.judge`, where the SQNR is below the kind's floor: on a near-empty map
+    the SQNR reads a float kernel's absolute rounding (~1e-7) against values near 0 (a sigmoid map of 1e-6), not
+    the map, so the floor is judged on the error over the output's scale in dB (a peak SNR, rule
+    ``<kind>-near-zero-map``).  None when the output is no near-empty map, or is off by that measure too."""
+    if not near_empty_map(first, policy) or first.max_abs == 0:
+        return None
+    peak_db = 20 * math.log10(first.scale / first.max_abs)
+    if peak_db < floor:
+        return None
+    rule = f"{kind}-near-zero-map"
+    return Verdict(Outcome.OK, rule, (
+        f"SQNR {sqnr_db:.1f} dB < {floor:g} dB reads rounding on values near 0, not the map: {_map_text(first)}; "
+        f"its max error is {peak_db:.1f} dB below the output's {_scale_text(first)} >= {floor:g} dB (rule {rule})"),
+        {**numbers, **_map_numbers(first), "error_of_scale_db": round(peak_db, 2), "floor_db": floor})
+
+
+def _map_numbers(first: FirstOutput) -> dict:
+    return {"reference_zero_share": first.zero_share, "reference_near_zero_share": first.near_zero_share,
+            "reference_empty_samples": first.empty_samples, "reference_range": first.range,
+            "reference_scale": first.scale}
+
+
+def _map_text(first: FirstOutput) -> str:
+    from mobilize.accuracy.metrics import NEAR_ZERO_OF_SCALE
+
+    return (f"a near-empty map ({first.near_zero_share:.2%} of the float model's values are within "
+            f"{NEAR_ZERO_OF_SCALE:g} of its scale from 0, {first.empty_samples} sample(s) empty, where a cosine "
+            f"or an SQNR reads only rounding)")
+
+
+def _scale_text(first: FirstOutput) -> str:
+    return "scale 1 (a probability)" if first.scale == 1.0 and first.range <= 1.0 else f"range {first.scale:.3g}"
 
 
 def _one_value(verdict: Verdict, first: FirstOutput, policy: Policy) -> Verdict:

@@ -91,6 +91,8 @@ class Quantize(Pass):
             raise ConfigError(f"quantized engine '{cfg.engine}' is not in this torch build",
                               hint=f"available: {', '.join(torch.backends.quantized.supported_engines)}")
         torch.backends.quantized.engine = str(cfg.engine)
+        if cfg.mode != Mode.DYNAMIC:
+            numeric_padding(module, ctx, self.name)  # before calibration: the int8 conv refuses it only at convert
         with _recorded_warnings(ctx, self.name):
             if cfg.mode == Mode.DYNAMIC:
                 out = self._dynamic(module, ctx)
@@ -235,6 +237,41 @@ class Quantize(Pass):
                 ctx.note(self.name, f"interface 'full': input must be quint8 with scale {float(scale):.6g}, "
                                     f"zero_point {int(zp)}; output is quantized")
                 return
+
+
+_QUANTIZED_PADDING_MODES = ("zeros", "reflect")
+"""Padding modes torch.ao's quantized Conv1d/2d/3d take (``replicate`` and ``circular`` raise at convert)."""
+
+
+def numeric_padding(module: nn.Module, ctx: Context, step: str) -> None:
+    """Rewrite each conv's string padding as the numbers it means, which torch.ao's quantized conv needs (with
+    ``padding='same'`` its prepack fails at convert, after calibration, with "conv2d_prepack() Expected a value of
+    type 'List[int]' ... found type 'tuple'": the tuple is ``('same', 'same')``); a padding no number expresses
+    (``same`` over an even kernel pads one side more) or a padding mode it has no kernel for is refused here,
+    every such conv named, with the routes that take it."""
+    refused, rewritten = [], []
+    for name, conv in module.named_modules():
+        if not isinstance(conv, nn.modules.conv._ConvNd) or conv.transposed:
+            continue
+        if conv.padding_mode not in _QUANTIZED_PADDING_MODES:
+            refused.append(f"'{name}' (padding_mode '{conv.padding_mode}')")
+        if not isinstance(conv.padding, str):
+            continue
+        totals = [d * (k - 1) for d, k in zip(conv.dilation, conv.kernel_size)]
+        if conv.padding == "same" and any(t % 2 for t in totals):
+            refused.append(f"'{name}' (padding='same' over kernel {tuple(conv.kernel_size)} pads one side more)")
+            continue
+        conv.padding = tuple(t // 2 for t in totals) if conv.padding == "same" else (0,) * len(totals)
+        conv._reversed_padding_repeated_twice = [p for p in reversed(conv.padding) for _ in range(2)]
+        rewritten.append(f"{name} {conv.padding}")
+    if refused:
+        raise UnsupportedModelError(
+            f"eager int8 (torch.ao) has no quantized conv for {', '.join(refused)}",
+            hint="pad explicitly (an nn.ZeroPad2d before the conv, its padding 0), or use the executorch-int8 or "
+                 "onnx-int8 recipe, which quantize the exported graph's own pad")
+    if rewritten:
+        ctx.note(step, f"string padding written as numbers for torch.ao's quantized conv (the same arithmetic): "
+                       f"{clip(', '.join(rewritten), 200)}")
 
 
 @contextlib.contextmanager

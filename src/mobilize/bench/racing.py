@@ -61,9 +61,16 @@ def look_level(k: int, alpha: float = ALPHA) -> float:
 
 
 def level_text(level: float) -> str:
-    """``97.0%``, ``99.24%``: enough digits to tell the looks apart."""
+    """``97.0%``, ``99.24%``: enough digits to tell the looks apart, and never rounded up to 100% (after many looks
+    a look's level is 99.99...%, which ``100.000%`` misstates).
+
+        >>> level_text(0.97), level_text(0.99241), level_text(0.99999962), level_text(1 - 1e-12)
+        ('97.0%', '99.24%', '99.99996%', '>99.999999%')
+    """
     digits = 1 if level < 0.99 else 2 if level < 0.999 else 3
-    return f"{100 * level:.{digits}f}%"
+    while digits < 6 and round(100 * level, digits) >= 100:
+        digits += 1
+    return f"{100 * level:.{digits}f}%" if round(100 * level, digits) < 100 else f">{100 - 10 ** -digits:.{digits}f}%"
 
 DEFAULT_TIME_BUDGET_S = 30.0
 """Seconds for compare's timed rounds, warm-up and the first ``--rounds`` included: on the default plan the

@@ -55,8 +55,10 @@ def test_json_validates_against_schema(misbehaving_run):
 def test_html_is_self_contained_with_charts(misbehaving_run):
     _, out = misbehaving_run
     page = (out / "report.html").read_text()
-    for chart in ('id="latency-chart"', 'id="pareto-chart"', 'id="size-chart"', 'class="pareto-front"'):
+    for chart in ('id="latency-chart"', 'id="pareto-chart"', 'id="size-chart"'):
         assert chart in page
+    # the reference is VACUOUS and the only other timed file is broken (MISMATCH): no front (#48 item 8)
+    assert 'class="pareto-front"' not in page and "No Pareto front" in page and "wrong (MISMATCH)" in page
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page), "no network references"
     assert "<script" not in page
     assert "TIMEOUT" in page and "killed by SIGABRT" in page

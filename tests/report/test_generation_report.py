@@ -4,7 +4,13 @@ real browser (Debian's chromium, headless): it renders, both axes carry tick num
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
+
+from mobilize.report.html import render_html
 from mobilize.report.terminal import format_table, summary_lines
+from tests.report.test_html_browser import browser, overlaps
 
 HELD_OUT = "16 x 128 tokens of the tiny_lm corpus (held-out split)"
 
@@ -134,3 +140,105 @@ def test_the_pick_is_said_per_token_with_its_perplexity_and_the_whole_why():
                         "eager-fp32, perplexity +1.92%")
     assert lines[1] == f"  why: {report['recommended']['reason']}"  # whole, colons and all
     assert "task: generation" in lines[2] and any(line.startswith("time: ") for line in lines)
+
+
+def test_the_page_has_a_table_row_per_file_with_its_ttft_and_memory():
+    page = render_html(decoder_report())
+    assert "<pre>" not in page and "tokens/s" in page
+    results = re.search(r'<table id="results">(.*?)</table>', page, re.S).group(1)
+    rows = re.findall(r"<tr>(.*?)</tr>", results, re.S)
+    assert len(rows) == 1 + 9  # the heading, then one row per file
+    heads = re.findall(r"<th[^>]*>(.*?)</th>", rows[0])
+    assert {"TTFT ms", "peak MB", "tok/s", "ms/tok", "ppl +% (95% CI)", "agree %", "cont.", "rule"} <= set(heads)
+    fast = next(r for r in rows if ">executorch-8da4w</td>" in r)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", fast)
+    assert cells[heads.index("TTFT ms")] == "4.20" and cells[heads.index("peak MB")] == "240"
+    assert cells[heads.index("ppl +% (95% CI)")] == "+1.92 [+1.3,+2.5]" and cells[heads.index("cont.")] == "18/32"
+    failed = next(r for r in rows if ">litert-int4</td>" in r)
+    assert "EXPORT_FAIL" in failed and "litert/tflite" in failed
+    for section in ('id="verdicts"', 'id="notes"', 'id="time-split"', 'id="tokens-key"', 'id="tokens-chart"'):
+        assert section in page, section
+    assert "cache-consistency" in re.search(r'<table id="verdicts">(.*?)</table>', page, re.S).group(1)
+    assert "Not plotted: openvino-int4 (MISMATCH), litert-int4 (EXPORT_FAIL)" in page
+    assert HELD_OUT in page
+
+
+def test_broken_and_failed_files_are_not_plotted():
+    from mobilize.report.html_generation import chart
+
+    report = decoder_report()
+    svg = chart([v for v in report["variants"] if v["outcome"] in ("OK", "OVER_BUDGET")], report)
+    assert svg.count("<circle") == 7 and "openvino-int4" not in svg and "litert-int4" not in svg
+
+
+def test_the_ranges_are_set_by_the_points_not_the_widest_interval():
+    """A file whose interval runs to +40% keeps the x axis near its points (0-8%): its whisker is cut."""
+    from mobilize.report.html_generation import chart
+
+    report = decoder_report()
+    wide = [v for v in report["variants"] if v["outcome"] == "OK"]
+    wide[3]["tokens"]["ppl_increase_percent_high"] = 40.0
+    ticks = [float(t) for t in re.findall(r'class="tick-x"[^>]*>([-0-9.]+)<', chart(wide, report))]
+    assert ticks[0] <= 0 and 2.1 <= ticks[-1] <= 4
+
+
+MEASURE = """<script>
+(function () {
+  const svg = document.getElementById("tokens-chart");
+  const frame = svg.getBoundingClientRect();
+  const labels = [...svg.querySelectorAll("text")].map(t => {
+    const b = t.getBoundingClientRect();
+    return {text: t.textContent, cls: t.getAttribute("class") || "", x: b.left - frame.left, y: b.top - frame.top,
+            w: b.width, h: b.height};
+  });
+  const rows = document.querySelectorAll("#results tr").length;
+  const pre = document.createElement("pre");
+  pre.id = "layout-check";
+  pre.textContent = JSON.stringify({labels: labels, width: svg.width.baseVal.value, height: svg.height.baseVal.value,
+                                    marks: svg.querySelectorAll("circle").length, rows: rows});
+  document.body.appendChild(pre);
+})();
+</script>"""
+
+
+def _layout(page: str, tmp_path) -> dict:
+    path = tmp_path / "report.html"
+    path.write_text(page.replace("</body>", MEASURE + "</body>"))
+    run = subprocess.run([browser(), "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", path.as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    found = re.search(r'<pre id="layout-check">(.*?)</pre>', run.stdout, re.S)
+    assert found, run.stderr[-2000:]
+    return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<")
+                      .replace("&gt;", ">"))
+
+
+def test_the_decoder_page_in_a_browser_has_numbered_axes_and_no_overlapping_labels(tmp_path):
+    layout = _layout(render_html(decoder_report()), tmp_path)
+    assert layout["marks"] == 7 and layout["rows"] == 1 + 9
+    labels = layout["labels"]
+    base = max(lb["y"] for lb in labels if lb["cls"] == "tick-x")
+    for axis, along in (("tick-x", "x"), ("tick-y", "y")):
+        ticks = [lb for lb in labels if lb["cls"] == axis]
+        assert len(ticks) >= 3 and all(re.fullmatch(r"-?[0-9.]+", t["text"]) for t in ticks), ticks
+        assert len({round(t[along]) for t in ticks}) == len(ticks), ticks  # spread along their axis
+    assert all(lb["y"] <= base + 1 for lb in labels if lb["cls"] == "point-label")  # inside the plot, above the axis
+    titles = {lb["text"] for lb in labels if lb["cls"] == "axis"}
+    assert titles == {"perplexity increase vs float (%)", "decode tokens/s"}
+    for label in labels:
+        assert label["w"] > 0 and -0.5 <= label["x"] and label["x"] + label["w"] <= layout["width"] + 0.5, label
+        assert -0.5 <= label["y"] and label["y"] + label["h"] <= layout["height"] + 0.5, label
+    assert not overlaps(labels), overlaps(labels)
+
+
+def test_the_decoder_page_screenshot_shows_the_chart(tmp_path):
+    """A screenshot of the rendered page: the chart's markers are drawn in their colours."""
+    from PIL import Image
+
+    page = tmp_path / "report.html"
+    page.write_text(render_html(decoder_report()))
+    shot = tmp_path / "report.png"
+    subprocess.run([browser(), "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1100,900",
+                    f"--screenshot={shot}", page.as_uri()], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert shot.exists(), "chromium wrote no screenshot"
+    colours = {c for _, c in Image.open(shot).convert("RGB").getcolors(1 << 20)}
+    assert (0x15, 0x65, 0xC0) in colours and (0xE6, 0x51, 0x00) in colours  # OK and OVER_BUDGET markers

@@ -19,6 +19,7 @@ from mobilize.core.errors import ConfigError
 from mobilize.runtimes.base import open_session, session_class
 from mobilize.core.inputs import InputSpec, make_random_inputs
 from mobilize.core.artifact import artifact_size_bytes
+from mobilize.core.backend import profiled_every_file
 from mobilize.sources.models import module_size_bytes, resolve_model
 from mobilize.sources.reference import ModelRef
 
@@ -228,7 +229,7 @@ def build_and_verify(reference: str | ModelRef, recipe: dict[str, Any], out_dir:
                 mismatches.append(f"{art.path.name}: {verdict.fidelity['reason']}")
             if verdict.reference_warning and verdict.reference_warning not in ctx.notes:
                 ctx.notes.append(verdict.reference_warning)
-        if "delegation" in built.details or art.path.suffix in (".pte", ".bpte"):  # an op count was printed
+        if "delegation" in built.details or profiled_every_file(art.format):  # an op count was printed
             from mobilize.pipeline.build import verify_inputs
             from mobilize.profile import time_notes
 
@@ -266,11 +267,11 @@ def _check_forward(source: Any, ctx: Any, reference: str) -> None:
 
 
 
-def tune(reference: str | ModelRef, *, data: str, policy: Any = None, runtimes: Sequence[str] = ("onnxruntime",),
+def tune(reference: str | ModelRef, *, data: str, policy: Any = None, runtimes: Sequence[str] | None = None,
          out_dir: str = "out/tune", time_budget_s: float | None = None, prune: Sequence[float] = (),
          target: str = "host", echo: Callable[[str], None] = lambda _text: None) -> Any:
     """``mobilize tune`` as a function: the fastest file within ``policy``'s budget (default: the Policy's), searched
-    over ``runtimes``; returns the typed :class:`mobilize.tune.result.TuneResult` (files and reports in ``out_dir``)."""
+    over ``runtimes`` (None: those tune searches by default); returns the typed :class:`mobilize.tune.result.TuneResult` (files and reports in ``out_dir``)."""
     from mobilize.accuracy.verify import DEFAULT_POLICY
     from mobilize.tune.run import tune as search
 

@@ -178,7 +178,8 @@ def test_int8_pte_pair_names_conversions_and_cpu(pool_ptes, tmp_path):
     """The pool stays float (portable) in int8 too: XNNPACK converts int8<->float around it, inside the delegate."""
     from mobilize.lowering.graph import op_name
     from mobilize.backends.executorch.pte import program_bytes, read_program
-    from mobilize.tune.why import PTE_QDQ, is_pte_conversion, why_not_faster
+    from mobilize.backends.executorch.why_slow import PTE_QDQ, is_pte_conversion
+    from mobilize.tune.why import why_not_faster
 
     fp32 = pool_ptes[0]
     int8 = export_pte(pool_net(True), tmp_path / "int8", quantize="int8", calibration_samples=4).path
@@ -215,7 +216,7 @@ def _profile(path: str, outside: list[tuple[str, float]]) -> TimeProfile:
 
 
 def test_ops_that_fell_out_and_layout_conversions_are_named():
-    from mobilize.tune.why import diagnose_pte
+    from mobilize.backends.executorch.why_slow import diagnose_pte
 
     fp = _profile("fp32.pte", [("aten.avg_pool2d", 50.0)])
     q = _profile("int8.pte", [("quantized_decomposed.quantize_per_tensor", 5.0), ("aten.avg_pool2d", 50.0),
@@ -231,7 +232,7 @@ def test_ops_that_fell_out_and_layout_conversions_are_named():
 
 def test_no_etdump_gives_a_reason_not_a_diagnosis():
     from mobilize.profile.core import unavailable
-    from mobilize.tune.why import diagnose_pte
+    from mobilize.backends.executorch.why_slow import diagnose_pte
 
     gone = unavailable("int8.pte", "executorch", "ETDump", 1, "ETDump recorded no events")
     d = diagnose_pte(_profile("fp32.pte", []), gone)

@@ -22,7 +22,8 @@ HWCAP = {"fp16": (16, 9), "asimdhp": (16, 10), "dotprod": (16, 20), "sve": (16, 
          "bf16": (26, 14), "sve2": (26, 1)}
 """aarch64 feature -> (auxv type, bit): AT_HWCAP=16, AT_HWCAP2=26 (Linux arch/arm64/include/uapi/asm/hwcap.h)."""
 
-RUNTIME_MODULES = ("torch", "executorch", "onnxruntime", "openvino", "ai_edge_litert", "numpy")
+BASE_MODULES = ("torch", "numpy")
+"""Beside every engine's declared packages (``Backend.packages``): the versions the report records."""
 
 
 def cpu_features() -> dict[str, bool] | None:
@@ -41,11 +42,13 @@ def cpu_features() -> dict[str, bool] | None:
 def versions() -> dict[str, str]:
     import importlib.metadata as md
 
+    from mobilize.core.backend import engine_packages
+    from mobilize.core.packages import pip_name
+
     out = {"python": platform.python_version()}
-    for name in RUNTIME_MODULES:
-        dist = {"ai_edge_litert": "ai-edge-litert"}.get(name, name)
+    for name in (*BASE_MODULES, *engine_packages()):
         try:
-            out[name] = md.version(dist)
+            out[name] = md.version(pip_name(name))
         except md.PackageNotFoundError:
             pass
     return out

@@ -12,15 +12,12 @@ from typing import Any, Callable, Sequence
 
 from mobilize.arm64.run import check_cpu, missing, run_children
 from mobilize.arm64.verdict import check_outputs, failed_check, flag
+from mobilize.core.backend import host_only as host_only_reason
 from mobilize.core.errors import UserError
 
 DEFAULT_SAMPLES = 64
 """Samples per variant under emulation (the first of compare's accuracy samples): 0.1-0.5 s each on QEMU."""
 
-NO_ARM64 = {
-    "nnapi": "NNAPI runs on Android only: its numbers are checked on the host interpreter, not on arm64",
-}
-"""Formats that are never run in the arm64 root, and why."""
 
 
 def verify_variants(results: dict[str, Any], samples: Sequence[Sequence[Any]], labels: Sequence[int] | None,
@@ -83,8 +80,9 @@ def _skip_reason(r) -> str | None:
     if not r.artifact:
         return ("no file: an eager module runs in this process's PyTorch; export it (TorchScript, ExecuTorch, ONNX) "
                 "to check it on arm64")
-    if r.format in NO_ARM64:
-        return NO_ARM64[r.format]
+    host_only = host_only_reason(r.format)  # an engine's format that never runs in the arm64 root
+    if host_only:
+        return host_only
     if r.verdict is None:
         return f"its host check did not finish ({r.outcome})"
     return None

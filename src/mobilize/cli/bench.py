@@ -209,13 +209,18 @@ def _refuse_unmeasured(reference: str, runtime: str | None) -> None:
 
 
 def _from_log(args: argparse.Namespace, reference: str | None) -> int:
-    from mobilize.backends import tool
+    from mobilize.core.backend import tool_anywhere
+    from mobilize.core.errors import ConfigError
+    from mobilize.report.bench_report import BenchReport
 
-    report_from_log, format_report = tool("nnapi", "from_log"), tool("nnapi", "format_log_report")
-
-    report = report_from_log(args.from_log, model=reference, threads=args.pthreadpool_size or args.threads,
+    found = tool_anywhere("from_log")  # the engine whose device benchmark writes the log (NNAPI's adb script)
+    if found is None:
+        raise ConfigError("--from-log: no engine here reads a device benchmark's log")
+    engine, report_from_log = found
+    fields = report_from_log(args.from_log, model=reference, threads=args.pthreadpool_size or args.threads,
                              warmup=args.warmup, iterations=args.iter, bundled_input=args.use_bundled_input)
-    print(format_report(report))
+    report = BenchReport(**fields).to_json()
+    print(engine.entry("tools", "format_log_report")(report))
     if args.json:
         atomic_write_text(args.json, dumps_measured(report, indent=2) + "\n")
         print(f"wrote {args.json}", file=sys.stderr)

@@ -39,8 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _quiet_library_loggers() -> None:
-    """torch and torchao configure their own loggers and warn about internals users cannot act on."""
-    for name in ("torch", "torchao", "executorch", "onnxscript", "torch.utils._pytree"):
+    """torch and the engines' packages (``Backend.packages``: torchao, onnxscript ...) configure their own loggers
+    and warn about internals users cannot act on."""
+    from mobilize.core.backend import engine_packages
+
+    for name in ("torch", "torch.utils._pytree", *engine_packages()):
         logging.getLogger(name).setLevel(logging.ERROR)
 
 

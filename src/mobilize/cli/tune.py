@@ -40,10 +40,10 @@ def add_parser(sub) -> None:
     budget.add_argument("--max-ppl-increase", type=float, metavar="PERCENT",
                         help="a causal LM's budget: held-out perplexity increase over the float model, in percent "
                              f"(default {DEFAULT_POLICY.max_ppl_increase_percent:g})")
-    from mobilize.tune.routes import runtimes as searched
+    from mobilize.tune.routes import default_runtimes, runtimes as searched
 
     p.add_argument("--runtimes", help=f"comma-separated: {', '.join(searched())} (every engine that declares a "
-                                      "tune route; default: onnxruntime); for a causal LM, the engines whose decoder "
+                                      f"tune route; default: {', '.join(default_runtimes())}); for a causal LM, the engines whose decoder "
                                       "files are searched (default: all)")
     p.add_argument("--time-budget", metavar="T", help="stop searching after T (e.g. 90s, 10m); the best so far wins")
     p.add_argument("--samples", type=int, default=200, help="evaluation samples (default: 200)")
@@ -123,7 +123,10 @@ def run(args: argparse.Namespace) -> int:
     if budget_s is not None:
         check_positive(budget_s, "--time-budget", " seconds")
     check_at_least(args.samples, 1, "--samples")
-    runtimes = [r.strip() for r in (args.runtimes or "onnxruntime").split(",") if r.strip()]
+    from mobilize.tune.routes import default_runtimes
+
+    given = ",".join(default_runtimes()) if args.runtimes is None else args.runtimes
+    runtimes = [r.strip() for r in given.split(",") if r.strip()]
     if not runtimes:
         from mobilize.tune.routes import runtimes as searched
 

@@ -53,7 +53,7 @@ class Backend:
     terminal and from a failure's log tail; see :mod:`mobilize.core.noise`)."""
     tune: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Runtime -> ``module:ROUTE``, a :class:`mobilize.core.tune_route.TuneRoute`: how ``mobilize tune`` searches
-    this engine (its starting recipes, fp32 twin, what shares a build, how it explains a slow int8 file)."""
+    this engine (its starting recipes, fp32 twin, what shares a build, how it keeps lossy layers in float)."""
     native: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Format -> ``module:RUNNER``, a :class:`mobilize.core.native_runner.NativeRunner`: the C++ benchmark and app
     template that run this format outside Python (their sources live in the engine's folder)."""
@@ -77,6 +77,22 @@ class Backend:
     tools: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Other entry points a command asks for by name (``details`` for the native runner, ``from_log`` for
     ``bench --from-log``) -> ``module:attribute``."""
+    packages: tuple[str, ...] = ()
+    """The Python packages (import names) whose presence and version decide what this engine builds and how fast it
+    runs: their versions go into every sweep fingerprint and the arm64 root's report, and their frames count as
+    library code in a traceback."""
+    why_slow: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Format -> ``module:function(fp32_path, int8_path, inputs, runs) -> Diagnosis``
+    (:class:`mobilize.profile.diagnosis.Diagnosis`): why an int8 file of this format is no faster than its fp32
+    twin (tune asks it for every route whose int8 candidate lost)."""
+    dynamic_int8: tuple[Mapping[str, Any], ...] = ()
+    """Plan variants (as a plan file writes them) with int8 weights and activations quantized at run time: what a
+    plan fitted to a Linear / attention model adds for this engine."""
+    host_only: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Format -> why its files never run in the arm64 root (an Android-only format checked on a host interpreter)."""
+    contract: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Runtime -> the key of this engine's exporter whose file the runtime's contract test runs (the tests export
+    their tiny model with it); a runtime with none is tested on the shared fixture's file of one of its formats."""
 
     def load(self, entry: str) -> Any:
         """Import ``module:attribute`` (or a whole ``module``) from this backend's folder."""
@@ -179,11 +195,53 @@ def tool(backend: str, name: str) -> Any:
     return BACKENDS.get(backend).entry("tools", name)
 
 
+def why_slow_for(fmt: str) -> Callable[..., Any] | None:
+    """The analysis that explains an int8 file of format ``fmt`` no faster than its fp32 twin, if its engine has one."""
+    backend = backend_for_format(fmt)
+    return backend.entry("why_slow", str(fmt)) if backend else None
+
+
+def engine_packages() -> tuple[str, ...]:
+    """Every engine's :attr:`Backend.packages`, in the registry's order, each once."""
+    return tuple(dict.fromkeys(p for b in all_backends() for p in b.packages))
+
+
+def profiled_every_file(fmt: str) -> bool:
+    """Whether a file of ``fmt`` gets its time split (inside / outside the delegate) in every optimize and compare."""
+    backend = backend_for_format(fmt)
+    return backend is not None and str(fmt) in backend.compare_profile
+
+
+def host_only(fmt: str) -> str | None:
+    """Why files of ``fmt`` never run in the arm64 root; None when they do."""
+    backend = backend_for_format(fmt)
+    return backend.host_only.get(str(fmt)) if backend else None
+
+
 def _index(field: str) -> Callable[[], dict[str, str]]:
     return lambda: {key: f"mobilize.backends.{b.name}.{entry}" for key, (b, entry) in entries(field).items()}
 
 
+def _adopt_runtime(name: str, cls: Any) -> Any:
+    """A runtime's ``name`` and ``formats`` are its descriptor's: filled in where the class leaves them out, and a
+    one-line InternalError where the class says otherwise."""
+    backend = backend_for_runtime(name)
+    own = tuple(f for f, runtime in backend.formats.items() if runtime == name)
+    if "name" not in vars(cls):
+        cls.name = name
+    elif cls.name != name:
+        raise InternalError(f"runtime '{name}' of backend '{backend.name}' names itself '{cls.name}' "
+                            f"({cls.__module__}.{cls.__qualname__}): drop its name, the descriptor gives it")
+    if "formats" not in vars(cls):
+        cls.formats = own
+    elif set(own) - set(cls.formats):
+        raise InternalError(f"runtime '{name}' of backend '{backend.name}' runs {list(cls.formats)}, not the "
+                            f"format(s) {sorted(set(own) - set(cls.formats))} its descriptor defaults to it: "
+                            f"drop its formats, the descriptor gives them")
+    return cls
+
+
 EXPORTERS: Registry = Registry("exporter", index=_index("exporters"))
 """Exporters: module -> Artifact, one per format, each inside its backend's folder (a view over the descriptors)."""
-RUNTIMES: Registry = Registry("runtime", index=_index("runtimes"))
+RUNTIMES: Registry = Registry("runtime", index=_index("runtimes"), adopt=_adopt_runtime)
 """Runtimes: Artifact (or eager module) -> Session, each inside its backend's folder (a view over the descriptors)."""

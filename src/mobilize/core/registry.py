@@ -49,7 +49,7 @@ def did_you_mean(name: str, choices: Sequence[str], what: str | None = "choose o
 
 class Registry(Generic[T]):
     def __init__(self, kind: str, package: str | None = None, index: Callable[[], Mapping[str, str]] | None = None,
-                 folders_only: bool = False, shared: tuple[str, ...] = ()):
+                 folders_only: bool = False, shared: tuple[str, ...] = (), adopt: Callable[[str, T], T] | None = None):
         self.kind = kind
         self.package = package
         self.folders_only = folders_only
@@ -58,6 +58,9 @@ class Registry(Generic[T]):
         """Modules of the package that are shared code its plugins use, not plugins."""
         self.index = index
         """name -> ``package.module:Attribute`` (a view over other registries' descriptors)."""
+        self.adopt = adopt
+        """Called once with (name, object) when an indexed entry is first loaded: fills in or checks what the
+        descriptor already says (a runtime's name and formats)."""
         self._entries: dict[str, T] = {}
 
     def register(self, name: str) -> Callable[[T], T]:
@@ -88,7 +91,8 @@ class Registry(Generic[T]):
             index = self.index() if self.index is not None else {}
             if name in index:
                 module_name, _, attr = index[name].partition(":")
-                self._entries[name] = getattr(importlib.import_module(module_name), attr)
+                found = getattr(importlib.import_module(module_name), attr)
+                self._entries[name] = self.adopt(name, found) if self.adopt else found
             elif self.package is not None and name in self.names():
                 importlib.import_module(f"{self.package}.{name}")
             if name not in self._entries:

@@ -4,8 +4,8 @@ name.  A new engine that declares a route is searched with no edit in ``tune/``.
 
     >>> route = TuneRoute("demo", starts=(Start("demo-fp32", recipe="demo-fp32"),
     ...                                   Start("demo-int8", recipe="demo-int8", prune=False)), fp32_twin="demo-fp32")
-    >>> [s.name for s in route.int8_starts()], route.exclusion, route.diagnosis
-    (['demo-int8'], <Exclusion.NONE: ''>, <WhySlow.NONE: ''>)
+    >>> [s.name for s in route.int8_starts()], route.exclusion
+    (['demo-int8'], <Exclusion.NONE: ''>)
 """
 
 from __future__ import annotations
@@ -26,17 +26,6 @@ class Exclusion(enum.StrEnum):
     MODULES = "modules"
     """Localise the drift on the model's quantized graph, then keep the worst layers' modules in float (the
     export step's ``exclude``)."""
-
-
-class WhySlow(enum.StrEnum):
-    """Which "why is int8 not faster" analysis answers for an int8 file no faster than its fp32 twin."""
-
-    NONE = ""
-    """No per-op profile to compare: no diagnosis."""
-    OPERATORS = "operators"
-    """Per-op-type times of both files under the runtime's profiler, and the unfused quantize/dequantize nodes."""
-    DELEGATE = "delegate"
-    """Per-op times inside and outside the delegate: ops that fell out of it in int8, conversions, layout copies."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,8 +62,8 @@ class TuneRoute:
     exporting the model again."""
     exclusion: Exclusion = Exclusion.NONE
     """How an int8 candidate over budget keeps its worst layers in float."""
-    diagnosis: WhySlow = WhySlow.NONE
-    """Which why-not-faster analysis explains an int8 file no faster than its fp32 twin."""
+    default: bool = False
+    """Searched when the user names no runtimes (``tune`` without ``--runtimes``)."""
     stock_reduce_range: bool = False
     """Where the target makes mobilize turn ``reduce_range`` on for static int8, tune also measures the stock
     default (off) beside it."""

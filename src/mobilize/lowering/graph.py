@@ -37,5 +37,8 @@ def frame_location(text: str) -> dict[str, Any] | None:
 
 
 def _is_library_file(file: str) -> bool:
+    """A frame of torch or of an engine's own packages (``Backend.packages``), installed in site-packages."""
+    from mobilize.core.backend import engine_packages
+
     parts = Path(file).parts
-    return any(p in ("torch", "torchao", "executorch") for p in parts) and "site-packages" in parts
+    return "site-packages" in parts and bool({"torch", *engine_packages()} & set(parts))

@@ -17,12 +17,14 @@ from typing import Any, Mapping
 
 from mobilize.plans.plan import Plan, Variant
 
-DYNAMIC_VARIANTS = (
-    {"name": "executorch-int8-dynamic", "exports": [{"executorch": {"quantize": "int8_dynamic", "per_channel": True}}]},
-    {"name": "onnx-dynamic", "recipe": "onnx-dynamic"},
-)
-"""int8 weights with activations quantized at run time: what Linear / attention models (text, audio) quantize
-with; on conv nets it is usually slower than float."""
+
+
+def dynamic_variants() -> list[dict[str, Any]]:
+    """int8 weights with activations quantized at run time, as each engine declares them (``Backend.dynamic_int8``):
+    what Linear / attention models (text, audio) quantize with; on conv nets it is usually slower than float."""
+    from mobilize.core.backend import all_backends
+
+    return [dict(v) for b in all_backends() for v in b.dynamic_int8]
 
 
 def layer_counts(module: Any) -> dict[str, int]:
@@ -55,7 +57,7 @@ def fit_plan(plan: Plan, facts: Mapping[str, Any]) -> tuple[Plan, list[tuple[str
     matmul_model = (layers.get("linear", 0) + layers.get("attention", 0)) > 0 and layers.get("conv", 0) == 0
     names = {v.name for v in kept}
     if matmul_model:
-        kept += [Variant.from_dict(d) for d in DYNAMIC_VARIANTS if d["name"] not in names]
+        kept += [Variant.from_dict(d) for d in dynamic_variants() if d["name"] not in names]
     return Plan(plan.name, tuple(kept), plan.description, plan.reference if plan.reference in
                 {v.name for v in kept} else None), left_out
 
@@ -64,7 +66,7 @@ def with_fitted_additions(plan: Plan) -> Plan:
     """``plan`` with every variant fitting may add (dynamic int8), for ``--variant`` to pick from: a variant the
     fitted plan would run is never refused by name."""
     names = {v.name for v in plan.variants}
-    extra = tuple(Variant.from_dict(d) for d in DYNAMIC_VARIANTS if d["name"] not in names)
+    extra = tuple(Variant.from_dict(d) for d in dynamic_variants() if d["name"] not in names)
     return Plan(plan.name, plan.variants + extra, plan.description, plan.reference)
 
 

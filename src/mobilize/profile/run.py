@@ -1,4 +1,4 @@
-"""``profile_file``: the time-weighted profile of any profilable file (``.pte``/``.bpte``, ``.onnx``).
+"""``profile_file``: the time-weighted profile of any file whose engine has a profiler (``Backend.profilers``).
 """
 
 from __future__ import annotations
@@ -8,6 +8,15 @@ from typing import Any, Sequence
 
 from mobilize.profile.core import TimeProfile
 
+
+def _profilable_suffixes() -> str:
+    """``.pte, .bpte or .onnx``: the suffixes of every format an engine profiles."""
+    from mobilize.backends import profilable_formats, suffixes
+
+    found = [s for s, fmt in suffixes().items() if fmt in profilable_formats()]
+    return ", ".join(found[:-1]) + f" or {found[-1]}" if len(found) > 1 else "".join(found)
+
+
 def check_profilable(path: str | Path) -> str:
     """The file's format name when it can be profiled; a one-line ConfigError otherwise."""
     from mobilize.core.artifact import format_for_path
@@ -15,13 +24,13 @@ def check_profilable(path: str | Path) -> str:
 
     if not Path(path).is_file():
         raise ConfigError(f"--profile needs an artifact file, not '{path}'",
-                          hint="give a .pte, .bpte or .onnx file (mobilize optimize writes one)")
+                          hint=f"give a {_profilable_suffixes()} file (mobilize optimize writes one)")
     from mobilize.backends import profilable_formats
 
     fmt = str(format_for_path(path))
     if fmt not in profilable_formats():
         raise ConfigError(f"no per-op profiler for {fmt} files ({path})",
-                          hint="profiles come from ETDump (.pte, .bpte) and the ONNX Runtime profiler (.onnx)")
+                          hint=f"the engines here profile {_profilable_suffixes()} files")
     return fmt
 
 
@@ -47,14 +56,18 @@ def _example_inputs(path: str | Path, seed: int) -> list:
 
 def time_notes(path: str | Path, inputs: Sequence[Any] | None = None, threads: int = 1,
                details: dict[str, Any] | None = None, runs: int | None = None) -> list[str]:
-    """The notes that weigh an ExecuTorch file's ops by time (ETDump, cheap enough for every optimize and compare):
-    the WARNING when a few ops outside the delegate dominate, else where the time goes.  Any other file gets one
-    line saying that the op count alone does not show time.  ``details`` receives the profile's JSON."""
+    """The notes that weigh a file's ops by time where its engine profiles every file (``Backend.compare_profile``:
+    ExecuTorch's ETDump, cheap enough for every optimize and compare): the WARNING when a few ops outside the
+    delegate dominate, else where the time goes.  Any other file gets one line saying that the op count alone does
+    not show time.  ``details`` receives the profile's JSON."""
+    from mobilize.core.artifact import format_for_path
+    from mobilize.core.backend import profiled_every_file
     from mobilize.core.errors import MobilizeError
 
-    if Path(path).suffix not in (".pte", ".bpte"):
+    if not profiled_every_file(format_for_path(path)):
         return [f"time profile: not taken for {Path(path).name}; an op count alone does not show where the time "
-                f"goes (`mobilize bench {Path(path).name} --profile` weighs .pte and .onnx ops by time)"]
+                f"goes (`mobilize bench {Path(path).name} --profile` weighs the ops of {_profilable_suffixes()} "
+                f"files by time)"]
     try:
         profile = profile_file(path, inputs, threads=threads, runs=runs, warmup=None if runs is None else 1)
     except (MobilizeError, RuntimeError, OSError) as exc:

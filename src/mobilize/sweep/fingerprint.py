@@ -16,18 +16,22 @@ import json
 import platform
 from typing import Any
 
-VERSIONED = ("mobilize", "torch", "numpy", "onnxruntime", "onnx", "executorch", "torchao")
-"""Packages whose version changes what a compare builds or how fast it runs."""
+BASE_VERSIONED = ("mobilize", "torch", "numpy")
+"""Beside every engine's declared packages (``Backend.packages``): what a compare builds or how fast it runs
+depends on these versions."""
 
 
 def package_versions() -> dict[str, str | None]:
     """Installed versions of the packages that decide a result (None: not installed)."""
     from importlib import metadata
 
+    from mobilize.core.backend import engine_packages
+    from mobilize.core.packages import pip_name
+
     versions: dict[str, str | None] = {"python": platform.python_version()}
-    for name in VERSIONED:
+    for name in (*BASE_VERSIONED, *engine_packages()):
         try:
-            versions[name] = metadata.version(name)
+            versions[name] = metadata.version(pip_name(name))
         except metadata.PackageNotFoundError:
             versions[name] = None
     return versions

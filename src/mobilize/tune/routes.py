@@ -3,8 +3,8 @@
 
     >>> sorted(runtimes())
     ['executorch', 'litert', 'onnxruntime']
-    >>> route("onnxruntime").fp32_twin
-    'onnx-fp32'
+    >>> route("onnxruntime").fp32_twin, default_runtimes()
+    ('onnx-fp32', ('onnxruntime',))
 """
 
 from __future__ import annotations
@@ -17,6 +17,11 @@ from mobilize.core.tune_route import TuneRoute
 def runtimes() -> list[str]:
     """Every runtime with a tune route, in the registry's order."""
     return list(entries("tune"))
+
+
+def default_runtimes() -> tuple[str, ...]:
+    """The runtimes tune searches when none are named: the routes that say so (``TuneRoute.default``)."""
+    return tuple(name for name in runtimes() if route(name).default)
 
 
 def route(runtime: str) -> TuneRoute:

@@ -53,7 +53,7 @@ class _Clock:
 
 
 def tune(module: Any, input_specs: Sequence[Any], *, data: str, calibration: str | None = None,
-         policy: Policy = DEFAULT_POLICY, runtimes: Sequence[str] = ("onnxruntime",), out_dir: Any = "out",
+         policy: Policy = DEFAULT_POLICY, runtimes: Sequence[str] | None = None, out_dir: Any = "out",
          stem: str = "model", time_budget_s: float | None = None, eval_samples: int = EVAL_SAMPLES,
          calibration_samples: int = 100, max_exclusions: int = MAX_EXCLUSIONS, rounds: int = ROUNDS,
          iterations: int = ITERATIONS, echo: Callable[[str], None] = lambda _text: None, target: str = "host",
@@ -61,6 +61,7 @@ def tune(module: Any, input_specs: Sequence[Any], *, data: str, calibration: str
          metric: str | None = None) -> TuneResult:
     """Search recipes for the fastest artifact within ``policy``'s budget; write it, its recipe and a report.
 
+    ``runtimes``: the engines' runtimes searched (None: the routes that are searched by default).
     ``data`` gives the (labelled, if possible) samples every candidate is judged on; ``calibration``
     the samples int8 ranges are calibrated on (default: ``data``), and the labelled samples a pruned
     candidate's distilled fine-tune trains on.  ``prune``: fractions of the MACs structured pruning removes, one
@@ -69,7 +70,9 @@ def tune(module: Any, input_specs: Sequence[Any], *, data: str, calibration: str
     threads and state the best count.  ``task``/``metric``: the measure the budget is judged on
     (:mod:`mobilize.accuracy.tasks`; None: guessed from the float model's outputs)."""
     from mobilize.core.noise import into_log
+    from mobilize.tune.routes import default_runtimes
 
+    runtimes = default_runtimes() if runtimes is None else runtimes
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     log = out / "logs" / "tune.log"

@@ -15,6 +15,7 @@ BACKENDS.register("executorch")(Backend(
     lint_targets={"xnnpack": "lint_probe"},
     profilers={"executorch": "profiler:profile_pte"},
     drift={"executorch": "drift"},
+    why_slow={"executorch": "why_slow:why_not_faster"},
     noise=("threadpool.cpp", "Failed to load /", "KernelPreference",
            "[method.cpp:", "No temp allocator provided"),  # what a failed run logs, the runtime's checks say in the error itself
     tune={"executorch": "tune_route:ROUTE"},
@@ -23,4 +24,7 @@ BACKENDS.register("executorch")(Backend(
     compare_profile=("executorch",),
     conv_fused_activations=("relu", "relu6", "hardtanh"),  # XNNPACK folds output clamps only
     delegate_hint="the delegation report gives its source line",
+    packages=("executorch", "torchao"),
+    dynamic_int8=({"name": "executorch-int8-dynamic",
+                   "exports": [{"executorch": {"quantize": "int8_dynamic", "per_channel": True}}]},),
 ))

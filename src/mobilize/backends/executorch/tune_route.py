@@ -8,12 +8,11 @@ delegate.
 
 from __future__ import annotations
 
-from mobilize.core.tune_route import Exclusion, Start, TuneRoute, WhySlow
+from mobilize.core.tune_route import Exclusion, Start, TuneRoute
 
 ROUTE = TuneRoute(
     runtime="executorch",
     starts=(Start("executorch-fp32", recipe="executorch-fp32"), Start("executorch-int8", recipe="executorch-int8")),
     fp32_twin="executorch-fp32",
     exclusion=Exclusion.MODULES,
-    diagnosis=WhySlow.DELEGATE,
 )

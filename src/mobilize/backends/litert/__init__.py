@@ -14,4 +14,5 @@ BACKENDS.register("litert")(Backend(
     tune={"litert": "tune_route:ROUTE"},
     decoders={"litert-fp32": "decoder:FP32", "litert-int4": "decoder:INT4"},
     noise=("Created TensorFlow Lite XNNPACK delegate", "node(s) with delegate", "INFO: "),
+    packages=("ai_edge_litert", "litert_torch"),
 ))

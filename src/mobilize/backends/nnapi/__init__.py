@@ -13,4 +13,6 @@ BACKENDS.register("nnapi")(Backend(
     complete={"nnapi": "complete:check_archive"},
     lint_targets={"nnapi": "lint_probe"},
     tools={"from_log": "adb:report_from_log", "format_log_report": "adb:format_report"},
+    host_only={"nnapi": "NNAPI runs on Android only: its numbers are checked on the host interpreter, not on arm64"},
+    contract={"nnapi_host": "nnapi"},
 ))

@@ -152,9 +152,8 @@ def _time(value: Any, what: str, zero: bool = True) -> float:
 
 def report_from_log(log: str | Path, *, model: str | None, threads: int | None, warmup: int, iterations: int,
                     bundled_input: int | None) -> dict[str, Any]:
-    """The bench JSON (the keys ``mobilize bench --json`` writes) for one device run; what the log does not
-    say is None, with a note."""
-    from mobilize.report.bench_report import BenchReport
+    """The fields of the bench report (:class:`mobilize.report.bench_report.BenchReport`, which ``bench --from-log``
+    writes) for one device run; what the log does not say is None, with a note."""
     from mobilize.core.artifact import Artifact
     from mobilize.bench.stats import BenchStats
 
@@ -177,13 +176,12 @@ def report_from_log(log: str | Path, *, model: str | None, threads: int | None, 
     if model and Path(model).is_file():
         art = Artifact.from_file(model)
         fmt, size = str(art.format), art.size_bytes
-    return BenchReport(
+    return dict(
         model=model or str(log), format=fmt, runtime="speed_benchmark_torch (device)", threads=threads, warmup=warmup,
         iterations=stats["iterations"], size_bytes=size,
         input_source=f"bundled:{bundled_input}" if bundled_input is not None else "as given on the device",
         input_specs=[], notes=notes, stats=stats,
-        sections={"log": str(log), "speed_benchmark_torch": {"us_per_iter": us, "iters_per_s": per_s}},
-    ).to_json()
+        sections={"log": str(log), "speed_benchmark_torch": {"us_per_iter": us, "iters_per_s": per_s}})
 
 
 def format_report(r: dict[str, Any]) -> str:

@@ -14,10 +14,13 @@ BACKENDS.register("onnxruntime")(Backend(
     lint_targets={"onnxruntime": "lint_probe"},
     profilers={"onnx": "profiler:profile_onnx"},
     drift={"onnx": "drift"},
+    why_slow={"onnx": "why_slow:why_not_faster"},
     tune={"onnxruntime": "tune_route:ROUTE"},
     file_plans={"onnx": "onnx-file"},
     decoders={"onnx-fp32": "decoder:FP32", "onnx-int4": "decoder:INT4"},
     conv_fused_activations=("relu", "relu6", "hardtanh", "sigmoid", "tanh", "leaky_relu", "hardsigmoid"),
     noise=("[E:onnxruntime:", "[W:onnxruntime:"),  # a failed session's reason also reaches its exception
     tools={"lint_timing": "lint_timing:measure_time", "bind_inputs": "bound:bind_inputs"},
+    packages=("onnxruntime", "onnx", "onnxscript"),
+    dynamic_int8=({"name": "onnx-dynamic", "recipe": "onnx-dynamic"},),
 ))

@@ -8,7 +8,7 @@ calibration, each quantizing the fp32 file built once; per-node exclusion; the o
 
 from __future__ import annotations
 
-from mobilize.core.tune_route import Exclusion, Start, TuneRoute, WhySlow
+from mobilize.core.tune_route import Exclusion, Start, TuneRoute
 
 CALIBRATIONS = ("minmax", "entropy", "percentile")
 PRUNED = ("minmax",)
@@ -23,6 +23,6 @@ ROUTE = TuneRoute(
     fp32_twin="onnx-fp32",
     int8_from_fp32_file=True,
     exclusion=Exclusion.NODES,
-    diagnosis=WhySlow.OPERATORS,
     stock_reduce_range=True,
+    default=True,  # the quickest search that gains on the most CPUs: static int8 runs on VNNI and non-VNNI x86 alike
 )

@@ -12,4 +12,5 @@ BACKENDS.register("openvino")(Backend(
     side_files={"openvino": (".bin",)},
     exporters={"openvino": "exporter:OpenVinoExporter"},
     runtimes={"openvino": "runtime:OpenVinoSession"},
+    packages=("openvino", "nncf"),
 ))

@@ -128,7 +128,7 @@ def main() -> None:
     from mobilize.bench.rounds import schedule
     from mobilize.core.backend import BACKENDS
     from mobilize.core.target import host_cpu
-    from mobilize.generation.checks import file_bytes
+    from mobilize.compare.decoder_worker import file_bytes
     from mobilize.generation.model import causal_lm
     from mobilize.sources.reference import ModelRef
 

@@ -42,7 +42,7 @@ def tiny_llama(tmp_path_factory):
 def decoder_file(tiny_llama, tmp_path_factory) -> Callable[[str], tuple[Any, Any]]:
     """name -> (variant, built path); the variant is skipped, with its reason, where it cannot run here."""
     from mobilize.generation.plan import generation_variants
-    from mobilize.generation.run import unavailable
+    from mobilize.generation.plan import unavailable
 
     built: dict[str, tuple[Any, Any]] = {}
 

@@ -72,8 +72,8 @@ GROUPED = [v.name for v in generation_variants() if v.groups]
 
 @pytest.mark.parametrize("name", GROUPED)
 def test_a_variant_builds_each_group_it_offers(name, decoder_file, tiny_llama):
-    from mobilize.generation.checks import file_bytes
-    from mobilize.generation.tune import ladder_groups, linear_in_features
+    from mobilize.compare.decoder_worker import file_bytes
+    from mobilize.tune.decoder import ladder_groups, linear_in_features
 
     variant, stock = decoder_file(name)
     fitting = ladder_groups(variant.groups, linear_in_features(tiny_llama), variant.groups_pad)

@@ -9,8 +9,7 @@ import json
 import pytest
 
 from mobilize.core.outcome import Outcome
-from mobilize.generation import tune as gtune
-from mobilize.generation.config import GenerationConfig
+from mobilize.tune import decoder as gtune
 from mobilize.generation.plan import generation_variants, split_group
 from tests.conftest import assert_one_line_error
 
@@ -37,29 +36,34 @@ def test_every_int4_variant_offers_groups_and_the_ladder_skips_those_that_do_not
 def test_the_ladder_stops_at_the_first_group_within_the_budget(monkeypatch, tmp_path):
     """Planted verdicts: g128 and g64 over the budget, g32 within: g16 is never built, and the report says why each
     step went on or stopped."""
-    import mobilize.generation.model as gmodel
-    import mobilize.generation.run as grun
+    import importlib
+
+    cvariants = importlib.import_module("mobilize.compare.variants")
+    from mobilize.report.results import TokenFigures
 
     built: list[str] = []
 
-    def fake_check(v, r, model, cfg, threads, out):
-        built.append(v.name)
-        r.outcome = Outcome.OVER_BUDGET if v.group >= 64 else Outcome.OK
-        r.verdict = {"numbers": {"ppl_increase_percent": 9.0 if v.group >= 64 else 1.0}}
+    def fake_check(run, step):
+        built.append(step.name)
+        r = run.results[step.name]
+        r.outcome = Outcome.OVER_BUDGET if step.variant.group >= 64 else Outcome.OK
+        r.tokens = TokenFigures("onnxruntime", "int4", "", ppl_increase_percent=9.0 if step.variant.group >= 64 else 1.0)
 
-    class Model:
-        folder = tmp_path
+    class Run:
+        workdir = tmp_path
+        reference = type("Ref", (), {"warning": None})()
+        variants: list = []
+        results: dict = {}
+        workers: dict = {}
 
-    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 256, "intermediate_size": 704}))
-    monkeypatch.setattr(gmodel, "prepare", lambda ref, work, cfg: Model())
-    monkeypatch.setattr(grun, "build_and_check", fake_check)
-    monkeypatch.setattr(grun, "report_of", lambda state: {"variants": []})
-    report = gtune.tune_generation(GenerationConfig(variants=("onnx-int4",), out_dir=str(tmp_path / "o"),
-                                                    timed=False), ref=None)
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text(json.dumps({"hidden_size": 256, "intermediate_size": 704}))
+    monkeypatch.setattr(cvariants, "check_one", fake_check)
+    climb = gtune.Climb(generation_variants(["onnx-int4"]), None)
+    climb(Run())
     assert built == ["onnx-int4@g128", "onnx-int4@g64", "onnx-int4@g32"]  # MatMulNBits pads a partial block
-    steps = report["tune"]["steps"]
-    assert [s["stop"] for s in steps] == ["OVER_BUDGET: next, group 64", "OVER_BUDGET: next, group 32",
-                                          "within the budget"]
+    assert [s["stop"] for s in climb.steps] == ["OVER_BUDGET: next, group 64", "OVER_BUDGET: next, group 32",
+                                                "within the budget"]
 
 
 def test_tune_picks_a_decoder_file_within_the_budget(run_cli_process, tmp_path):
@@ -103,5 +107,5 @@ def test_tune_on_a_random_init_decoder_says_no_budget_means_anything(run_cli_pro
     out = tmp_path / "tune"
     code, _, err = run_cli_process("tune", tmp_path / "lm", "--runtimes", "onnxruntime", "-o", out)
     assert code == 2 and "near uniform" in err, err[-2000:]
-    steps = json.loads((out / "tune-report.json").read_text())["tune"]["steps"]
-    assert [s["name"] for s in steps] == ["onnx-fp32", "onnx-int4@g128"]  # a finer group cannot judge it either
+    tune = json.loads((out / "tune-report.json").read_text())["tune"]
+    assert tune["steps"] == [] and "VACUOUS" in tune["stopped"]  # refused before any file is built

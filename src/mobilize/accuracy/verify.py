@@ -298,13 +298,22 @@ class Assessment:
 def assess(c: Comparison, kind: Kind | str, policy: Policy = DEFAULT_POLICY, *,
            reference_correct: Sequence[bool] | None = None, fidelity: Verdict | None = None,
            reference_warning: str | None = None) -> Assessment:
-    """The one way a candidate's outputs become its verdict (compare, tune and the arm64 check all call it):
+    """The one way a candidate's outputs become its verdict (compare, tune and the arm64 check all call it, for
+    every task; a decoder's :class:`~mobilize.accuracy.decoder_verdict.TokenComparison` is judged by its own two
+    halves, :mod:`mobilize.accuracy.decoder_verdict`):
     broken or working (:func:`judge`), then the budget - the task's own measure when ``c`` carries one or the
     model is not a classifier (:func:`judge_task`), else the top-1 drop against ``reference_correct`` (the float
     model's per-sample correctness on the same labelled samples) or, unlabelled, the mean cosine
     (:func:`judge_budget`) - then the two halves (:func:`against_both`) with the fidelity verdict if there is one."""
     from mobilize.accuracy.stats import mcnemar_p, mean_ci, paired_drop_ci
 
+    if c.task == "generation":  # a decoder's halves: its cache and logits, then perplexity on held-out text
+        from mobilize.accuracy.decoder_verdict import judge_decoder_fidelity, judge_tokens
+
+        built = judge_decoder_fidelity(c, kind, policy)
+        if fidelity is not None and not fidelity.ok:
+            built = fidelity
+        return Assessment(against_both(built, judge_tokens(c, policy), reference_warning))
     verdict = judge(c, kind, policy)
     out = Assessment(verdict)
     if reference_correct is not None and c.correct is not None:

@@ -9,7 +9,6 @@ steps are fed the greedy continuation found on the first run, so every run does 
 from __future__ import annotations
 
 import statistics
-import time
 from mobilize.core.text import a
 from pathlib import Path
 from typing import Any
@@ -44,32 +43,26 @@ def decoder_loader(reference: str) -> tuple[Any, Path, str]:
 
 
 def bench_generation(reference: str, threads: int, prompt_tokens: int, gen_tokens: int, iterations: int,
-                     warmup: int) -> dict[str, Any]:
+                     warmup: int, progress: Any = None) -> dict[str, Any]:
+    """Time a decoder with compare's own round (:func:`mobilize.bench.decoding.decode_round`): the prompt's prefill,
+    then the decode steps, ``warmup`` untimed rounds first.  Runs in a child process (``mobilize bench``): a file
+    that crashes its runtime is then a one-line error, not this process's death."""
     import numpy as np
+
+    from mobilize.bench.decoding import decode_round, greedy
 
     variant, path, how = decoder_loader(reference)
     session = variant.load(path, threads, prompt_tokens + gen_tokens + 1)
     try:
         vocab = int(np.asarray(session.prefill([0])).shape[-1])
         prompt = [int(t) for t in np.random.default_rng(0).integers(0, vocab, size=prompt_tokens)]
-        token = int(np.argmax(session.prefill(prompt)[-1]))
-        fed = [token]
-        for _ in range(gen_tokens - 1):
-            token = int(np.argmax(session.decode(token)))
-            fed.append(token)
+        fed = greedy(session, prompt, gen_tokens)
         prefill_ms, decode_us = [], []
         for run in range(warmup + iterations):
-            t0 = time.perf_counter_ns()
-            session.prefill(prompt)
-            first = time.perf_counter_ns() - t0
-            steps = []
-            for t in fed:
-                t1 = time.perf_counter_ns()
-                session.decode(t)
-                steps.append((time.perf_counter_ns() - t1) / 1e3)
+            first, steps = decode_round(session, prompt, fed, gen_tokens)
             if run >= warmup:
                 prefill_ms.append(first / 1e6)
-                decode_us += steps
+                decode_us += [t / 1e3 for t in steps]
     finally:
         session.close()
     decode_us.sort()

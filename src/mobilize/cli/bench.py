@@ -249,8 +249,11 @@ def _generation(args: argparse.Namespace, reference: str, threads: int | None) -
 
     check_at_least(args.prompt_len, 1, "--prompt-len")
     check_at_least(args.gen_len, 1, "--gen-len")
-    report = bench_generation(reference, threads or default_threads(), args.prompt_len, args.gen_len, args.iter,
-                              args.warmup)
+    from mobilize.pipeline.isolate import run_isolated
+
+    report = run_isolated(bench_generation, reference, threads or default_threads(), args.prompt_len, args.gen_len,
+                          args.iter, args.warmup, what="decoder bench", capture_stderr=True,
+                          crash_hint="is it a decoder file mobilize built (compare --task generation)?")
     for line in lines(report):
         print(line)
     if args.json:

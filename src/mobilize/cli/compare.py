@@ -63,6 +63,10 @@ def add_parser(sub) -> None:
                    help="a causal LM: prompt tokens whose prefill is timed (time to first token; default: 32)")
     p.add_argument("--gen-len", type=int, default=32, metavar="G",
                    help="a causal LM: tokens decoded with the KV cache per timed round (default: 32)")
+    p.add_argument("--eval-len", type=int, default=None, metavar="T",
+                   help="a causal LM: tokens per held-out sequence the perplexity is measured on (default: 128, or the "
+                        "model's context less one where that is shorter); --data FILE.txt (or a folder of .txt) "
+                        "measures it on your own text")
     p.add_argument("--target", default="host", choices=list(TARGETS),
                    help="the device the files are for (decides ONNX reduce_range, the default int8 engine)")
     p.add_argument("--verify-on", choices=["arm64"], metavar="arm64",
@@ -148,7 +152,8 @@ def run(args: argparse.Namespace) -> int:
                            policy=Policy(max_drop_points=args.max_drop, min_cosine=args.min_cosine,
                                          **({} if args.max_ppl_increase is None
                                             else {"max_ppl_increase_percent": args.max_ppl_increase})),
-                           prompt_tokens=args.prompt_len, gen_tokens=args.gen_len, unit=args.unit,
+                           prompt_tokens=args.prompt_len, gen_tokens=args.gen_len, eval_tokens=args.eval_len,
+                           unit=args.unit,
                            bound_args=bound_args_from_args(args), task=task, metric=metric,
                            verify_on=args.verify_on, arm64_cpu=arm64_cpu, frames=frames)
     progress = Progress()
@@ -170,15 +175,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"mobilize: interrupted; {where}", file=sys.stderr)
         return 130
     progress.close()
-    if report.get("task") == "generation":
-        from mobilize.report.generation_terminal import generation_lines
-
-        print("\n".join(generation_lines(report)))
-        for note in report.get("notes", []):
-            print(f"note: {note}")
-        print(f"wrote {Path(args.output) / 'report.json'} and {Path(args.output) / 'report.html'}")
-        _say_logs(Path(args.output))
-        return 0
     print(format_table(report))
     print()
     for line in summary_lines(report):

@@ -29,7 +29,7 @@ def add_task_flags(p: argparse.ArgumentParser, *, metric: bool = True) -> None:
     """``--task`` and ``--metric``: which measure the accuracy budget is judged on."""
     from mobilize.accuracy.tasks import Task
 
-    p.add_argument("--task", choices=[str(t) for t in Task] + ["generation"], default=None,
+    p.add_argument("--task", choices=[str(t) for t in Task], default=None,
                    help="the model's task, which decides the accuracy measure: classification (top-1), embedding "
                         "(cosine, neighbour recall), detection (boxes matched at IoU 0.5), segmentation (mask IoU), "
                         "sequence (CTC greedy decode), raw (SQNR/cosine), generation (a causal LM: decoder files with "

@@ -144,18 +144,17 @@ def verdict_text(v: dict | None) -> str:
 def _optimize_decoder(args: argparse.Namespace) -> int:
     """A causal LM: --recipe names one decoder variant (``executorch-8da4w``, ``onnx-int4`` ...), built with its
     engine's tool and judged token by token like compare does, without the timed rounds."""
+    from mobilize.api import compare
     from mobilize.cli.progress import Progress
+    from mobilize.compare.config import CompareConfig
     from mobilize.core.artifact import atomic_write_text
-    from mobilize.generation.config import GenerationConfig
     from mobilize.generation.plan import generation_variants
-    from mobilize.generation.run import compare_generation
-    from mobilize.sources.reference import ModelRef
 
     generation_variants([args.recipe])  # an unknown name is refused before any work, with the variants listed
     progress = Progress()
     try:
-        report = compare_generation(GenerationConfig(model=args.model, out_dir=args.output, variants=(args.recipe,),
-                                                     timed=False), ModelRef.parse(args.model), progress=progress)
+        report = compare(args.model, config=CompareConfig(model=args.model, out_dir=args.output, task="generation",
+                                                          timed=False), variants=[args.recipe], progress=progress)
     finally:
         progress.close()
     [v] = report["variants"]
@@ -166,7 +165,8 @@ def _optimize_decoder(args: argparse.Namespace) -> int:
 
         raise UserError(f"{v['name']}: {v['outcome']}: {why}")
     size = f"{v['size_bytes'] / 1e6:.2f} MB" if v.get("size_bytes") else "-"
-    print(f"{v['path']}  {size}  {v['engine']} {v['weights']}  {v['outcome']}: {why}")
+    tokens = v.get("tokens") or {}
+    print(f"{v['artifact']}  {size}  {tokens.get('engine')} {tokens.get('weights')}  {v['outcome']}: {why}")
     if args.json:
         atomic_write_text(args.json, dumps_measured(report, indent=2, default=str) + "\n")
     return 0

@@ -29,9 +29,9 @@ def run_generation(args: argparse.Namespace) -> int:
     from mobilize.core.backend import entries
     from mobilize.core.checks import check_positive
     from mobilize.core.jsonfile import dumps_measured
-    from mobilize.generation.config import GenerationConfig
-    from mobilize.generation.tune import tune_generation
-    from mobilize.report.generation_html import render_generation_html
+    from mobilize.compare.config import CompareConfig
+    from mobilize.tune.decoder import tune_generation
+    from mobilize.report.html import render_html
     from mobilize.sources.reference import ModelRef
 
     for dest, flag in VISION_ONLY:
@@ -48,13 +48,13 @@ def run_generation(args: argparse.Namespace) -> int:
     for engine in engines:
         if engine not in known:
             raise ConfigError(f"no decoder files for engine '{engine}'", hint=f"choose from: {', '.join(known)}")
-    cfg = GenerationConfig(model=args.model, out_dir=args.output, policy=Policy(max_ppl_increase_percent=budget))
+    cfg = CompareConfig(model=args.model, out_dir=args.output, policy=Policy(max_ppl_increase_percent=budget))
     out = Path(args.output)
     progress = Progress()
 
     def write(report: dict) -> None:
         atomic_write_text(out / "tune-report.json", dumps_measured(report, indent=2, default=str) + "\n")
-        atomic_write_text(out / "tune-report.html", render_generation_html(report))
+        atomic_write_text(out / "tune-report.html", render_html(report))
 
     try:
         report = tune_generation(cfg, ModelRef.parse(args.model), engines, search_s, progress=progress,
@@ -66,7 +66,7 @@ def run_generation(args: argparse.Namespace) -> int:
     if args.json:
         atomic_write_text(args.json, dumps_measured(report, indent=2, default=str) + "\n")
     if not report["tune"]["winner"]:
-        vacuous = any(v["outcome"] == "VACUOUS" for v in report["variants"])
+        vacuous = bool(report["tune"].get("stopped")) or any(v["outcome"] == "VACUOUS" for v in report["variants"])
         why = ("the float model's own next-token predictions are near uniform (VACUOUS: a random-init model?), so "
                "no perplexity budget means anything" if vacuous else "no decoder file meets the budget")
         print(f"mobilize: {why}; see {out / 'tune-report.json'} for every file's verdict", file=sys.stderr)
@@ -76,15 +76,16 @@ def run_generation(args: argparse.Namespace) -> int:
 
 def result_lines(report: dict, model: str, out: Path) -> list[str]:
     """The generation table, the ladder each variant climbed, the pick's reason and the winner."""
-    from mobilize.report.generation_terminal import generation_lines
+    from mobilize.report.terminal import format_table, summary_lines
 
     tune = report["tune"]
-    lines = generation_lines(report) + ["", f"search: {tune['rule']}"]
+    lines = [format_table(report), "", *summary_lines(report), "", f"search: {tune['rule']}"]
     for step in tune["steps"]:
         ppl = step.get("ppl_increase_percent")
         lines.append(f"  {step['name']:<24} {step['outcome']:<12} "
                      f"{'-' if ppl is None else f'{ppl:+.2f}% ppl':<12} {step.get('stop', '')}")
-    lines += [*tune["cut_short"], *(f"note: {n}" for n in report.get("notes", []))]
+    lines += [*tune["cut_short"], *([tune["stopped"]] if tune.get("stopped") else []),
+              *(f"note: {n}" for n in report.get("notes", []))]
     lines.append(f"report: {out / 'tune-report.json'} and {out / 'tune-report.html'}")
     if tune["winner"]:
         lines.append(f"winner: {tune['winner']}  {tune['winner_path']}  (rebuild: mobilize optimize {model} "

@@ -17,6 +17,8 @@ from mobilize.bench.racing import DEFAULT_TIME_BUDGET_S
 
 
 Progress = Callable[[int, int, str], None]
+EVAL_TOKENS = 128
+"""A causal LM's held-out window when ``--eval-len`` is not given (shorter where the model's context is)."""
 """Called with (steps done, steps in total, what is happening now)."""
 
 
@@ -28,6 +30,13 @@ class CompareConfig:
     """A causal LM (``--task generation``): the prompt whose prefill is timed (``--prompt-len``)."""
     gen_tokens: int = 32
     """A causal LM: decode steps timed per round (``--gen-len``)."""
+    eval_sequences: int = 16
+    """A causal LM: held-out sequences the perplexity and agreement are measured on (the interval is over them)."""
+    eval_tokens: int | None = None
+    """A causal LM: tokens per held-out sequence (teacher-forced: one prefill each); ``--eval-len``.  None:
+    ``EVAL_TOKENS``, or the model's context less one where that is shorter."""
+    continuations: int = 4
+    """A causal LM: prompts whose greedy continuation (``gen_tokens`` long) is compared token by token."""
     data: str | None = None
     """Data for accuracy and benchmark inputs (None: a default for the model, else seeded random inputs)."""
     calibration: str | None = None
@@ -70,3 +79,19 @@ class CompareConfig:
     """``arm64``: also check every file on arm64 kernels under QEMU, after the timed rounds (:mod:`mobilize.arm64`)."""
     arm64_cpu: str = "cortex-a76"
     """The QEMU CPU model for ``verify_on`` (its features decide the kernels: fp16, dotprod, i8mm)."""
+    timed: bool = True
+    """False: build and judge every file, no timed rounds (``optimize`` of a causal LM)."""
+
+    @property
+    def max_len(self) -> int:
+        """A causal LM: the cache every decoder file is built for - the longest sequence any measure feeds, plus
+        one."""
+        return max(self.eval_tokens or EVAL_TOKENS, self.prompt_tokens + self.gen_tokens) + 1
+
+    def decoding(self, task_why: str) -> dict:
+        """A causal LM's lengths and text, as every job of its run reads them (``Job.decoding``)."""
+        return {"prompt_tokens": self.prompt_tokens, "gen_tokens": self.gen_tokens,
+                "eval_sequences": self.eval_sequences, "eval_tokens": self.eval_tokens or EVAL_TOKENS,
+                "eval_tokens_given": self.eval_tokens is not None,
+                "continuations": self.continuations, "max_len": self.max_len, "text": self.data,
+                "task_given": self.task == "generation", "task_why": task_why}

@@ -37,7 +37,9 @@ def compare(model: str | None = None, plan: Any = "default", config: Any = None,
     model = model or cfg.model or f"zoo:{DEFAULT_MODEL}"
     ref = ModelRef.parse(model)  # the one parse: the checks and every child get the typed reference
     if wants_generation(cfg.task, ref):
-        return _generation(ref, cfg, plan, variants, progress)
+        meta = {"schema_version": SCHEMA_VERSION, "mobilize_version": mobilize.__version__,
+                "created": datetime.datetime.now().isoformat(timespec="seconds"), "host_cpu": host_cpu().to_json()}
+        return _generation(ref, cfg, plan, variants, progress, meta)
     fit = plan == "default" and not variants  # the built-in default adapts to the model; a named plan runs as given
     _check_numbers(cfg)
     target = Target.parse(cfg.target)
@@ -159,11 +161,13 @@ RUN_FILES = ("report.json", "report.html", "artifacts", "logs")
 
 
 def _generation(ref: ModelRef, cfg: Any, plan: Any, variants: Sequence[str],
-                progress: Callable[[int, int, str], None] | None) -> dict[str, Any]:
-    """A causal LM: every engine's decoder file, timed in tokens and judged token by token
-    (:mod:`mobilize.generation`); reports written as it goes."""
-    from mobilize.generation.config import GenerationConfig
-    from mobilize.generation.run import compare_generation
+                progress: Callable[[int, int, str], None] | None, meta: dict[str, Any]) -> dict[str, Any]:
+    """A causal LM: the generation task through the same run as every task (:class:`~mobilize.compare.plan_run.
+    PlanRun`): every engine's decoder file built, judged token by token and timed in tokens; reports written as it
+    goes."""
+    from mobilize.compare.plan_run import run_plan
+    from mobilize.core.paths import remove_previous
+    from mobilize.generation.plan import decoder_plan
     from mobilize.report.json_report import write_reports
 
     if cfg.frames:
@@ -172,8 +176,50 @@ def _generation(ref: ModelRef, cfg: Any, plan: Any, variants: Sequence[str],
     if plan not in ("default", "generation"):
         raise ConfigError(f"a causal LM runs the generation plan (every engine's decoder files), not '{plan}'",
                           hint="leave --plan out, and pick files with --variant")
+    _check_numbers(cfg)
+    check_decoder_lengths(cfg)
+    decoders, notes = decoder_plan(variants)
+    if not decoders.variants:
+        raise ConfigError("no decoder variant can run here: " + "; ".join(n.removeprefix("plan: left out ")
+                                                                          for n in notes))
     out = check_output_dir(cfg.out_dir)
-    gcfg = GenerationConfig(model=ref.text, out_dir=str(out), variants=tuple(variants), threads=cfg.threads,
-                            prompt_tokens=cfg.prompt_tokens, gen_tokens=cfg.gen_tokens, rounds=cfg.rounds,
-                            time_budget_s=cfg.time_budget_s, timeout_s=cfg.timeout_s, policy=cfg.policy)
-    return compare_generation(gcfg, ref, progress=progress, on_update=lambda report: write_reports(report, out))
+    why = "--task generation" if cfg.task == "generation" else "a causal LM (its config names a causal LM class)"
+    decoding = cfg.decoding(why)  # before task is set below: it says whether --task was given
+    cfg = dataclasses.replace(cfg, model=ref.text, out_dir=str(out), threads=cfg.threads or default_threads(),
+                              unit="token", task="generation", iterations=cfg.gen_tokens * cfg.rounds)
+    meta["notes"] = notes
+    meta["inputs"] = f"text:{cfg.data}" if cfg.data else "held-out text (see generation.held_out)"
+
+    def save(report: dict[str, Any]) -> None:
+        for key, value in meta.items():
+            report.setdefault(key, value)
+        write_reports(report, out)
+
+    removed = remove_previous(out, RUN_FILES)
+    if removed:
+        meta["notes"].append(f"removed the previous run's {', '.join(removed)} from {out} before this run")
+    report = run_plan(cfg, decoders, progress=progress, on_update=save, ref=ref, decoding=decoding)
+    save(report)
+    return report
+
+
+def check_decoder_lengths(cfg: Any) -> None:
+    """A causal LM's lengths, before any work: each at least its least, within the most any model here takes
+    (the model's own context is checked against them as soon as it loads, before any build)."""
+    from mobilize.core.checks import check_at_least
+
+    check_at_least(cfg.prompt_tokens, 1, "--prompt-len")
+    check_at_least(cfg.gen_tokens, 1, "--gen-len")
+    if cfg.eval_tokens is not None:
+        check_at_least(cfg.eval_tokens, 2, "--eval-len")
+    check_at_least(cfg.eval_sequences, 2, "--eval-sequences")
+    for flag, value in (("--prompt-len", cfg.prompt_tokens), ("--gen-len", cfg.gen_tokens),
+                        ("--eval-len", cfg.eval_tokens or 0)):
+        if value > MAX_DECODER_TOKENS:
+            raise ConfigError(f"{flag} {value} is past any context a decoder here is built for "
+                              f"({MAX_DECODER_TOKENS} tokens)", hint=f"give {flag} within the model's context")
+
+
+MAX_DECODER_TOKENS = 32768
+"""The longest sequence a decoder run takes: a flag past it is refused before the model loads (a 100,000-token
+prompt would otherwise hold the reference for minutes before its context is read)."""

@@ -98,11 +98,25 @@ class _Hosted:
         self.unit = TimedUnit(self.session, inputs, job.unit, native, frames=job.frames)
         self.unit.start_frames()
 
+    @property
+    def runtime(self) -> str:
+        return self.session.name
+
     def bench(self, command: Bench) -> Times:
         import torch
 
         torch.backends.quantized.engine = self.engine
         return self.unit.round(command)
+
+
+def hosted_for(job: Job):
+    """What the host holds for one variant: a decoder file in its decoder session (the ``generation`` task), else
+    the variant's module or file in its runtime session."""
+    if job.decoding is not None:
+        from mobilize.compare.decoder_worker import HostedDecoder
+
+        return HostedDecoder(job)
+    return _Hosted(job)
 
 
 def _restore_module_state(module) -> None:
@@ -134,10 +148,10 @@ def serve_host(conn, job: Job, enter: Callable[[str], None]) -> None:
     while True:
         command = conn.recv()
         if isinstance(command, Open):
-            opened = _answer(conn, command.name, "load", lambda: _Hosted(command.job))
+            opened = _answer(conn, command.name, "load", lambda: hosted_for(command.job))
             if opened is not None:
                 hosted[command.name] = opened
-                conn.send(TimerReady(opened.session.name, True, _peak()))
+                conn.send(TimerReady(opened.runtime, True, _peak()))
         elif isinstance(command, Bench):
             one = hosted.get(command.variant)
             times = _answer(conn, command.variant, "bench", lambda: one.bench(command))

@@ -51,6 +51,9 @@ class Job:
     frames: dict[str, Any] | None = None
     """``--frames``: every timed round also runs each file's frame-to-answer loop
     (:class:`mobilize.camera.loop.FrameTiming`'s JSON); None: no frames."""
+    decoding: dict[str, Any] | None = None
+    """A causal decoder's run (the ``generation`` task): its lengths and text (:meth:`mobilize.compare.config.
+    CompareConfig.decoding`); the jobs go to :mod:`mobilize.compare.decoder_worker`.  None for every other task."""
     timing_bundle: str | None = None
     """A ``run`` job of a torch runtime writes here what the shared timing host needs to time the variant
     (:mod:`mobilize.compare.host`): its prepared module (none for a file), input specs, quantized engine and
@@ -85,6 +88,8 @@ class ReferenceDone:
     """Set when the float model's output does not depend on its input: every accuracy verdict is then VACUOUS."""
     task: dict[str, Any] | None = None
     """The model's task as resolved on the float outputs (mobilize.accuracy.tasks.TaskChoice's JSON)."""
+    generation: dict[str, Any] | None = None
+    """A causal decoder's facts (the held-out text, parameters, vocabulary, context, the machine's bandwidth)."""
 
 
 @dataclasses.dataclass
@@ -187,6 +192,9 @@ class Times:
     interface converts; None where the two units are the same call."""
     frame: "FrameRound | None" = None
     """``--frames``: the frame-to-answer loop's round, run right after the others."""
+    prefill_ns: int | None = None
+    """A decoder's round: its prefill of the prompt (the time to the first token), before the decode steps that
+    ``times_ns`` holds (one per token)."""
 
 
 @dataclasses.dataclass

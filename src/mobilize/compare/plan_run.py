@@ -46,7 +46,7 @@ class PlanRun:
     """One compare run: its results, workers and report; ``run`` executes it."""
 
     def __init__(self, cfg: CompareConfig, plan, progress: Progress | None, on_update: Callable[[dict], None] | None,
-                 ref: ModelRef | None = None):
+                 ref: ModelRef | None = None, decoding: dict[str, Any] | None = None):
         self.cfg, self.plan = cfg, plan
         self.ref = ref or ModelRef.parse(cfg.model)
         """The model reference, parsed once; every job carries it typed."""
@@ -88,6 +88,11 @@ class PlanRun:
         self.frame_rounds: dict[str, list] = {}
         self.plain: dict[str, RoundTimes] = {}
         """With ``--frames``: each variant's times on the run's unit (the race ran on its frame-to-answer times)."""
+        self.decoding = decoding
+        """A causal decoder's run (the ``generation`` task): its lengths and text, as every job reads them
+        (:meth:`CompareConfig.decoding`; the reference sets the ones in force); None for every other task."""
+        self.prefill_ms: dict[str, list[float]] = {}
+        """A decoder's time to the first token, per timed round (the prefill before the round's decode steps)."""
 
     # -- bookkeeping ---------------------------------------------------------------------
     def tick(self, text: str, steps: int = 1) -> None:
@@ -113,8 +118,17 @@ class PlanRun:
             "racing": self.race.record.to_json() if self.race else None, "stage_seconds": self.seconds.to_json(),
             "frames": {**self.frames.to_json(), "label": self.frames.label} if self.frames else None,
             "machine_load": self.machine_load.to_json() if self.machine_load else None,
+            "generation": self._generation_facts(),
             "variants": [r.to_json() for r in self.results.values()],
         }
+
+    def _generation_facts(self) -> dict[str, Any] | None:
+        """A decoder run's lengths in force and what the reference found (the held-out text, the model's size and
+        context, the machine's bandwidth)."""
+        if self.decoding is None:
+            return None
+        facts = dict(self.reference.generation or {}) if self.reference else {}
+        return {**facts, **{k: v for k, v in self.decoding.items() if k not in ("task_given", "task_why")}}
 
     def save(self) -> None:
         self.update(self.report())
@@ -143,6 +157,7 @@ class PlanRun:
                    artifact=artifact, trust_pickle=cfg.trust_pickle, metric=cfg.metric,
                    task=self.reference.task["name"] if self.reference and self.reference.task else cfg.task,
                    inputs_path=str(self.workdir / "inputs.npz"), unit=cfg.unit, frames=self._worker_frames(kind),
+                   decoding=self.decoding,
                    timing_bundle=str(self.workdir / f"{variant['name']}-timing.pt") if kind == "run" else None)
 
     def _worker_frames(self, kind: str) -> dict | None:
@@ -156,13 +171,18 @@ class PlanRun:
         return self.frames_for_workers
 
     # -- the run ---------------------------------------------------------------------------
-    def run(self) -> dict[str, Any]:
+    def run(self, variants_stage: Callable[["PlanRun"], None] | None = None) -> dict[str, Any]:
+        """The stages in order; ``variants_stage`` replaces the variants' stage (tune's decoder ladder builds and
+        checks its rungs one at a time, :mod:`mobilize.tune.decoder`)."""
         try:
             run_reference(self)
-            check_variants(self)
+            if self.decoding is not None and self.reference.generation:  # the lengths in force for this model
+                self.decoding = {**self.decoding, **self.reference.generation.get("settings", {})}
+            (variants_stage or check_variants)(self)
             collect_lint(self)
             t0 = time.monotonic()
-            self._rounds()
+            if self.cfg.timed:
+                self._rounds()
             self.seconds.timed_rounds_s = time.monotonic() - t0
             self._finish()
             if self.cfg.verify_on:
@@ -194,7 +214,8 @@ class PlanRun:
         Kept here with the ``schedule`` and ``Race`` it calls: benchmarks/timing_agreement.py replaces ``PlanRun``,
         ``schedule`` and ``Race`` on this module to add its own rounds beside compare's."""
         cfg = self.cfg
-        per_round = max(1, cfg.iterations // cfg.rounds)
+        # a decoder's round is one prefill and the generation's decode steps: its unit is one decoded token
+        per_round = cfg.gen_tokens if self.decoding is not None else max(1, cfg.iterations // cfg.rounds)
 
         def run_round(name: str, n: int):
             w = self.workers[name]
@@ -245,6 +266,8 @@ class PlanRun:
         the figures kept beside it; a variant's first round is its warm-up, whose figures are not kept."""
         warm = name in self.warmed
         self.warmed.add(name)
+        if warm and msg.prefill_ns is not None:
+            self.prefill_ms.setdefault(name, []).append(msg.prefill_ns / 1e6)
         if warm and msg.file_times_ns:
             self.file_times.setdefault(name, []).extend(msg.file_times_ns)
             self.file_round_medians.setdefault(name, []).append(statistics.median(msg.file_times_ns) / 1e6)
@@ -266,6 +289,10 @@ class PlanRun:
         r.latency = {**plain.stats().to_json(), **file_alone(plain.times_ns, self.file_times.get(r.name))}
         r.latency_ms_round_medians = plain.round_medians_ms
         r.round_spread_percent = spread_percent(plain.round_medians_ms)
+        if r.tokens is not None:
+            bandwidth = (self.reference.generation or {}).get("bandwidth") or {}
+            r.tokens = r.tokens.timed(self.prefill_ms.get(r.name, []), r.latency.get("latency_ms_p50"),
+                                      r.latency.get("latency_ms_p90"), bandwidth.get("gb_per_s"), r.size_bytes)
         if self.frames is not None:
             from mobilize.camera.figures import frame_figures
 
@@ -329,8 +356,9 @@ def file_alone(times_ns: list[int], file_times_ns: list[int] | None) -> dict[str
 
 
 def run_plan(cfg: CompareConfig, plan, progress: Progress | None = None,
-             on_update: Callable[[dict], None] | None = None, ref: ModelRef | None = None) -> dict[str, Any]:
-    return PlanRun(cfg, plan, progress, on_update, ref).run()
+             on_update: Callable[[dict], None] | None = None, ref: ModelRef | None = None,
+             decoding: dict[str, Any] | None = None) -> dict[str, Any]:
+    return PlanRun(cfg, plan, progress, on_update, ref, decoding).run()
 
 
 def _fed_unlike_single_calls(job: Any) -> str | None:

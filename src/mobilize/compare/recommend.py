@@ -30,7 +30,11 @@ int8 dot products :attr:`mobilize.core.target.CpuInfo.has_vnni` counts, AMX's in
 UNIT_WHY = {"same-work": "timed on the same work for every file (float input to float answer, each file's own "
                          "conversions inside the timed call)",
             "file": "timed on each file alone (its input already in its own element type and layout; not the same "
-                    "work where files convert differently)"}
+                    "work where files convert differently)",
+            "token": "picked on decode time per token: the same prompt and token ids fed to every file, each with "
+                     "its own KV cache (the prompt's prefill, the time to the first token, timed apart)"}
+UNIT_AT = {"token": lambda ms: f"{ms:.3f} ms/token p50 ({1000.0 / ms:,.0f} tokens/s)"}
+"""How a pick's time reads in its unit (default: ``0.12 ms p50``)."""
 
 
 def pick_scope(cpu: Any) -> dict[str, Any]:
@@ -49,7 +53,7 @@ def recommend(results: list[VariantResult], race: RaceRecord | None, load: Any =
     ``--frames`` (``frame to answer, nv21 1920x1080``): the pick is made on each file's frame-to-answer figures."""
     from mobilize.core.target import host_cpu
 
-    picked = _pick([on_frames(r) for r in results] if frames else results, race, load)
+    picked = _pick([on_frames(r) for r in results] if frames else results, race, load, UNIT_AT.get(unit))
     if picked is None:
         return None
     scope = pick_scope(cpu or host_cpu())
@@ -71,7 +75,8 @@ def on_frames(r: VariantResult) -> VariantResult:
                                latency_ms_round_medians=list(f.get("latency_ms_round_medians") or []))
 
 
-def _pick(results: list[VariantResult], race: RaceRecord | None, load: Any = None) -> dict[str, Any] | None:
+def _pick(results: list[VariantResult], race: RaceRecord | None, load: Any = None,
+          at_text: Any = None) -> dict[str, Any] | None:
     """The race's leader (:mod:`mobilize.bench.racing`), or the OK variant with the lowest geometric mean of its
     round medians when there was no race; the candidates still within noise when the time budget ran out make
     a tie (all named); a separated leader is explained by the last variant it raced itself.  Every ratio and
@@ -87,18 +92,21 @@ def _pick(results: list[VariantResult], race: RaceRecord | None, load: Any = Non
               for n, r in ok.items() if n != best.name}
     budget = (best.verdict or {}).get("reason", "")
     rounds = len(best.latency_ms_round_medians)
-    at = f"{best.latency_ms_p50:.2f} ms p50" if best.latency_ms_p50 else "no p50"
+    at = ((at_text or (lambda ms: f"{ms:.2f} ms p50"))(best.latency_ms_p50) if best.latency_ms_p50 else "no p50")
     raced = f"after {rounds} paired rounds" + (f" ({race.spent()})" if race is not None else "")
     if load is not None and load.busy and not tied and others:
+        rule = "race-busy-machine"
         reason = (f"fastest OK variant at {at} in these rounds, but the machine was busy ({load.text()}): no variant "
                   f"is claimed separated; rerun on a quiet machine [rule race-busy-machine]")
     elif tied:  # judged as the race's last look judged it: at that look's corrected level
+        rule = "race-tie"
         first = ratio_ci(ok[tied[0]].latency_ms_round_medians, best.latency_ms_round_medians, race.last_level)
         reason = (f"fastest OK variant at {at}, but {raced} still within noise of {', '.join(tied)} "
                   f"({best.name} is {first.ratio:.2f}x as fast as {tied[0]}, {level_text(race.last_level)} CI "
                   f"{first.low:.2f}-{first.high:.2f} includes 1, the level of the race's last look): a tie "
                   f"[rule race-tie]")
     elif race is not None and (last := _last_separated(race, best.name)) is not None:
+        rule = "race-separated"
         earlier = [d.name for d in race.dropped if d.rule == "race-separated" and d is not last]
         reason = (f"fastest OK variant at {at}; {last.ratio:.2f}x as fast as {last.name}, the closest variant it "
                   f"raced to the end ({level_text(last.level or 0.95)} CI {last.low:.2f}-{last.high:.2f} at that "
@@ -107,12 +115,13 @@ def _pick(results: list[VariantResult], race: RaceRecord | None, load: Any = Non
             reason += (f"; {len(earlier)} other(s) dropped as slower beyond noise than the leader of their round "
                        f"(report.json racing.dropped)")
     elif others:
+        rule = "race-separated"
         name, ci = min(others.items(), key=lambda kv: kv[1].ratio)
         reason = (f"fastest OK variant at {at}; {ci.ratio:.2f}x as fast as the next, {name} (95% CI "
                   f"{ci.low:.2f}-{ci.high:.2f}, {ci.rounds} paired rounds) [rule race-separated]")
     else:
-        reason = f"the only OK variant timed ({at})"
-    return {"name": best.name, "reason": reason, "tied": tied, "verdict": budget,
+        rule, reason = "race-only-one", f"the only OK variant timed ({at}) [rule race-only-one]"
+    return {"name": best.name, "reason": reason, "rule": rule, "tied": tied, "verdict": budget,
             "busy_machine": bool(load is not None and load.busy),
             "estimator": race.estimator if race is not None else ESTIMATOR}
 

@@ -15,7 +15,7 @@ from mobilize.compare.messages import Built, Ready, TimerReady
 from mobilize.compare.timing import lean_runtime
 from mobilize.compare.worker_handle import Worker
 from mobilize.core.outcome import Outcome
-from mobilize.report.results import VariantResult
+from mobilize.report.results import TokenFigures, VariantResult
 
 if TYPE_CHECKING:
     from mobilize.compare.plan_run import PlanRun
@@ -35,6 +35,19 @@ def check_variants(run: PlanRun) -> None:
             run.save()
     finally:
         pool.shutdown(wait=False, cancel_futures=True)  # interrupted: the running build's process is killed
+
+
+def check_one(run: PlanRun, v) -> None:
+    """Build one variant, then load and check it, before the next is started (tune's decoder ladder climbs one rung
+    at a time: whether the next is built depends on this one's verdict)."""
+    build: concurrent.futures.Future = concurrent.futures.Future()
+    if v.export:
+        try:
+            build.set_result(_build(run, v))
+        except StageFailure as exc:
+            build.set_exception(exc)
+    _check(run, v, build if v.export else None)
+    run.save()
 
 
 def _build(run: PlanRun, v) -> Built:
@@ -93,7 +106,7 @@ def _timer(run: PlanRun, v, r: VariantResult, checked: Worker, artifact: str | N
     """The worker that times ``v``: for a file whose runtime needs no torch, a lean one that loads only that
     runtime; else the shared timing host (the torch worker that checked it stops), or, when the variant cannot
     be hosted, that torch worker."""
-    if artifact is None or not lean_runtime(r.runtime):
+    if artifact is None or run.decoding is not None or not lean_runtime(r.runtime):  # decoders share the host
         return _hosted(run, v, r, checked, ready)
     checked.stop()
     run.status(f"{v.name}: lean timing worker")
@@ -147,6 +160,8 @@ def _record_ready(run: PlanRun, r: VariantResult, ready: Ready) -> None:
                         reference_warning=ref.warning)
     acc, verdict = {**c.to_json(), **assessment.accuracy_json()}, assessment.verdict
     r.accuracy, r.verdict = acc, verdict.to_json()
+    if c.task == "generation":
+        r.tokens = TokenFigures.checked(r.details, c)
     r.outcome = verdict.outcome
     r.stage = "accuracy" if verdict.outcome == Outcome.MISMATCH else None
     if verdict.outcome != Outcome.OK:

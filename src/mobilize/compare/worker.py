@@ -42,7 +42,11 @@ def main(conn, job: Job) -> None:
         # an export, and on a busy 2-core machine two OpenMP threads wait on each other at every op (measured on
         # the default model: 3 s per sample with 2 threads, 27-96 ms with 1).  Timed runs use job.threads.
         torch.set_num_threads(job.threads if job.kind.startswith("time") else 1)
-        if job.kind == "time-torch":
+        if job.decoding is not None and job.kind in ("reference", "build", "run"):  # a causal decoder's jobs
+            from mobilize.compare.decoder_worker import serve_decoder
+
+            serve_decoder(conn, job, enter)
+        elif job.kind == "time-torch":
             from mobilize.compare.timing import time_file
 
             time_file(conn, job, enter)

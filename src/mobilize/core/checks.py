@@ -45,14 +45,3 @@ def default_threads() -> int:
     import os
 
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
-def missing_packages(packages) -> list[str]:
-    """The Python packages of ``packages`` that are not installed (found without importing them).
-
-        >>> missing_packages(["json", "no_such_package_here"])
-        ['no_such_package_here']
-    """
-    import importlib.util
-
-    return [p for p in packages if importlib.util.find_spec(p) is None]

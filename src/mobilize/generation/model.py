@@ -40,6 +40,10 @@ class PreparedModel:
     reference_continuations: list[list[int]]
     parameters: int
     notes: list[str] = dataclasses.field(default_factory=list)
+    context: int | None = None
+    """The longest sequence the model was made for (None: its config does not say)."""
+    settings: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The lengths in force (the held-out window adapted to the context)."""
 
 
 def causal_lm(ref: ModelRef, trust_pickle: bool = False) -> Any:
@@ -61,58 +65,121 @@ def causal_lm(ref: ModelRef, trust_pickle: bool = False) -> Any:
     return lm.float().eval()
 
 
-def prepare(ref: ModelRef, work: Path, cfg: Any) -> PreparedModel:
-    """Save the model, pick the held-out ids and prompts, and run the float reference on them."""
+def context_length(config: Any) -> int | None:
+    """The longest sequence the model was made for (``max_position_embeddings``, GPT-2's ``n_positions``), or None."""
+    for key in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        value = getattr(config, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def check_lengths(settings: dict[str, Any], context: int | None, model: str) -> dict[str, Any]:
+    """The run's lengths against the model's context, before any work: the prompt and generated tokens must fit
+    (``--prompt-len`` + ``--gen-len`` + 1 <= context, refused in one line); the held-out window adapts to a shorter
+    context unless ``--eval-len`` was given.  Returns the settings in force (``eval_tokens``, ``max_len``).
+
+        >>> check_lengths({"prompt_tokens": 32, "gen_tokens": 32, "eval_tokens": 128}, 64, "m")["eval_tokens"]
+        63
+    """
+    s = dict(settings)
+    if context is None:
+        return s
+    need = s["prompt_tokens"] + s["gen_tokens"] + 1
+    if need > context:
+        raise ConfigError(f"--prompt-len {s['prompt_tokens']} + --gen-len {s['gen_tokens']} tokens (and the one "
+                          f"decoded after them) do not fit {model}'s context of {context} tokens",
+                          hint=f"keep --prompt-len + --gen-len under {context}")
+    if s["eval_tokens"] + 1 > context:
+        if s.get("eval_tokens_given"):
+            raise ConfigError(f"--eval-len {s['eval_tokens']} does not fit {model}'s context of {context} tokens",
+                              hint=f"give --eval-len {context - 1} or less")
+        s["eval_tokens"] = context - 1
+    s["max_len"] = max(s["eval_tokens"], s["prompt_tokens"] + s["gen_tokens"]) + 1
+    return s
+
+
+def prepare(ref: ModelRef, folder: Path, settings: dict[str, Any], trust_pickle: bool = False) -> PreparedModel:
+    """Save the model into ``folder``, check the lengths, pick the held-out ids and prompts, and run the float
+    reference on them (a full forward per step: no cache code in the reference)."""
     import torch
 
-    lm = causal_lm(ref)
-    folder = work / "model"
+    from mobilize.bench.decoding import FullForward, greedy
+
+    lm = causal_lm(ref, trust_pickle)
+    context = context_length(lm.config)
+    s = check_lengths(settings, context, ref.text)
     shutil.rmtree(folder, ignore_errors=True)
     lm.save_pretrained(str(folder))
     notes: list[str] = []
+    if s["eval_tokens"] != settings["eval_tokens"]:
+        notes.append(f"held-out window: {s['eval_tokens']} tokens, the model's context less one (--eval-len sets it)")
     source_folder = Path(ref.path) if ref.kind == RefKind.MODEL_FOLDER else None
-    ids, text_source = _eval_ids(ref, source_folder, folder, int(lm.config.vocab_size), cfg, notes)
-    prompt = [int(t) for t in ids[0, :cfg.prompt_tokens]]
+    ids, text_source = _eval_ids(ref, source_folder, folder, int(lm.config.vocab_size), s, notes)
+    prompt = [int(t) for t in ids[0, :s["prompt_tokens"]]]
     continuation_prompts = [[int(t) for t in ids[1 + i % (len(ids) - 1), :CONTINUATION_PROMPT]]
-                            for i in range(cfg.continuations)] if len(ids) > 1 else []
+                            for i in range(s["continuations"])] if len(ids) > 1 else []
+    reference = FullForward(lm, s["max_len"])
     with torch.no_grad():
         logits = np.stack([lm(input_ids=torch.from_numpy(row[None]), use_cache=False).logits[0].float().numpy()
                            for row in ids])
-        decode_ids = greedy(lm, prompt, cfg.gen_tokens)
-        continuations = [greedy(lm, p, cfg.gen_tokens) for p in continuation_prompts]
+    decode_ids = greedy(reference, prompt, s["gen_tokens"])
+    continuations = [greedy(reference, p, s["gen_tokens"]) for p in continuation_prompts]
     return PreparedModel(folder, int(lm.config.vocab_size), ids, text_source, prompt, decode_ids, continuation_prompts,
-                         logits, continuations, sum(p.numel() for p in lm.parameters()), notes)
+                         logits, continuations, sum(p.numel() for p in lm.parameters()), notes, context, s)
 
 
-def greedy(lm: Any, prompt: list[int], steps: int) -> list[int]:
-    """The float model's greedy continuation, a full forward per step (no cache: independent of any cache code)."""
-    import torch
-
-    ids = list(prompt)
-    for _ in range(steps):
-        logits = lm(input_ids=torch.tensor([ids]), use_cache=False).logits[0, -1]
-        ids.append(int(logits.argmax()))
-    return ids[len(prompt):]
-
-
-def _eval_ids(ref: ModelRef, source: Path | None, folder: Path, vocab: int, cfg: Any,
+def _eval_ids(ref: ModelRef, source: Path | None, folder: Path, vocab: int, s: dict[str, Any],
               notes: list[str]) -> tuple[np.ndarray, str]:
-    """Held-out standard-library text in the model's tokenizer, else seeded random ids (said in a note)."""
+    """The user's own text (``--data FILE.txt`` or a folder of ``.txt`` files), else the Python standard library's
+    held-out files, in the model's tokenizer; else seeded random ids (said in a note)."""
     from mobilize.zoo import tiny_lm
 
+    n, length = s["eval_sequences"], s["eval_tokens"]
     tokenizer_file = next((p / "tokenizer.json" for p in (source, folder) if p and (p / "tokenizer.json").exists()),
                           tiny_lm.TOKENIZER if ref.kind == RefKind.ZOO and ref.attribute == "tiny_lm" else None)
+    if s.get("text") and tokenizer_file is None:
+        raise ConfigError(f"--data {s['text']}: {ref.text} has no tokenizer.json to turn the text into token ids",
+                          hint="save the tokenizer beside the model (tokenizer.save_pretrained(folder))")
     if tokenizer_file is not None:
         from tokenizers import Tokenizer
 
         tokenizer = Tokenizer.from_file(str(tokenizer_file))
-        ids = tiny_lm.held_out_ids(cfg.eval_sequences, cfg.eval_tokens, tokenizer=tokenizer).numpy()
+        if s.get("text"):
+            return _user_text_ids(Path(s["text"]), tokenizer, n, length, vocab, notes)
+        ids = tiny_lm.held_out_ids(n, length, tokenizer=tokenizer).numpy()
         if int(ids.max()) < vocab:
-            return ids, (f"{cfg.eval_sequences} x {cfg.eval_tokens} tokens of the Python standard library's held-out "
-                         f"files ({tokenizer_file.name} of the model)")
+            return ids, (f"{n} x {length} tokens of the Python standard library's held-out files ({tokenizer_file.name} "
+                         f"of the model), not the text the model was trained on unless that was Python: give your own "
+                         f"with --data FILE.txt")
         notes.append(f"{tokenizer_file} gives ids beyond the model's vocabulary ({vocab}): measured on random ids")
     rng = np.random.default_rng(0)
     notes.append("no tokenizer.json with the model: perplexity and agreement are measured on seeded random token "
                  "ids, which say little about text")
-    return (rng.integers(0, vocab, size=(cfg.eval_sequences, cfg.eval_tokens), dtype=np.int64),
-            f"{cfg.eval_sequences} x {cfg.eval_tokens} seeded random token ids (no tokenizer)")
+    return (rng.integers(0, vocab, size=(n, length), dtype=np.int64),
+            f"{n} x {length} seeded random token ids (no tokenizer)")
+
+
+def _user_text_ids(path: Path, tokenizer: Any, n: int, length: int, vocab: int,
+                   notes: list[str]) -> tuple[np.ndarray, str]:
+    """Up to ``n`` consecutive windows of ``length`` token ids of the user's text (a file, or a folder's ``.txt``
+    files in name order); at least two windows, refused in one line otherwise."""
+    files = sorted(path.rglob("*.txt")) if path.is_dir() else [path]
+    if not files or not all(f.is_file() for f in files):
+        raise ConfigError(f"--data {path}: no text file there", hint="give a .txt file or a folder of .txt files")
+    ids: list[int] = []
+    for f in files:
+        try:
+            ids += tokenizer.encode(f.read_text(encoding="utf-8", errors="replace")).ids
+        except OSError as exc:
+            raise ConfigError(f"--data {f}: cannot be read ({exc.strerror})") from None
+    windows = min(n, len(ids) // length)
+    if windows < 2:
+        raise ConfigError(f"--data {path} gives {len(ids)} tokens: fewer than two windows of {length}",
+                          hint="give more text, or a shorter window with --eval-len")
+    if max(ids) >= vocab:
+        raise ConfigError(f"--data {path}: the tokenizer gives ids beyond the model's vocabulary of {vocab}")
+    if windows < n:
+        notes.append(f"--data {path}: {windows} windows of {length} tokens (the text holds no more)")
+    out = np.asarray(ids[:windows * length], dtype=np.int64).reshape(windows, length)
+    return out, f"{windows} x {length} tokens of your text {path} ({len(files)} file(s))"

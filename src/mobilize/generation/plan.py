@@ -1,5 +1,6 @@
 """The ``generation`` plan: every engine's decoder variants (``Backend.decoders``), in a stable order, the
-float eager file first (the speed-up reference).  ``NAME@gN`` names a variant built with int4 group N, one of the
+float eager file first (the speed-up reference), as a plan compare's one run (:class:`mobilize.compare.plan_run.
+PlanRun`) runs like any other: :func:`decoder_plan`.  ``NAME@gN`` names a variant built with int4 group N, one of the
 groups its tool offers (tune's ladder; ``optimize --recipe onnx-int4@g64`` rebuilds one).
 
     >>> names = [v.name for v in generation_variants()]
@@ -54,3 +55,51 @@ def split_group(name: str) -> tuple[str, int | None]:
 def with_group(variant: DecoderVariant, group: int) -> DecoderVariant:
     """The variant built with int4 group ``group`` (named ``NAME@gN``)."""
     return dataclasses.replace(variant, name=f"{variant.name}@g{group}", group=group)
+
+
+def unavailable(variant: DecoderVariant) -> str | None:
+    """Why a variant cannot run here (a package missing, or the engine's own reason), else None."""
+    from mobilize.core.packages import install_hint, missing
+
+    absent = missing(variant.packages)
+    if absent:
+        return f"needs {', '.join(absent)} ({install_hint(absent)})"
+    return variant.available()
+
+
+@dataclasses.dataclass(frozen=True)
+class DecoderStep:
+    """One decoder variant as a plan's variant: built (``export``) by its engine's tool, then checked and timed."""
+
+    variant: DecoderVariant
+    export: bool = True
+
+    @property
+    def name(self) -> str:
+        return self.variant.name
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "engine": self.variant.engine, "decoder": True}
+
+
+@dataclasses.dataclass(frozen=True)
+class DecoderPlan:
+    """The ``generation`` plan (or tune's ladder rungs): what :class:`~mobilize.compare.plan_run.PlanRun` reads of a
+    plan - its name, its variants and the speed-up reference."""
+
+    name: str
+    variants: tuple[DecoderStep, ...]
+    reference: str = REFERENCE
+
+
+def decoder_plan(names: Sequence[str] = (), name: str = "generation") -> tuple[DecoderPlan, list[str]]:
+    """The plan of the variants named (all when empty) that can run here, and a note for each left out."""
+    steps, notes = [], []
+    for v in generation_variants(names):
+        why = unavailable(v)
+        if why:
+            notes.append(f"plan: left out {v.name}: {why}")
+        else:
+            steps.append(DecoderStep(v))
+    reference = REFERENCE if any(s.name == REFERENCE for s in steps) else (steps[0].name if steps else REFERENCE)
+    return DecoderPlan(name, tuple(steps), reference), notes

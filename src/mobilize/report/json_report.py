@@ -63,6 +63,7 @@ def variant_fields() -> tuple[dict[str, Any], list[str]]:
 
 def json_type(annotation: Any) -> dict[str, Any]:
     """The JSON schema of a field's type annotation (str, int, float, bool, enums, lists, dicts, ``X | None``)."""
+    import dataclasses
     import enum
     import types
     import typing
@@ -75,6 +76,11 @@ def json_type(annotation: Any) -> dict[str, Any]:
         nullable = type(None) in args
         return {**inner[0], "type": [inner[0]["type"], "null"] if nullable else inner[0]["type"]}
     origin = typing.get_origin(annotation) or annotation
+    if dataclasses.is_dataclass(origin):  # a typed block (a decoder's TokenFigures): its fields, each typed
+        hints = typing.get_type_hints(origin)
+        fields = dataclasses.fields(origin)
+        return {"type": "object", "properties": {f.name: json_type(hints[f.name]) for f in fields},
+                "required": [f.name for f in fields]}
     if isinstance(origin, type) and issubclass(origin, enum.Enum):
         return {"enum": [str(m) for m in origin]}
     simple = {str: "string", bool: "boolean", int: "integer", float: "number", dict: "object"}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from typing import Any
 
 from mobilize.core.outcome import Outcome
@@ -17,6 +18,73 @@ from mobilize.core.outcome import Outcome
 VARIANT_JSON_SKIPS = ("latency", "details", "fidelity")
 """Fields ``to_json`` does not write as themselves: latency and details are merged in flat, fidelity sits in the
 verdict."""
+
+
+@dataclasses.dataclass
+class TokenFigures:
+    """A decoder file's figures in tokens (the ``generation`` task): what it is, how fast it answers and how close
+    to the float model it stays.  Times come from compare's timed rounds (each a prefill of the prompt, then the
+    decode steps on the KV cache); quality from the check (teacher-forced on held-out text)."""
+
+    engine: str
+    weights: str
+    """``fp32``, ``int8`` or ``int4``: what the weights are stored as."""
+    how: str
+    """The tool and scheme that built it (``torchao 8da4w, group 32, XNNPACK, static KV cache``)."""
+    group: int | None = None
+    """The int4 group it was built with (``NAME@gN``; None: the engine's stock setting)."""
+    ttft_ms_p50: float | None = None
+    """Time to the first token: the prefill of the prompt, median over the timed rounds."""
+    ttft_ms_rounds: list[float] = dataclasses.field(default_factory=list)
+    decode_ms_per_token_p50: float | None = None
+    decode_ms_per_token_p90: float | None = None
+    decode_tokens_per_s: float | None = None
+    """1000 / decode_ms_per_token_p50."""
+    bound_tokens_per_s: float | None = None
+    """The memory-bandwidth bound: the machine's copy bandwidth over the file's bytes (:mod:`mobilize.bench.bandwidth`)."""
+    percent_of_bound: float | None = None
+    ppl_reference: float | None = None
+    ppl_candidate: float | None = None
+    ppl_increase_percent: float | None = None
+    ppl_increase_percent_low: float | None = None
+    ppl_increase_percent_high: float | None = None
+    """The paired-bootstrap 95% interval of the perplexity increase, over held-out sequences."""
+    top1_agreement: float | None = None
+    """Share of held-out positions whose most likely next token is the float model's (0-1)."""
+    continuation_match_tokens: list[int] = dataclasses.field(default_factory=list)
+    """Per prompt: greedy tokens equal to the float model's before the first difference."""
+    continuation_tokens: int | None = None
+    cache_sqnr_db: float | None = None
+    """The file's decode steps against its own prefill of the same positions."""
+    logits_sqnr_db: float | None = None
+    """Teacher-forced logits against the float model's."""
+    check_peak_rss_mb: float | None = None
+    """Peak memory of the process that loaded this file alone and ran its checks."""
+
+    def timed(self, ttft_ms: list[float], p50_ms: float | None, p90_ms: float | None,
+              gb_per_s: float | None, size_bytes: int | None) -> "TokenFigures":
+        """These figures with the timed rounds' (and the bandwidth bound's) filled in."""
+        from mobilize.bench.bandwidth import decode_bound
+
+        rate = 1000.0 / p50_ms if p50_ms else None
+        bound = decode_bound(gb_per_s, size_bytes) if gb_per_s and size_bytes else None
+        return dataclasses.replace(self, ttft_ms_rounds=list(ttft_ms),
+                                   ttft_ms_p50=statistics.median(ttft_ms) if ttft_ms else None,
+                                   decode_ms_per_token_p50=p50_ms, decode_ms_per_token_p90=p90_ms,
+                                   decode_tokens_per_s=rate, bound_tokens_per_s=bound,
+                                   percent_of_bound=100.0 * rate / bound if rate and bound else None)
+
+    @classmethod
+    def checked(cls, details: dict[str, Any], c: Any) -> "TokenFigures":
+        """From what the build recorded (``details``) and the check's comparison (a ``TokenComparison``)."""
+        t = c.tokens
+        return cls(engine=details.get("engine", ""), weights=details.get("weights", ""), how=details.get("how", ""),
+                   group=details.get("group"), ppl_reference=t.reference_ppl, ppl_candidate=t.candidate_ppl,
+                   ppl_increase_percent=t.ppl_increase_percent, ppl_increase_percent_low=t.ppl_increase_percent_low,
+                   ppl_increase_percent_high=t.ppl_increase_percent_high, top1_agreement=t.top1_agreement,
+                   continuation_match_tokens=list(c.continuation_match_tokens),
+                   continuation_tokens=c.continuation_tokens, cache_sqnr_db=c.cache.get("sqnr_db"),
+                   logits_sqnr_db=c.logits_sqnr_db, check_peak_rss_mb=details.get("check_peak_rss_mb"))
 
 
 @dataclasses.dataclass
@@ -55,6 +123,8 @@ class VariantResult:
     details: dict[str, Any] = dataclasses.field(default_factory=dict)
     fidelity: dict[str, Any] | None = None
     """The file vs the module it was exported from, as the build checked it (reported inside ``verdict``)."""
+    tokens: TokenFigures | None = None
+    """A decoder file's figures in tokens (the ``generation`` task; None for every other task)."""
 
     def note(self, text: str) -> None:
         if text not in self.notes:
@@ -72,6 +142,7 @@ class VariantResult:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
                 if f.name not in VARIANT_JSON_SKIPS}
         data["outcome"] = str(self.outcome)
+        data["tokens"] = dataclasses.asdict(self.tokens) if self.tokens is not None else None
         data.update(self.latency)
         if self.speedup:
             data["speedup_vs_reference"] = self.speedup["ratio"]

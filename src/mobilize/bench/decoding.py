@@ -1,0 +1,86 @@
+"""The one timed loop of a decoder (``compare``, ``bench --task generation`` and ``tune`` all time with it) and
+the one greedy continuation (the float reference and every file's check decode with it).
+
+A decoder session (:class:`mobilize.core.decoder.DecoderSession`) runs a **prefill** over the prompt - the time
+to the first token - then **decode** steps, one token each on its KV cache.  Every runtime is fed the same ids:
+the prompt, then the float model's greedy continuation of it, so every file does the same work whatever its
+rounding picks.
+
+    >>> import numpy as np
+    >>> class Counter:  # a "model" whose next token is always the last one plus 1
+    ...     max_len = 64
+    ...     def prefill(self, ids): self.last = ids[-1]; return np.eye(16)[[(t + 1) % 16 for t in ids]]
+    ...     def decode(self, token): self.last = token; return np.eye(16)[(token + 1) % 16]
+    >>> greedy(Counter(), [3, 4], 3)
+    [5, 6, 7]
+    >>> prefill_ns, steps_ns = decode_round(Counter(), [3, 4], [5, 6, 7], 2)
+    >>> prefill_ns > 0, len(steps_ns)
+    (True, 2)
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+import numpy as np
+
+
+def greedy(session: Any, prompt: Sequence[int], steps: int) -> list[int]:
+    """The ``steps`` most likely next tokens after ``prompt``: a prefill, then one decode step per token."""
+    token = int(np.argmax(np.asarray(session.prefill([int(t) for t in prompt]))[-1]))
+    out = [token]
+    for _ in range(steps - 1):
+        token = int(np.argmax(session.decode(token)))
+        out.append(token)
+    return out
+
+
+def decode_round(session: Any, prompt: Sequence[int], decode_ids: Sequence[int], steps: int) -> tuple[int, list[int]]:
+    """One timed round: the prefill of ``prompt`` (ns, the time to the first token), then ``steps`` decode steps
+    fed ``decode_ids`` in order (ns each, the time per token)."""
+    prompt = [int(t) for t in prompt]
+    t0 = time.perf_counter_ns()
+    session.prefill(prompt)
+    prefill_ns = time.perf_counter_ns() - t0
+    times = []
+    for token in list(decode_ids)[:max(1, steps)]:
+        t = time.perf_counter_ns()
+        session.decode(int(token))
+        times.append(time.perf_counter_ns() - t)
+    return prefill_ns, times
+
+
+def warm_decode(session: Any, prompt: Sequence[int], decode_ids: Sequence[int], runs: int, seconds: float) -> int:
+    """Untimed rounds (at least ``runs`` and ``seconds``) before a timed one: after another file's round the
+    runtime needs a moment to reach its steady speed.  Returns how many ran."""
+    done, start = 0, time.perf_counter()
+    while done < runs or time.perf_counter() - start < seconds:
+        decode_round(session, prompt, decode_ids, min(4, len(decode_ids)))
+        done += 1
+    return done
+
+
+class FullForward:
+    """A causal LM run without a cache: each call a full forward over every id so far.  The float reference decodes
+    through it, so its answers depend on no cache code (the files' caches are judged against it)."""
+
+    def __init__(self, lm: Any, max_len: int):
+        self.lm, self.max_len, self.ids = lm, max_len, []
+
+    def _logits(self) -> np.ndarray:
+        import torch
+
+        with torch.no_grad():
+            return self.lm(input_ids=torch.tensor([self.ids]), use_cache=False).logits[0].float().numpy()
+
+    def prefill(self, ids: Sequence[int]) -> np.ndarray:
+        self.ids = [int(t) for t in ids]
+        return self._logits()
+
+    def decode(self, token: int) -> np.ndarray:
+        self.ids.append(int(token))
+        return self._logits()[-1]
+
+    def close(self) -> None:
+        self.ids = []

@@ -53,9 +53,9 @@ def test_held_out_perplexity_is_far_below_uniform(model):
 
 
 def test_it_writes_python(model):
-    from mobilize.bench.generation import greedy_continuation
+    from mobilize.bench.decoding import FullForward, greedy
 
     tokenizer = tiny_lm.load_tokenizer()
-    prompt = torch.tensor([tokenizer.encode("import os\n\n\ndef ").ids])
-    text = tokenizer.decode(greedy_continuation(model.lm, prompt, 12))
+    prompt = tokenizer.encode("import os\n\n\ndef ").ids
+    text = tokenizer.decode(greedy(FullForward(model.lm, 64), prompt, 12))
     assert text.strip() and "(" in text, text

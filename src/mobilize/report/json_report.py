@@ -103,12 +103,10 @@ def validate(report: dict[str, Any]) -> None:
 
 
 def write_reports(report: dict[str, Any], out_dir: Path) -> tuple[Path, Path]:
-    from mobilize.report.generation_html import render_generation_html
     from mobilize.report.html import render_html
 
     report.setdefault("schema_version", SCHEMA_VERSION)
     json_path, html_path = out_dir / "report.json", out_dir / "report.html"
     atomic_write_text(json_path, dumps_measured(report, indent=2, default=str) + "\n")
-    render = render_generation_html if report.get("task") == "generation" else render_html
-    atomic_write_text(html_path, render(report))
+    atomic_write_text(html_path, render_html(report))
     return json_path, html_path

@@ -277,7 +277,7 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         head = "recommended" if not rec.get("tied") else "recommended (tie)"
         lines.append(f"{head}: {rec['name']} at {at}{speed}{drop}")
         lines.append(f"  why: {rec['reason']}")  # whole: a tie's reason holds colons and semicolons
-    if report.get("task"):
+    if isinstance(report.get("task"), dict):  # (a report before tasks were typed holds the bare name)
         lines.append(report["task"]["text"])
     lines += chosen_lines(report)
     lines += warning_lines(report)

@@ -18,7 +18,7 @@ HELD_OUT = "16 x 128 tokens of the tiny_lm corpus (held-out split)"
 def _tokens(engine: str, weights: str, ms: float, ttft: float, ppl: float, ci: float, agree: float,
             matched: list[int], peak: float, bound: float | None = None) -> dict:
     """A variant's ``tokens`` as compare writes it (decode per token, prefill, perplexity, agreement)."""
-    return {"engine": engine, "weights": weights, "how": f"{engine}'s own generation stack",
+    return {"engine": engine, "weights": weights, "how": f"{engine}'s own generation stack", "group": None,
             "ttft_ms_p50": ttft, "ttft_ms_rounds": [ttft * 0.98, ttft, ttft * 1.05],
             "decode_ms_per_token_p50": ms, "decode_ms_per_token_p90": ms * 1.08, "decode_tokens_per_s": 1000.0 / ms,
             "bound_tokens_per_s": None if bound is None else 1000.0 / ms / bound * 100,
@@ -40,12 +40,14 @@ def _variant(name: str, outcome: str, fmt: str, runtime: str, size_mb: float | N
         "verdict": None if tokens is None else {"ok": outcome == "OK", "outcome": outcome, "rule": rule,
                                                  "reason": reason, "numbers": {}, "fidelity": None, "quality": None,
                                                  "reference_warning": None},
-        "latency_ms_p50": ms, "latency_ms_p90": ms and ms * 1.08,
+        **({"latency_ms_p50": ms, "latency_ms_p90": ms * 1.08} if ms else {}),  # a file never timed has no p50
         "latency_ms_round_medians": [ms * 0.99, ms, ms * 1.02] if ms else [],
         "speedup": None if speedup is None else {"ratio": speedup[0], "low": speedup[1], "high": speedup[2],
                                                  "reference": "eager-fp32",
                                                  "significant": not speedup[1] <= 1.0 <= speedup[2]},
         "peak_rss_mb": tokens and tokens["check_peak_rss_mb"] * 0.8, "details": {}, "tokens": tokens,
+        "load_ms": 120.0 if tokens else None, "first_run_ms": 30.0 if tokens else None, "accuracy": None,
+        "round_spread_percent": 3.0 if ms else None, "frames": None, "on_device_only": False,
     }
 
 
@@ -86,13 +88,14 @@ def decoder_report() -> dict:
     return {
         "model": "zoo:tiny_lm", "plan": "generation", "data": None, "threads": 2, "rounds": 5, "iterations": 32,
         "complete": True, "unit": "token", "reference_variant": "eager-fp32", "policy": {"max_ppl_increase_percent": 5.0},
-        "recommended": {"name": "executorch-8da4w", "tied": ["onnx-int4"], "verdict": "", "unit": "token",
+        "recommended": {"name": "executorch-8da4w", "tied": ["onnx-int4"], "rule": "race-tie", "verdict": "", "unit": "token",
                         "picked_on": "token", "scope": {"text": "this ranking holds for this CPU: AMD EPYC"},
                         "reason": "fastest OK variant at 0.61 ms p50, but after 12 paired rounds (14 s) still within "
                                   "noise of onnx-int4 (executorch-8da4w is 1.03x as fast as onnx-int4, 99.24% CI "
                                   "0.98-1.09 includes 1, the level of the race's last look): a tie [rule race-tie]; "
                                   "timed on decode time per token; this ranking holds for this CPU: AMD EPYC"},
-        "racing": None, "machine_load": {"busy": False}, "host_cpu": {"model": "AMD EPYC 9R14"},
+        "racing": None, "machine_load": {"cores": 2, "seconds": 31.0, "others_cpu_share": 0.02, "steal_share": 0.0,
+                                                "busy": False}, "host_cpu": {"model": "AMD EPYC 9R14"},
         "stage_seconds": {"total": 171.0, "reference": 6.2, "lint": None, "export": {"onnx-int4": 21.0,
                           "executorch-8da4w": 48.5}, "load_accuracy": {"onnx-int4": 7.1, "executorch-8da4w": 9.4},
                           "profile": {}, "timer_start": {}, "timed_rounds": 31.0},
@@ -104,6 +107,13 @@ def decoder_report() -> dict:
                        "bandwidth": {"gb_per_s": 14.2}},
         "variants": v,
     }
+
+
+def test_the_fixture_is_a_report_json_compare_writes():
+    """The decoder report these tests render validates against report.json's schema (as compare's does)."""
+    from mobilize.report.json_report import validate
+
+    validate({**decoder_report(), "schema_version": 2})
 
 
 def test_the_terminal_table_has_the_decoder_columns_and_figures():
@@ -178,8 +188,12 @@ def test_the_ranges_are_set_by_the_points_not_the_widest_interval():
     report = decoder_report()
     wide = [v for v in report["variants"] if v["outcome"] == "OK"]
     wide[3]["tokens"]["ppl_increase_percent_high"] = 40.0
-    ticks = [float(t) for t in re.findall(r'class="tick-x"[^>]*>([-0-9.]+)<', chart(wide, report))]
+    wide[2]["tokens"]["decode_tokens_per_s"] = 20000.0  # rates far apart: the padding must not go below 0
+    svg = chart(wide, report)
+    ticks = [float(t) for t in re.findall(r'class="tick-x"[^>]*>([-0-9.]+)<', svg)]
     assert ticks[0] <= 0 and 2.1 <= ticks[-1] <= 4
+    rates = [float(t) for t in re.findall(r'class="tick-y"[^>]*>([-0-9.]+)<', svg)]
+    assert rates[0] == 0 and rates[-1] >= 20000
 
 
 MEASURE = """<script>
@@ -220,6 +234,7 @@ def test_the_decoder_page_in_a_browser_has_numbered_axes_and_no_overlapping_labe
     for axis, along in (("tick-x", "x"), ("tick-y", "y")):
         ticks = [lb for lb in labels if lb["cls"] == axis]
         assert len(ticks) >= 3 and all(re.fullmatch(r"-?[0-9.]+", t["text"]) for t in ticks), ticks
+        assert axis == "tick-x" or min(float(t["text"]) for t in ticks) >= 0  # no negative tokens/s
         assert len({round(t[along]) for t in ticks}) == len(ticks), ticks  # spread along their axis
     assert all(lb["y"] <= base + 1 for lb in labels if lb["cls"] == "point-label")  # inside the plot, above the axis
     titles = {lb["text"] for lb in labels if lb["cls"] == "axis"}

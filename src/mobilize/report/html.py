@@ -161,7 +161,8 @@ def time_section(report: dict[str, Any]) -> str:
 
 def notes_table(report: dict[str, Any]) -> str:
     """The run's notes, then each variant's, one row each."""
-    rows = [["(run)", cell(n, "l")] for n in report.get("notes") or []]
+    run = list(dict.fromkeys([*(report.get("notes") or []), *((report.get("generation") or {}).get("notes") or [])]))
+    rows = [["(run)", cell(n, "l")] for n in run]
     rows += [[v["name"], cell(once(n, report), "l")] for v in report["variants"] for n in v.get("notes") or []]
     return table(["variant", "note"], rows, id="notes", left=("note",)) if rows else "<p>None.</p>"
 

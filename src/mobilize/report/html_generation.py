@@ -57,7 +57,7 @@ def key(points: list[dict[str, Any]], rows: list[dict[str, Any]]) -> str:
     """The chart's key: each marker's number, its file and figures; then the files not plotted and why."""
     body = [[str(i), v["name"], outcome_cell(v), f"{tokens(v)['decode_tokens_per_s']:.0f}", ppl_text(v)]
             for i, v in enumerate(points, 1)]
-    out = (table(["#", "variant", "outcome", "tok/s", "ppl +% (95% CI)"], body, id="tokens-key", left=("outcome",))
+    out = (table(["#", "variant", "outcome", "tok/s", "ppl +% (95% CI)"], body, id="tokens-key", left=("variant", "outcome"))
            if body else "")
     left = [f"{v['name']} ({v['outcome']})" for v in rows if v not in points]
     if left:
@@ -74,7 +74,8 @@ def chart(points: list[dict[str, Any]], report: dict[str, Any]) -> str:
     xs = [tokens(v)["ppl_increase_percent"] for v in points]
     ys = [tokens(v)["decode_tokens_per_s"] for v in points]
     xt = nice_ticks(min(xs) - max(0.08 * (max(xs) - min(xs)), 0.1), max(xs) + max(0.08 * (max(xs) - min(xs)), 0.1))
-    yt = nice_ticks(min(ys) - 0.06 * (max(ys) - min(ys) or max(ys)), max(ys) + 0.06 * (max(ys) - min(ys) or max(ys)))
+    pad = 0.06 * (max(ys) - min(ys) or max(ys))
+    yt = nice_ticks(max(0.0, min(ys) - pad), max(ys) + pad)  # a rate is never below 0
 
     def px(x: float) -> float:
         return LEFT + (min(max(x, xt[0]), xt[-1]) - xt[0]) / (xt[-1] - xt[0]) * (WIDTH - LEFT - RIGHT)

@@ -39,7 +39,7 @@ def ppl_text(v: dict[str, Any]) -> str:
 def _percent(value: float, digits: int) -> str:
     """A signed percentage in a narrow column: fewer decimals as it grows (+0.42, +12.4, +310)."""
     digits = digits if abs(value) < 10 else min(digits, 1) if abs(value) < 100 else 0
-    return f"{value:+.{digits}f}"
+    return f"{value if round(value, digits) else 0.0:+.{digits}f}"  # no -0.0
 
 
 def continuation_text(v: dict[str, Any]) -> str:
@@ -63,7 +63,9 @@ def bound_text(v: dict[str, Any]) -> str:
 
 
 def engine_text(v: dict[str, Any]) -> str:
-    return f"{tokens(v).get('engine') or v.get('runtime') or '-'}/{v.get('format') or '-'}"
+    """``onnxruntime/onnx``: the engine and its file format (once where they share a name)."""
+    engine, fmt = tokens(v).get("engine") or v.get("runtime") or "-", v.get("format") or "-"
+    return engine if fmt == engine else f"{engine}/{fmt}"
 
 
 def size_mb(v: dict[str, Any]) -> float | None:
@@ -152,7 +154,8 @@ def legend_lines(report: dict[str, Any]) -> list[str]:
     return [
         f"tok/s, ms/tok: decode with the KV cache, ms per decoded token (p50), the same token ids in every runtime; "
         f"TTFT ms: time to first token, the prefill of a {gen.get('prompt_tokens', '?')}-token prompt; "
-        f"%bound: tok/s over the bandwidth bound ({bound})",
+        f"%bound: tok/s over the bandwidth bound ({bound}; above 100: the bytes read per token fit in the CPU's "
+        f"caches)",
         f"~ : inside the 95% interval of no difference (a tie, not a win or a loss); speed-up: decode time per token "
         f"vs {report.get('reference_variant')}; peak MB: peak memory of the process that loaded the file and ran "
         f"its checks",

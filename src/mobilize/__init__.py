@@ -12,7 +12,7 @@ _PUBLIC = {
     "Kind": "mobilize.accuracy.verify", "Policy": "mobilize.accuracy.verify", "Verdict": "mobilize.accuracy.verify",
     "CompareConfig": "mobilize.compare.config",
     "bench": "mobilize.api", "compare": "mobilize.api", "load": "mobilize.api", "optimize": "mobilize.api",
-    "tune": "mobilize.api", "verify": "mobilize.api",
+    "tune": "mobilize.api", "verify": "mobilize.api", "generate": "mobilize.api",
     "lint": "mobilize.lint", "LintConfig": "mobilize.lint",
     "Artifact": "mobilize.core.artifact", "Format": "mobilize.core.artifact",
     "BenchConfig": "mobilize.bench.harness",

@@ -30,7 +30,7 @@ from mobilize.core.paths import check_output_dir, model_stem
 from mobilize.plans.facts import calibration_for, default_data, input_names, model_facts_isolated
 from mobilize.core.text import a
 
-__all__ = ["SCHEMA_VERSION", "bench", "build_and_verify", "tune", "verify", "calibration_for", "check_output_dir", "compare", "default_data",
+__all__ = ["SCHEMA_VERSION", "bench", "build_and_verify", "generate", "tune", "verify", "calibration_for", "check_output_dir", "compare", "default_data",
            "default_threads", "load", "model_facts_isolated", "model_stem", "optimize"]
 
 
@@ -293,3 +293,22 @@ def verify(path: str, *, model: str | None = None, data: str | None = None, samp
 
     require_arm64(cpu)
     return verify_file(path, model=model, data=data, samples=samples, cpu=cpu, policy=policy)
+
+
+def generate(package: str | Path, prompt: str, *, max_new_tokens: int = 64, temperature: float = 0.0, top_k: int = 0,
+             top_p: float = 1.0, seed: int = 0, chat: bool = False, threads: int | None = None,
+             on_text: Callable[[str], None] | None = None) -> Any:
+    """Text from a decoder package compare or optimize wrote (``artifacts/NAME/``), in its own engine: greedy by
+    default, sampled with ``temperature`` > 0; ``on_text`` gets each new piece as it is produced.  Returns a
+    :class:`mobilize.generation.generate.Generated` (text, token ids, why it stopped, time to first token, tokens/s).
+
+        >>> import mobilize
+        >>> out = mobilize.generate("no/such/folder", "import os")
+        Traceback (most recent call last):
+        ...
+        mobilize.core.errors.ConfigError: no/such/folder does not exist
+    """
+    from mobilize.generation.generate import GenerateConfig, Sampling, generate as run
+
+    sampling = Sampling(temperature, top_k, top_p, seed)
+    return run(package, GenerateConfig(prompt, max_new_tokens, sampling, chat, threads), on_text=on_text)

@@ -51,12 +51,28 @@ def test_continuation_match_counts_tokens_before_the_first_difference():
     assert continuation_match([[1, 2, 3, 4], [5, 6]], [[1, 2, 9, 4], [5, 6]]) == [2, 2]
 
 
-def test_tiny_lm_decoder_files_judged_and_timed_in_tokens(run_cli_process, tmp_path):
-    out = tmp_path / "gen"
-    code, stdout, err = run_cli_process("compare", "zoo:tiny_lm", "--variant", "onnx-fp32", "--variant", "onnx-int4",
-                                        "--prompt-len", "8", "--gen-len", "8", "--rounds", "2", "--threads", "1",
-                                        "-o", out)
+def _mobilize(*argv) -> tuple[int, str, str]:
+    import os
+    import subprocess
+    import sys
+
+    exe = os.path.join(os.path.dirname(sys.executable), "mobilize")
+    proc = subprocess.run([exe, *map(str, argv)], capture_output=True, text=True, timeout=600)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def tiny_lm_run(tmp_path_factory):
+    """One compare of zoo:tiny_lm's ONNX Runtime files, shared by the tests that read its report and packages."""
+    out = tmp_path_factory.mktemp("gen") / "gen"
+    code, stdout, err = _mobilize("compare", "zoo:tiny_lm", "--variant", "onnx-fp32", "--variant", "onnx-int4",
+                                  "--prompt-len", "8", "--gen-len", "8", "--rounds", "2", "--threads", "1", "-o", out)
     assert code == 0, err[-2000:]
+    return out, stdout
+
+
+def test_tiny_lm_decoder_files_judged_and_timed_in_tokens(tiny_lm_run):
+    out, stdout = tiny_lm_run
     report = json.loads((out / "report.json").read_text())
     validate(report)  # the one schema, for every task
     facts = report["generation"]
@@ -121,3 +137,64 @@ def test_optimize_builds_one_decoder_file_and_judges_it(run_cli_process, tmp_pat
 def test_optimize_refuses_a_recipe_that_is_no_decoder_variant(run_cli, tmp_path):
     code, _, err = run_cli("optimize", "zoo:tiny_lm", "--recipe", "seed", "-o", tmp_path / "o")
     assert_one_line_error(code, err, "unknown decoder variant 'seed'")
+
+
+def test_each_file_is_a_package_that_generates_the_float_models_text(tiny_lm_run):
+    """The package beside each file (tokenizer, configs, mobilize.json) runs with `mobilize generate`: greedy on the
+    fp32 file is the float model's own continuation (decoded without a cache); the int4 file prints text too."""
+    from mobilize.bench.decoding import FullForward, greedy
+    from mobilize.zoo import ZOO, tiny_lm
+
+    out, _ = tiny_lm_run
+    prompt = "import os\n\n\ndef "
+    for name in ("onnx-fp32", "onnx-int4"):
+        folder = out / "artifacts" / name
+        assert {"tokenizer.json", "config.json", "generation_config.json", "mobilize.json"} <= \
+            {p.name for p in folder.iterdir()}
+        code, stdout, err = _mobilize("generate", folder, "--prompt", prompt, "--max-new-tokens", "12", "--threads", "1")
+        assert code == 0 and stdout.startswith(prompt) and len(stdout) > len(prompt) + 4, err[-2000:]
+        assert "time to first token" in err and "tokens/s" in err
+        if name == "onnx-fp32":
+            tokenizer = tiny_lm.load_tokenizer()
+            want = greedy(FullForward(ZOO.get("tiny_lm").build().lm, 64), tokenizer.encode(prompt).ids, 12)
+            assert stdout.rstrip("\n") == prompt + tokenizer.decode(want)
+
+
+def test_sampling_is_reproducible_with_its_seed_and_stops_at_the_end_token(tiny_lm_run):
+    import mobilize
+
+    folder = tiny_lm_run[0] / "artifacts" / "onnx-int4"
+    runs = [mobilize.generate(folder, "class ", max_new_tokens=16, temperature=1.0, top_p=0.95, seed=s, threads=1)
+            for s in (7, 7, 8)]
+    assert runs[0].token_ids == runs[1].token_ids and runs[0].text == runs[1].text
+    assert runs[0].token_ids != runs[2].token_ids
+    assert all(r.stopped in ("eos", "length") and (r.stopped == "eos") == (r.token_ids[-1] == 0) for r in runs)
+
+
+@pytest.mark.parametrize("argv,fragments", [
+    (["no/such/folder", "--prompt", "x"], ["no/such/folder does not exist"]),
+    (["{out}", "--prompt", "x"], ["is no decoder package"]),
+    (["{pkg}", "--prompt", "x", "--temperature", "-1"], ["--temperature must be 0"]),
+    (["{pkg}", "--prompt", "x", "--chat"], ["has no chat template"]),
+])
+def test_generate_refusals_are_one_line(tiny_lm_run, run_cli, argv, fragments):
+    out = tiny_lm_run[0]
+    argv = [a.format(out=out, pkg=out / "artifacts" / "onnx-fp32") for a in argv]
+    code, _, err = run_cli("generate", *argv)
+    assert_one_line_error(code, err, *fragments)
+
+
+def test_compare_measures_perplexity_on_the_users_text_and_says_so(run_cli_process, tmp_path):
+    import inspect
+    import json as json_module
+
+    text = tmp_path / "mine.txt"
+    text.write_text(inspect.getsource(json_module) * 2)
+    out = tmp_path / "o"
+    code, _, err = run_cli_process("compare", "zoo:tiny_lm", "--variant", "eager-fp32", "--data", text, "--eval-len",
+                                   "64", "--prompt-len", "8", "--gen-len", "4", "--rounds", "1", "--time-budget", "1",
+                                   "-o", out)
+    assert code == 0, err[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    assert "of your text" in report["generation"]["held_out"] and str(text) in report["generation"]["held_out"]
+    assert report["generation"]["eval_tokens"] == 64

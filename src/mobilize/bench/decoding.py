@@ -21,18 +21,28 @@ rounding picks.
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 import numpy as np
 
 
 def greedy(session: Any, prompt: Sequence[int], steps: int) -> list[int]:
     """The ``steps`` most likely next tokens after ``prompt``: a prefill, then one decode step per token."""
-    token = int(np.argmax(np.asarray(session.prefill([int(t) for t in prompt]))[-1]))
-    out = [token]
-    for _ in range(steps - 1):
-        token = int(np.argmax(session.decode(token)))
-        out.append(token)
+    return continue_tokens(session, prompt, steps)
+
+
+def continue_tokens(session: Any, prompt: Sequence[int], steps: int, pick: Callable[[Any], int] | None = None,
+                    stop: Collection[int] = (), on_token: Callable[[int], Any] | None = None) -> list[int]:
+    """Up to ``steps`` tokens after ``prompt``, each ``pick``-ed from the logits (the most likely by default: the
+    one greedy continuation), ending early after a token in ``stop``; ``on_token`` sees each as it comes."""
+    pick = pick or (lambda logits: int(np.argmax(logits)))
+    out = [int(pick(np.asarray(session.prefill([int(t) for t in prompt]))[-1]))]
+    if on_token:
+        on_token(out[-1])
+    while len(out) < steps and out[-1] not in stop:
+        out.append(int(pick(session.decode(out[-1]))))
+        if on_token:
+            on_token(out[-1])
     return out
 
 

@@ -15,7 +15,7 @@ from typing import Sequence
 
 from mobilize.core.errors import InternalError, MobilizeError
 
-SUBCOMMANDS = ("bench", "optimize", "compare", "list", "lint", "sweep", "tune", "verify")
+SUBCOMMANDS = ("bench", "optimize", "compare", "generate", "list", "lint", "sweep", "tune", "verify")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -85,20 +85,22 @@ def decoder_variant(job: Job) -> Any:
     return variant
 
 
-def file_bytes(path: Path) -> int:
-    """What a decoder file weighs on disk: a folder's files, or the file with the side files its engine declares
-    for its format (an OpenVINO ``.xml``'s ``.bin``)."""
+def file_bytes(path: Path, exclude: tuple[str, ...] = ()) -> int:
+    """What a decoder file weighs on disk: a folder's files (less those named in ``exclude``: the package's
+    tokenizer and configs are not the model), or the file with the side files its engine declares for its format
+    (an OpenVINO ``.xml``'s ``.bin``)."""
     from mobilize.core.artifact import artifact_size_bytes, format_for_path
 
     path = Path(path)
     if path.is_dir():
-        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and p.name not in exclude)
     return artifact_size_bytes(path, format_for_path(path))
 
 
 def build(job: Job) -> Built:
     from mobilize.core.backend import BACKENDS
     from mobilize.core.errors import BackendUnavailableError
+    from mobilize.generation.package import PACKAGE_FILES, write_package
     from mobilize.generation.plan import unavailable
 
     variant = decoder_variant(job)
@@ -113,7 +115,8 @@ def build(job: Job) -> Built:
     fmt = formats[0] if formats else variant.engine
     details = {"engine": variant.engine, "weights": variant.weights, "how": variant.how,
                "build_s": time.perf_counter() - t0, **({"group": variant.group} if variant.group else {})}
-    return Built(str(path), fmt, file_bytes(path), str(variant.promise), [], details)
+    notes = write_package(model_folder(job), path, variant, None)  # what runs it, beside it (mobilize generate)
+    return Built(str(path), fmt, file_bytes(path, exclude=PACKAGE_FILES), str(variant.promise), notes, details)
 
 
 def check_and_serve(conn, job: Job, enter) -> None:

@@ -111,10 +111,15 @@ def prepare(ref: ModelRef, folder: Path, settings: dict[str, Any], trust_pickle:
     s = check_lengths(settings, context, ref.text)
     shutil.rmtree(folder, ignore_errors=True)
     lm.save_pretrained(str(folder))
+    source_folder = Path(ref.path) if ref.kind == RefKind.MODEL_FOLDER else None
+    from mobilize.generation.package import copy_tokenizer
+    from mobilize.zoo import tiny_lm
+
+    copy_tokenizer(source_folder, folder, tiny_lm.TOKENIZER if ref.kind == RefKind.ZOO and ref.attribute == "tiny_lm"
+                   else None)  # every package built from this folder carries it
     notes: list[str] = []
     if s["eval_tokens"] != settings["eval_tokens"]:
         notes.append(f"held-out window: {s['eval_tokens']} tokens, the model's context less one (--eval-len sets it)")
-    source_folder = Path(ref.path) if ref.kind == RefKind.MODEL_FOLDER else None
     ids, text_source = _eval_ids(ref, source_folder, folder, int(lm.config.vocab_size), s, notes)
     prompt = [int(t) for t in ids[0, :s["prompt_tokens"]]]
     continuation_prompts = [[int(t) for t in ids[1 + i % (len(ids) - 1), :CONTINUATION_PROMPT]]

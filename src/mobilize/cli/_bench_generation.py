@@ -22,6 +22,14 @@ def decoder_loader(reference: str) -> tuple[Any, Path, str]:
     from mobilize.core.errors import ConfigError
     from mobilize.sources.reference import ModelRef, RefKind
 
+    from mobilize.generation.package import MANIFEST, open_package
+    from mobilize.generation.plan import generation_variants
+
+    here = Path(reference)
+    if (here / MANIFEST).is_file() or (here.is_file() and (here.parent / MANIFEST).is_file()):
+        package = open_package(here)  # a package compare or optimize wrote: its manifest names the variant
+        [variant] = generation_variants([package.variant])
+        return variant, package.file, f"{package.variant} ({package.engine}'s decoder session)"
     ref = ModelRef.parse(reference)
     if ref.kind in (RefKind.ZOO, RefKind.MODEL_FOLDER, RefKind.PYTHON_FILE, RefKind.IMPORT):
         from mobilize.generation.model import causal_lm
@@ -51,7 +59,13 @@ def bench_generation(reference: str, threads: int, prompt_tokens: int, gen_token
 
     from mobilize.bench.decoding import decode_round, greedy
 
+    from mobilize.generation.model import check_lengths
+    from mobilize.generation.package import context_of
+
     variant, path, how = decoder_loader(reference)
+    if Path(path).is_dir():  # a transformers folder (eager): its config's context; a file's session checks its own
+        check_lengths({"prompt_tokens": prompt_tokens, "gen_tokens": gen_tokens, "eval_tokens": 1}, context_of(path),
+                      reference)
     session = variant.load(path, threads, prompt_tokens + gen_tokens + 1)
     try:
         vocab = int(np.asarray(session.prefill([0])).shape[-1])

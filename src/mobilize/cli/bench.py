@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 
 from mobilize.core.jsonfile import dumps_measured
@@ -245,15 +246,23 @@ def format_stats(r: dict) -> str:
 def _generation(args: argparse.Namespace, reference: str, threads: int | None) -> int:
     """``--task generation``: prefill and decode timed in tokens (:mod:`mobilize.cli._bench_generation`)."""
     from mobilize.cli._bench_generation import bench_generation, lines
+    from mobilize.generation.model import check_decoder_lengths
     from mobilize.core.checks import check_at_least, default_threads
 
     check_at_least(args.prompt_len, 1, "--prompt-len")
     check_at_least(args.gen_len, 1, "--gen-len")
+    check_decoder_lengths(args.prompt_len, args.gen_len)
+    from mobilize.core.paths import make_temp_dir
     from mobilize.pipeline.isolate import run_isolated
 
-    report = run_isolated(bench_generation, reference, threads or default_threads(), args.prompt_len, args.gen_len,
-                          args.iter, args.warmup, what="decoder bench", capture_stderr=True,
-                          crash_hint="is it a decoder file mobilize built (compare --task generation)?")
+    logs = make_temp_dir("bench")  # the runtime's own log lines (a bad file's loader errors), off the terminal
+    try:
+        report = run_isolated(bench_generation, reference, threads or default_threads(), args.prompt_len,
+                              args.gen_len, args.iter, args.warmup, what="decoder bench", capture_stderr=True,
+                              log_path=logs / "bench.log",
+                              crash_hint="is it a decoder file mobilize built (compare --task generation)?")
+    finally:
+        shutil.rmtree(logs, ignore_errors=True)
     for line in lines(report):
         print(line)
     if args.json:

@@ -167,6 +167,7 @@ def _generation(ref: ModelRef, cfg: Any, plan: Any, variants: Sequence[str],
     goes."""
     from mobilize.compare.plan_run import run_plan
     from mobilize.core.paths import remove_previous
+    from mobilize.generation.model import check_decoder_lengths
     from mobilize.generation.plan import decoder_plan
     from mobilize.report.json_report import write_reports
 
@@ -177,7 +178,7 @@ def _generation(ref: ModelRef, cfg: Any, plan: Any, variants: Sequence[str],
         raise ConfigError(f"a causal LM runs the generation plan (every engine's decoder files), not '{plan}'",
                           hint="leave --plan out, and pick files with --variant")
     _check_numbers(cfg)
-    check_decoder_lengths(cfg)
+    check_decoder_lengths(cfg.prompt_tokens, cfg.gen_tokens, cfg.eval_tokens, cfg.eval_sequences)
     decoders, notes = decoder_plan(variants)
     if not decoders.variants:
         raise ConfigError("no decoder variant can run here: " + "; ".join(n.removeprefix("plan: left out ")
@@ -201,25 +202,3 @@ def _generation(ref: ModelRef, cfg: Any, plan: Any, variants: Sequence[str],
     report = run_plan(cfg, decoders, progress=progress, on_update=save, ref=ref, decoding=decoding)
     save(report)
     return report
-
-
-def check_decoder_lengths(cfg: Any) -> None:
-    """A causal LM's lengths, before any work: each at least its least, within the most any model here takes
-    (the model's own context is checked against them as soon as it loads, before any build)."""
-    from mobilize.core.checks import check_at_least
-
-    check_at_least(cfg.prompt_tokens, 1, "--prompt-len")
-    check_at_least(cfg.gen_tokens, 1, "--gen-len")
-    if cfg.eval_tokens is not None:
-        check_at_least(cfg.eval_tokens, 2, "--eval-len")
-    check_at_least(cfg.eval_sequences, 2, "--eval-sequences")
-    for flag, value in (("--prompt-len", cfg.prompt_tokens), ("--gen-len", cfg.gen_tokens),
-                        ("--eval-len", cfg.eval_tokens or 0)):
-        if value > MAX_DECODER_TOKENS:
-            raise ConfigError(f"{flag} {value} is past any context a decoder here is built for "
-                              f"({MAX_DECODER_TOKENS} tokens)", hint=f"give {flag} within the model's context")
-
-
-MAX_DECODER_TOKENS = 32768
-"""The longest sequence a decoder run takes: a flag past it is refused before the model loads (a 100,000-token
-prompt would otherwise hold the reference for minutes before its context is read)."""

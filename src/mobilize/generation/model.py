@@ -74,6 +74,28 @@ def context_length(config: Any) -> int | None:
     return None
 
 
+MAX_DECODER_TOKENS = 32768
+"""The longest sequence a decoder run takes: a flag past it is refused before the model loads (a 100,000-token
+prompt would otherwise hold the reference for minutes before its context is read)."""
+
+
+def check_decoder_lengths(prompt_tokens: int, gen_tokens: int, eval_tokens: int | None = None,
+                          eval_sequences: int = 2) -> None:
+    """A causal LM's lengths, before any work: each at least its least, within the most any model here takes (the
+    model's own context is checked against them as soon as it loads, before any build)."""
+    from mobilize.core.checks import check_at_least
+
+    check_at_least(prompt_tokens, 1, "--prompt-len")
+    check_at_least(gen_tokens, 1, "--gen-len")
+    if eval_tokens is not None:
+        check_at_least(eval_tokens, 2, "--eval-len")
+    check_at_least(eval_sequences, 2, "--eval-sequences")
+    for flag, value in (("--prompt-len", prompt_tokens), ("--gen-len", gen_tokens), ("--eval-len", eval_tokens or 0)):
+        if value > MAX_DECODER_TOKENS:
+            raise ConfigError(f"{flag} {value} is past any context a decoder here is built for "
+                              f"({MAX_DECODER_TOKENS} tokens)", hint=f"give {flag} within the model's context")
+
+
 def check_lengths(settings: dict[str, Any], context: int | None, model: str) -> dict[str, Any]:
     """The run's lengths against the model's context, before any work: the prompt and generated tokens must fit
     (``--prompt-len`` + ``--gen-len`` + 1 <= context, refused in one line); the held-out window adapts to a shorter

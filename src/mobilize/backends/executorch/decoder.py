@@ -62,10 +62,15 @@ class ExecuTorchDecoderSession(CachedDecoderSession):
         self.threads = threads
         self.module: Any = None
         self._reload()
+        if "get_max_seq_len" not in self._program.method_names:
+            raise UnsupportedModelError(f"{self.path.name} is no decoder file: its program has no get_max_seq_len "
+                                        f"method (methods: {', '.join(sorted(self._program.method_names))})",
+                                        hint="give a .pte that mobilize compare or optimize built for a causal LM, or "
+                                             "bench it without --task generation")
         built = int(self._program.load_method("get_max_seq_len").execute([])[0])
         if max_len > built:
-            raise ConfigError(f"{self.path.name} holds {built} tokens in its KV cache, not {max_len}",
-                              hint=f"use max_len <= {built}")
+            raise ConfigError(f"{self.path.name} holds {built} tokens in its KV cache; this run needs {max_len}",
+                              hint=f"keep the prompt and the tokens generated under {built}")
         self.max_len = max_len
         _OPEN.add(self)  # a later threadpool resize reloads this program too (see runtime.py)
 

@@ -73,7 +73,7 @@ class LiteRTDecoderSession(CachedDecoderSession):
         built = int(details[self._kv_names[0]]["shape"][1])  # [batch, cache positions, kv heads, head dim]
         if max_len > built:
             raise ConfigError(f"{self.path.name} holds {built} tokens in its KV cache, not {max_len}",
-                              hint=f"use max_len <= {built}")
+                              hint=f"keep the prompt and the tokens generated under {built}")
         if not self._prefill:
             raise UnsupportedModelError(f"{self.path.name} has no prefill_<length> signature")
         self.prefill_lens = tuple(sorted(self._prefill))

@@ -105,13 +105,19 @@ class OnnxDecoderSession(CachedDecoderSession):
         self.path = Path(path)
         with translate_errors(UnsupportedModelError, f"ONNX Runtime could not load {self.path}"):
             self.session = ort_session(self.path, session_options(threads))
+        inputs = self.session.get_inputs()
+        if not inputs or inputs[0].name != "input_ids" or any(len(i.shape) != 4 for i in inputs[1:]):
+            names = ", ".join(i.name for i in inputs)
+            raise UnsupportedModelError(f"{self.path.name} is no decoder file mobilize built: its inputs are {names} "
+                                        f"(expected input_ids, then one 4-D past key/value per layer)",
+                                        hint="give an .onnx that mobilize compare or optimize built for a causal LM, or "
+                                             "bench it without --task generation")
         built = self.session.get_modelmeta().custom_metadata_map.get(MAX_LEN_KEY)
         if built is not None and max_len > int(built):
-            raise ConfigError(f"{self.path.name} was exported for {built} tokens, not {max_len}",
-                              hint=f"use max_len <= {built}")
+            raise ConfigError(f"{self.path.name} was exported for {built} tokens; this run needs {max_len}",
+                              hint=f"keep the prompt and the tokens generated under {built}")
         self.max_len = max_len
         self.threads = threads
-        inputs = self.session.get_inputs()
         self._past_names = [i.name for i in inputs[1:]]
         self._empty = {i.name: np.zeros((1, i.shape[1], 0, i.shape[3]), np.float32) for i in inputs[1:]}
         self._past: dict[str, Any] = {}

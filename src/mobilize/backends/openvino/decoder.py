@@ -123,7 +123,7 @@ class OpenVinoDecoderSession(CachedDecoderSession):
             built = int(model.get_rt_info(MAX_LEN_KEY).astype(str))
             if max_len > built:
                 raise ConfigError(f"{self.path.name} was converted for {built} tokens, not {max_len}",
-                                  hint=f"use max_len <= {built}")
+                                  hint=f"keep the prompt and the tokens generated under {built}")
         self.max_len = max_len
         self.threads = threads
         self.notes: list[str] = []

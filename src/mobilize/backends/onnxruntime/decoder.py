@@ -106,20 +106,20 @@ class OnnxDecoderSession(CachedDecoderSession):
         with translate_errors(UnsupportedModelError, f"ONNX Runtime could not load {self.path}"):
             self.session = ort_session(self.path, session_options(threads))
         inputs = self.session.get_inputs()
-        if not inputs or inputs[0].name != "input_ids" or any(len(i.shape) != 4 for i in inputs[1:]):
-            names = ", ".join(i.name for i in inputs)
-            raise UnsupportedModelError(f"{self.path.name} is no decoder file mobilize built: its inputs are {names} "
-                                        f"(expected input_ids, then one 4-D past key/value per layer)",
-                                        hint="give an .onnx that mobilize compare or optimize built for a causal LM, or "
-                                             "bench it without --task generation")
+        self.layout = _layout(self.path, inputs)
+        self._inputs = {i.name for i in inputs}
         built = self.session.get_modelmeta().custom_metadata_map.get(MAX_LEN_KEY)
         if built is not None and max_len > int(built):
             raise ConfigError(f"{self.path.name} was exported for {built} tokens; this run needs {max_len}",
                               hint=f"keep the prompt and the tokens generated under {built}")
         self.max_len = max_len
         self.threads = threads
-        self._past_names = [i.name for i in inputs[1:]]
-        self._empty = {i.name: np.zeros((1, i.shape[1], 0, i.shape[3]), np.float32) for i in inputs[1:]}
+        past = [i for i in inputs if len(i.shape) == 4]
+        self._past_names = [i.name for i in past]
+        outputs = [o.name for o in self.session.get_outputs()]
+        self._present = [outputs.index(_present_of(n, outputs)) for n in self._past_names]
+        self._logits = outputs.index("logits") if "logits" in outputs else 0
+        self._empty = {i.name: np.zeros((1, _fixed(i.shape[1]), 0, _fixed(i.shape[3])), _dtype(i.type)) for i in past}
         self._past: dict[str, Any] = {}
 
     def _start(self) -> None:
@@ -128,12 +128,59 @@ class OnnxDecoderSession(CachedDecoderSession):
     def _forward(self, ids: list[int], start: int) -> Any:
         import numpy as np
 
-        outs = self.session.run(None, {"input_ids": np.asarray([ids], np.int64), **self._past})
-        self._past = dict(zip(self._past_names, outs[1:]))
-        return np.asarray(outs[0][0], dtype=np.float32)
+        feed = {"input_ids": np.asarray([ids], np.int64), **self._past}
+        if self.layout == "optimum":  # optimum's decoder: the positions and the mask over every token so far
+            feed["attention_mask"] = np.ones((1, start + len(ids)), np.int64)
+            if "position_ids" in self._inputs:
+                feed["position_ids"] = np.arange(start, start + len(ids), dtype=np.int64)[None]
+        outs = self.session.run(None, feed)
+        self._past = {n: outs[i] for n, i in zip(self._past_names, self._present)}
+        return np.asarray(outs[self._logits][0], dtype=np.float32)
 
     def close(self) -> None:
         self.session, self._past = None, {}
+
+
+def _layout(path: Path, inputs: list) -> str:
+    """``mobilize`` (input_ids, then one 4-D past per layer) or ``optimum`` (optimum's ONNX decoder export:
+    input_ids, attention_mask, optional position_ids, past_key_values.N.key/value); else not a decoder file."""
+    names = [i.name for i in inputs]
+    past = [i for i in inputs if len(i.shape) == 4]
+    if names and names[0] == "input_ids" and past and len(past) == len(names) - 1:
+        return "mobilize"
+    if "input_ids" in names and "attention_mask" in names and past and all(
+            i.name.startswith("past_key_values.") for i in past) and len(past) + 2 + ("position_ids" in names) == len(names):
+        return "optimum"
+    raise UnsupportedModelError(f"{path.name} is no decoder file: its inputs are {', '.join(names)} (expected "
+                                f"input_ids and one 4-D past key/value per layer, as mobilize or optimum export them)",
+                                hint="give a decoder .onnx (mobilize compare/optimize, or optimum-cli export onnx), or "
+                                     "bench it without --task generation")
+
+
+def _present_of(past: str, outputs: list[str]) -> str:
+    """The output that carries ``past``'s cache forward (optimum: ``past_key_values.3.key`` -> ``present.3.key``;
+    mobilize: ``past_key_3`` -> ``present_key_3``)."""
+    if past.startswith("past_key_values."):
+        name = "present." + past.removeprefix("past_key_values.")
+    else:
+        name = past.replace("past", "present", 1)
+    if name not in outputs:
+        raise UnsupportedModelError(f"the decoder file has input {past} but no output {name} to carry its cache")
+    return name
+
+
+def _fixed(dim: Any) -> int:
+    """A cache dimension that is symbolic in the file (heads, head size) must be fixed: it is read from the file."""
+    if isinstance(dim, int):
+        return dim
+    raise UnsupportedModelError(f"the decoder file's past key/value has a symbolic heads or head-size dimension "
+                                f"({dim}): mobilize cannot size an empty cache for it")
+
+
+def _dtype(onnx_type: str) -> Any:
+    import numpy as np
+
+    return np.float16 if "float16" in onnx_type else np.float32
 
 
 _CACHE = "torch.onnx dynamo export (opset 18), KV cache as past/present inputs and outputs, ONNX Runtime CPU"

@@ -1,30 +1,25 @@
 """The map of the parts (``src/mobilize/architecture.toml``, written once) checked on the source of every module
 (every import form, lazy ones and ``importlib.import_module("mobilize...")`` strings included):
 
-* layers: a part imports its own layer and the layers below, never above; every module is on the map;
+* layers: a part imports its own layer and the layers below, never above; every module is on the map; a part may
+  be a module inside a package (``lint.support``: the lint types an engine fills in, apart from lint's machinery);
+* forbidden imports the layers would allow but the design does not (passes and report never reach a runtime);
 * engines: nothing outside an engine's folder imports its modules (they are reached through the descriptor),
-  and an engine never imports another;
+  an engine never imports another, nor reaches another through the registries by name;
+* ``import_module`` of a computed name only where :data:`DYNAMIC_IMPORTS` says why (the check cannot follow it);
 * only the face (cli, the package root) imports ``mobilize.api``;
 * cycles between parts only where the map lists them, with the reason;
-* rooms: no file over the map's line limit, no logic in an ``__init__.py``, no long function without its reason;
-* one function runs passes and exporters; verdict thresholds live only in the verify policy; one place assembles
-  a verdict;
-* ``except Exception`` / ``except BaseException`` / bare ``except:`` only in the one translation helper
-  (``errors.third_party_failure``, where the bug-or-user-error decision is made), the CLI's last resort and
-  the process boundaries; a handler that cleans up and re-raises unconditionally catches nothing.
+* no engine name or engine package name compared or branched on outside ``backends/`` (ask the descriptor).
 
 Each rule is a function over a ``{module: source}`` map, so the tests below also plant a violation in a
-copy of the real sources and check that the rule catches it; ``test_a_planted_engine_needs_no_edit_elsewhere``
-plants a whole engine folder in a copy of the tree.
+copy of the real sources and check that the rule catches it.  The rules over function and file sizes, broad
+catches, thresholds and the single package/SQNR checks are in ``test_architecture_rules.py``; the planted engine
+folder in ``test_architecture_engine.py``.
 """
 
 from __future__ import annotations
 
 import ast
-import os
-import shutil
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
@@ -53,6 +48,13 @@ def sources(src: Path = SRC) -> dict[str, str]:
     return out
 
 
+def _import_call(node: ast.AST) -> bool:
+    """``importlib.import_module(...)``, ``import_module(...)`` or ``__import__(...)`` with an argument."""
+    return (isinstance(node, ast.Call) and bool(node.args)
+            and ((isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+                 or (isinstance(node.func, ast.Name) and node.func.id in ("import_module", "__import__"))))
+
+
 def imports(module: str, source: str, modules: dict[str, str]) -> set[str]:
     """Every mobilize module ``module`` imports: ``import``, ``from ... import`` (names that are modules too),
     relative imports, and string arguments of ``importlib.import_module`` / ``__import__``."""
@@ -69,10 +71,8 @@ def imports(module: str, source: str, modules: dict[str, str]) -> set[str]:
                 found.update(f"{base}.{a.name}" for a in node.names)
         elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("mobilize"))
-        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
-              and isinstance(node.args[0].value, str) and node.args[0].value.startswith("mobilize")
-              and ((isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
-                   or (isinstance(node.func, ast.Name) and node.func.id in ("import_module", "__import__")))):
+        elif (_import_call(node) and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+              and node.args[0].value.startswith("mobilize")):
             found.add(node.args[0].value)
     return found
 
@@ -90,19 +90,34 @@ def _engines(modules: dict[str, str]) -> set[str]:
             and any(k.startswith(m + ".") for k in modules)}
 
 
-def part(module: str, engines: set[str]) -> str:
-    """``compare``, ``api``, ``backend:executorch`` or ``mobilize`` (the package root)."""
+def _listed(the_map: dict) -> set[str]:
+    return {p for layer in the_map["layers"] for p in layer["parts"]}
+
+
+def part(module: str, engines: set[str], the_map: dict = MAP) -> str:
+    """``compare``, ``lint.support``, ``api``, ``backend:executorch`` or ``mobilize`` (the package root): the longest
+    name the map lists that contains the module, else its top-level package."""
     bits = module.split(".")
     if len(bits) == 1:
         return "mobilize"
     if bits[1] == "backends" and len(bits) > 2 and bits[2] in engines:
         return f"backend:{bits[2]}"
-    return bits[1]
+    listed = _listed(the_map)
+    return next((".".join(bits[1:i]) for i in range(len(bits), 2, -1) if ".".join(bits[1:i]) in listed), bits[1])
 
 
 def rank(the_part: str, layers: list[dict]) -> int | None:
     key = "backend:*" if the_part.startswith("backend:") else the_part
     return next((i for i, layer in enumerate(layers) if key in layer["parts"]), None)
+
+
+def _forbidden(mine: str, theirs: str, the_map: dict) -> str | None:
+    """The reason the map forbids ``mine`` to import ``theirs``, if it does."""
+    def matches(name: str, patterns: list[str]) -> bool:
+        return name in patterns or (name.startswith("backend:") and "backend:*" in patterns)
+
+    return next((rule["why"] for rule in the_map.get("forbidden", [])
+                 if matches(mine, rule["parts"]) and matches(theirs, rule["imports"])), None)
 
 
 def violations(modules: dict[str, str], the_map: dict = MAP) -> list[str]:
@@ -111,7 +126,7 @@ def violations(modules: dict[str, str], the_map: dict = MAP) -> list[str]:
     face = next(i for i, layer in enumerate(layers) if layer["name"] == "face")
     out = []
     for module, source in sorted(modules.items()):
-        mine = part(module, engines)
+        mine = part(module, engines, the_map)
         my_rank = rank(mine, layers)
         if my_rank is None:
             out.append(f"{module}: part '{mine}' is not on the map (src/mobilize/architecture.toml)")
@@ -120,7 +135,7 @@ def violations(modules: dict[str, str], the_map: dict = MAP) -> list[str]:
             target = _known(target, modules)
             if target is None or target in (module, "mobilize"):  # the root package: its path or version
                 continue
-            theirs = part(target, engines)
+            theirs = part(target, engines, the_map)
             their_rank = rank(theirs, layers)
             if theirs.startswith("backend:") and theirs != mine and rules["engine_modules_private"]:
                 out.append(f"{module} -> {target}: only {theirs[8:]}'s own modules import its modules "
@@ -128,6 +143,8 @@ def violations(modules: dict[str, str], the_map: dict = MAP) -> list[str]:
             elif their_rank is not None and their_rank > my_rank:
                 out.append(f"{module} -> {target}: {mine} ({layers[my_rank]['name']}) imports {theirs} "
                            f"({layers[their_rank]['name']}), a layer above it")
+            elif theirs != mine and _forbidden(mine, theirs, the_map):
+                out.append(f"{module} -> {target}: {mine} never imports {theirs}: {_forbidden(mine, theirs, the_map)}")
             if theirs in rules["only_face_imports"] and my_rank != face:
                 out.append(f"{module} -> {target}: only the face ({', '.join(layers[face]['parts'])}) imports {theirs}")
     return out
@@ -138,17 +155,13 @@ def part_cycles(modules: dict[str, str], the_map: dict = MAP) -> list[str]:
     engines = _engines(modules)
     graph: dict[str, set[str]] = {}
     for module, source in modules.items():
-        mine = part(module, engines)
+        mine = part(module, engines, the_map)
         for target in imports(module, source, modules):
             target = _known(target, modules)
-            if target and target != "mobilize" and part(target, engines) != mine:
-                graph.setdefault(mine, set()).add(part(target, engines))
+            if target and target != "mobilize" and part(target, engines, the_map) != mine:
+                graph.setdefault(mine, set()).add(part(target, engines, the_map))
     allowed = [set(c["parts"]) for c in the_map.get("cycles", [])]
-    out = []
-    for group in _strongly_connected(graph):
-        if len(group) > 1 and set(group) not in allowed:
-            out.append(" <-> ".join(sorted(group)))
-    return sorted(out)
+    return sorted(" <-> ".join(sorted(g)) for g in _strongly_connected(graph) if len(g) > 1 and set(g) not in allowed)
 
 
 def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -201,6 +214,24 @@ def test_no_cycles_between_parts_but_the_listed_ones():
      "engines) imports tune (orchestrators), a layer above"),
     ("mobilize.backends.onnxruntime.runtime", "from mobilize.pipeline.build import build\n",
      "engines) imports pipeline (pipeline), a layer above"),
+    ("mobilize.backends.onnxruntime.lint_probe", "from mobilize.lint.core import run_checks\n",
+     "engines) imports lint (measure), a layer above"),
+    ("mobilize.backends.executorch.profiler", "from mobilize.profile.run import profile_file\n",
+     "engines) imports profile (measure), a layer above"),
+    ("mobilize.backends.nnapi.adb", "from mobilize.report.bench_report import BenchReport\n",
+     "engines) imports report (measure), a layer above"),
+    ("mobilize.lint.support", "from mobilize.lint.core import run_checks\n",
+     "lint.support (measure types) imports lint (measure), a layer above"),
+    ("mobilize.passes.fuse", "from mobilize.runtimes.base import open_session\n", "passes never imports runtimes"),
+    ("mobilize.passes.fuse", "from mobilize.exporters import EXPORTERS\n", "passes never imports exporters"),
+    ("mobilize.report.terminal", "from mobilize.runtimes.base import open_session\n", "report never imports runtimes"),
+    ("mobilize.report.html", "from mobilize.backends import profiler_for\n", "report never imports backends"),
+    ("mobilize.camera.frames", "from mobilize.native.build import runners\n",
+     "camera (frames) imports native (native programs), a layer above"),
+    ("mobilize.native.build", "def f():\n    from mobilize.arm64.run import run_children\n",
+     "native (native programs) imports arm64 (arm64), a layer above"),
+    ("mobilize.arm64.run", "from mobilize.compare.entry import compare\n",
+     "arm64 (arm64) imports compare (orchestrators), a layer above"),
     ("mobilize.sweep.runner", "from mobilize.api import bench\n", "only the face"),
     ("mobilize.core.artifact", "def f():\n    from mobilize.compare.worker import main\n",
      "core (core) imports compare (orchestrators), a layer above"),
@@ -237,129 +268,59 @@ def test_a_planted_cycle_is_caught():
     assert part_cycles(modules, listed) == []
 
 
-ROOMS = MAP["rooms"]
-INIT_WITH_CODE = {"mobilize": "PEP 562: the public names load on first use, and a subpackage import never hides "
-                              "the function of the same name (mobilize.compare, .bench, .lint)"}
-"""Packages whose ``__init__.py`` may define something, and why."""
+DYNAMIC_IMPORTS = {
+    ("mobilize", "__getattr__"): "PEP 562: the public names of the API, each a literal in _PUBLIC",
+    ("mobilize.cli.main", "build_parser"): "the face imports its own subcommand modules (mobilize.cli.NAME)",
+    ("mobilize.cli.list", "_doc"): "the module of a registered plugin, to show its docstring",
+    ("mobilize.core.backend", "load"): "the descriptor's own entries, inside the engine's folder (the one way in)",
+    ("mobilize.core.registry", "names"): "a registry's own package",
+    ("mobilize.core.registry", "get"): "a registry's own plugins and its index's entries",
+    ("mobilize.core.registry", "_external"): "a user's plugin named package.module:Name",
+    ("mobilize.runtimes.base", "import_backend"): "the third-party packages a runtime declares",
+    ("mobilize.sources.models", "_resolve_import"): "the user's own model module (pkg.mod:factory)",
+    ("mobilize.backends.executorch.bpte", "read_test_cases"): "executorch's generated flatbuffer modules",
+    ("mobilize.backends.executorch.pte", "read_program"): "executorch's generated flatbuffer modules",
+    ("mobilize.backends.executorch.profiler", "instruction_labels"): "executorch's generated flatbuffer modules",
+}
+"""Where a module is imported by a computed name, which the layer check cannot follow: (module, function) -> why."""
 
 
-def room_offenders(src: Path = SRC, modules: dict[str, str] | None = None) -> list[str]:
-    """Files over the line limit, ``__init__.py`` files that define functions or classes, and functions over the
-    limit whose docstring does not say why."""
-    modules = sources(src) if modules is None else modules
+def _functions(tree: ast.AST) -> dict[int, str]:
+    """id(node) -> the innermost function (or ``<module>``) each node of ``tree`` is in."""
+    out: dict[int, str] = {}
+    for f in ast.walk(tree):
+        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for n in ast.walk(f):
+                out[id(n)] = f.name  # inner functions are walked later and win
+    return out
+
+
+def dynamic_imports(modules: dict[str, str]) -> list[str]:
+    """``module:line (function)`` of every ``import_module``/``__import__`` of a non-literal name outside
+    :data:`DYNAMIC_IMPORTS`."""
     out = []
     for module, source in sorted(modules.items()):
-        lines = source.count("\n")
-        if lines > ROOMS["max_file_lines"]:
-            out.append(f"{module}: {lines} lines (limit {ROOMS['max_file_lines']}): split it")
         tree = ast.parse(source)
-        is_init = (src.joinpath(*module.split(".")[1:]) / "__init__.py").exists() or module == "mobilize"
-        if is_init and module not in INIT_WITH_CODE and any(
-                isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for n in tree.body):
-            out.append(f"{module}: logic in __init__.py (it only imports and registers)")
+        where = _functions(tree)
         for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                length = node.end_lineno - node.lineno + 1
-                doc = ast.get_docstring(node) or ""
-                if length > ROOMS["max_function_lines"] and ROOMS["long_function_marker"] not in doc:
-                    out.append(f"{module}.{node.name}: {length} lines (limit {ROOMS['max_function_lines']}) "
-                               f"without '{ROOMS['long_function_marker']} ...' in its docstring")
+            if _import_call(node) and not isinstance(node.args[0], ast.Constant):
+                function = where.get(id(node), "<module>")
+                if (module, function) not in DYNAMIC_IMPORTS:
+                    out.append(f"{module}:{node.lineno} ({function}): {ast.unparse(node)}")
     return out
 
 
-def test_every_room_is_small_enough():
-    assert not room_offenders()
+def test_modules_are_imported_by_computed_names_only_where_listed():
+    assert not dynamic_imports(sources())
+    assert all(any(m == module for m in sources()) for module, _ in DYNAMIC_IMPORTS), "a listed module is gone"
 
 
-def test_planted_oversized_rooms_are_caught():
-    modules = sources()
-    modules["mobilize.sweep.runner"] += "\n" * ROOMS["max_file_lines"]
-    modules["mobilize.camera"] += "\ndef helper():\n    return 1\n"
-    body = "".join(f"    x{i} = {i}\n" for i in range(ROOMS["max_function_lines"]))
-    modules["mobilize.lint.core"] += f"\ndef long_one():\n{body}"
-    modules["mobilize.lint.config"] += f"\ndef long_two():\n    '''Long because: planted.'''\n{body}"
-    found = room_offenders(modules=modules)
-    assert any(f.startswith("mobilize.sweep.runner:") and "split it" in f for f in found), found
-    assert "mobilize.camera: logic in __init__.py (it only imports and registers)" in found
-    assert any(f.startswith("mobilize.lint.core.long_one:") for f in found)
-    assert not any("long_two" in f for f in found)
+def test_a_planted_computed_import_is_caught():
+    planted = {**sources(), "mobilize.lint.core": sources()["mobilize.lint.core"]
+               + "\ndef f(name):\n    import importlib\n    return importlib.import_module(f'mobilize.backends.{name}')\n"}
+    lines = planted["mobilize.lint.core"].count("\n")
+    assert dynamic_imports(planted) == [f"mobilize.lint.core:{lines} (f): importlib.import_module(f'mobilize.backends.{{name}}')"]
 
-
-def runners(modules: dict[str, str]) -> set[str]:
-    """Modules that instantiate passes or exporters from their registries and run them."""
-    found = set()
-    for module, source in modules.items():
-        for node in ast.walk(ast.parse(source)):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Call)
-                    and isinstance(node.func.func, ast.Attribute) and node.func.func.attr == "get"
-                    and isinstance(node.func.func.value, ast.Name) and node.func.func.value.id in ("PASSES", "EXPORTERS")):
-                found.add(module)
-    return found
-
-
-def test_one_function_runs_passes_and_exporters():
-    """Only build.py instantiates passes and exporters from their registries and runs them
-    (``PASSES.get(name)(config)(...)``, ``EXPORTERS.get(name)(config).export(...)``)."""
-    assert runners(sources()) == {"mobilize.pipeline.build"}
-    planted = {**sources(), "mobilize.tune": sources()["mobilize.tune"] + "\nEXPORTERS.get('onnx')(None).export(m, c, s)\n"}
-    assert runners(planted) == {"mobilize.pipeline.build", "mobilize.tune"}
-
-
-METRICS = ("cosine", "sqnr", "agreement", "top1", "max_abs", "drop", "within")
-
-
-def threshold_offenders(modules: dict[str, str]) -> list[str]:
-    """Comparisons of an accuracy metric with a numeric literal (int or float; 0 and 1 are not thresholds)
-    outside accuracy/verify.py."""
-    out = []
-    for module, source in modules.items():
-        if module == "mobilize.accuracy.verify":
-            continue
-        for node in ast.walk(ast.parse(source)):
-            if not isinstance(node, ast.Compare):
-                continue
-            sides = [node.left, *node.comparators]
-            names = " ".join(ast.unparse(s) for s in sides if not isinstance(s, ast.Constant)).lower()
-            literal = any(isinstance(s, ast.Constant) and isinstance(s.value, (int, float))
-                          and not isinstance(s.value, bool) and s.value not in (0, 1) for s in sides)
-            if literal and any(m in names for m in METRICS):
-                out.append(f"{module}:{node.lineno}: {ast.unparse(node)}")
-    return out
-
-
-def test_verdict_thresholds_live_only_in_the_policy():
-    assert not threshold_offenders(sources())
-    planted = {**sources(), "mobilize.sweep.runner": sources()["mobilize.sweep.runner"]
-               + "\nif result.sqnr_db < 30:\n    pass\n"}
-    assert threshold_offenders(planted) == ["mobilize.sweep.runner:%d: result.sqnr_db < 30"
-                                            % (planted["mobilize.sweep.runner"].count("\n") - 1)]
-
-
-
-ASSEMBLY = ("judge_budget", "judge_task", "against_both")
-"""The halves of a quality verdict; ``verify.assess`` puts them together, and nothing else may."""
-
-
-def assemblers(modules: dict[str, str]) -> list[str]:
-    """Calls of a budget half outside accuracy/verify.py (a second place that assembles the budget)."""
-    out = []
-    for module, source in modules.items():
-        if module == "mobilize.accuracy.verify":
-            continue
-        for node in ast.walk(ast.parse(source)):
-            if isinstance(node, ast.Call):
-                name = ast.unparse(node.func).rpartition(".")[2]
-                if name in ASSEMBLY:
-                    out.append(f"{module}:{node.lineno}: {name}")
-    return out
-
-
-def test_one_function_assembles_the_budget():
-    """compare, tune, optimize's verify and the arm64 check all judge through ``verify.assess``."""
-    assert not assemblers(sources())
-    planted = {**sources(), "mobilize.tune": sources()["mobilize.tune"]
-               + "\nv = judge_budget(v, cosine=c, labelled=False)\n"}
-    assert assemblers(planted) == ["mobilize.tune:%d: judge_budget" % planted["mobilize.tune"].count("\n")]
 
 def test_every_engine_folder_is_a_registered_backend():
     from mobilize.backends import BACKENDS
@@ -369,143 +330,128 @@ def test_every_engine_folder_is_a_registered_backend():
     assert all(BACKENDS.get(name).name == name for name in folders)
 
 
-BROAD_CATCHES = {("mobilize.core.errors", "third_party_failure"): "the one translation helper (bug or user error)",
-                 ("mobilize.cli.main", "_dispatch"): "the CLI's last resort (a bug: exit 1)",
-                 ("mobilize.pipeline.isolate", "_child_main"): "the isolation boundary (sent to the parent)",
-                 ("mobilize.compare.worker", "main"): "compare's worker process boundary (sent to the parent)",
-                 ("mobilize.compare.host", "_answer"): "the shared timing host's boundary for each variant it holds "
-                                                       "(sent to the parent; its other variants go on)"}
-"""Where a handler may catch ``Exception`` or ``BaseException`` broadly: (module, function) -> why."""
+BASE_PACKAGES = {"torch": "mobilize's own dependency (the eager reference), not one engine's",
+                 "numpy": "mobilize's own dependency"}
+"""Packages some engine declares that are not engine knowledge when a module names them."""
+ENGINE_NAME_EXCLUDED = {
+    ("mobilize.lowering.onnx_export", "torchscript"): "torch.onnx.export's TorchScript-based exporter (the onnx "
+                                                      "exporter's `exporter` option), not the torchscript engine",
+    ("mobilize.compare.entry", "eager"): "compare's entry is being rewritten (#45): a model given as code is "
+                                         "ModelSource.format, not the engine's name",
+}
+"""(module, name) -> why that module may compare that engine name.  The last entries are in files being rewritten."""
 
 
-def _broad(handler: ast.ExceptHandler) -> bool:
-    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-    return any(t is None or (isinstance(t, ast.Name) and t.id in ("Exception", "BaseException")) for t in types)
+def engine_names() -> dict[str, str]:
+    """Every name an engine owns -> the engine: its folder, formats, runtimes, exporters, lint targets and the
+    packages it declares (``Backend.packages`` and its runtimes' and exporters' ``packages``), read from the registry."""
+    from mobilize.backends import all_backends
+
+    out: dict[str, str] = {}
+    for b in all_backends():
+        for name in (b.name, *b.formats, *b.formats.values(), *b.runtimes, *b.exporters, *b.lint_targets, *b.packages):
+            out.setdefault(name, b.name)
+        for field in ("runtimes", "exporters"):
+            for entry in getattr(b, field).values():
+                for package in getattr(b.load(entry), "packages", ()):
+                    out.setdefault(package.split(".")[0], b.name)
+    return {name: engine for name, engine in out.items() if name not in BASE_PACKAGES}
 
 
-def _reraises(handler: ast.ExceptHandler) -> bool:
-    """Clean up, then ``raise`` the same exception: nothing is caught (no return, break or continue before it)."""
-    last = handler.body[-1]
-    escapes = any(isinstance(n, (ast.Return, ast.Break, ast.Continue)) for n in ast.walk(handler))
-    return isinstance(last, ast.Raise) and last.exc is None and not escapes
+def _named(node: ast.AST, names: dict[str, str]) -> list[str]:
+    """The engine names a comparison side, a case pattern or a dict key spells as a literal (or a literal tuple)."""
+    items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+    return [i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str) and i.value in names]
 
 
-def broad_catches(modules: dict[str, str]) -> list[str]:
-    """``module:line (function)`` for every handler that catches Exception, BaseException or everything,
-    outside BROAD_CATCHES."""
+def _branches(tree: ast.AST, names: dict[str, str]):
+    """(node, names) of every comparison, match case and dict literal that spells an engine name."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            found = [n for side in (node.left, *node.comparators) for n in _named(side, names)]
+        elif isinstance(node, ast.match_case):
+            found = [n for p in ast.walk(node.pattern) if isinstance(p, ast.MatchValue) for n in _named(p.value, names)]
+        elif isinstance(node, ast.Dict):
+            found = [n for key in node.keys if key is not None for n in _named(key, names)]
+        else:
+            continue
+        if found:
+            yield node, found
+
+
+def engine_name_offenders(modules: dict[str, str], names: dict[str, str],
+                          excluded: dict = ENGINE_NAME_EXCLUDED) -> list[str]:
+    """``module:line: code (names)`` for every engine name compared, matched or used as a dict key outside
+    ``backends/`` and ``excluded``."""
     out = []
-    for module, source in modules.items():
-        tree = ast.parse(source)
-        functions = {id(h): f.name for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-                     for h in ast.walk(f) if isinstance(h, ast.ExceptHandler)}  # the innermost function wins
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ExceptHandler) and _broad(node) and not _reraises(node):
-                where = functions.get(id(node), "<module>")
-                if (module, where) not in BROAD_CATCHES:
-                    caught = ast.unparse(node.type) if node.type else ""
-                    out.append(f"{module}:{node.lineno} ({where}): except {caught}".rstrip())
+    for module, source in sorted(modules.items()):
+        if module == "mobilize.backends" or module.startswith("mobilize.backends."):
+            continue
+        for node, found in _branches(ast.parse(source), names):
+            found = [n for n in found if (module, n) not in excluded]
+            if found:
+                code = ast.unparse(node.pattern if isinstance(node, ast.match_case) else node).splitlines()[0]
+                line = node.pattern.lineno if isinstance(node, ast.match_case) else node.lineno
+                out.append(f"{module}:{line}: {code[:100]} ({', '.join(found)})")
     return out
 
 
-def test_only_the_translation_helper_and_the_boundaries_catch_everything():
-    assert not broad_catches(sources())
-
-
-@pytest.mark.parametrize("handler", ["except Exception:", "except BaseException as exc:", "except:",
-                                     "except (ValueError, Exception) as exc:"])
-def test_a_planted_broad_catch_is_caught(handler):
-    planted = {**sources(), "mobilize.lint.core": sources()["mobilize.lint.core"]
-               + f"\ndef f():\n    try:\n        g()\n    {handler}\n        return None\n"}
-    lines = planted["mobilize.lint.core"].count("\n")
-    assert broad_catches(planted) == [f"mobilize.lint.core:{lines - 1} (f): {handler.split(' as ')[0].rstrip(':')}"]
-    reraised = {**sources(), "mobilize.lint.core": sources()["mobilize.lint.core"]
-                + f"\ndef f():\n    try:\n        g()\n    {handler}\n        cleanup()\n        raise\n"}
-    assert not broad_catches(reraised)
-
-
-TOY_ENGINE = {
-    "__init__.py": '''"""Toy: an engine planted by the architecture test (a descriptor, a runtime and a lint probe)."""
-
-from mobilize.backends import BACKENDS
-from mobilize.core.backend import Backend
-
-BACKENDS.register("toy")(Backend(
-    name="toy",
-    formats={"toyfile": "toy"},
-    suffixes={".toy": "toyfile"},
-    runtimes={"toy": "runtime:ToySession"},
-    lint_targets={"toy": "lint_probe"},
-    noise=("[toy-noise]",),
-))
-''',
-    "runtime.py": '''"""Toy runtime: runs nothing (planted by the architecture test)."""
-
-from mobilize.runtimes.base import Session
-
-
-class ToySession(Session):
-    """Toy runtime planted by the architecture test."""
-
-    def _load(self):
-        raise NotImplementedError
-
-    def prepare(self, inputs):
-        return inputs
-
-    def run_prepared(self, native):
-        return native
-
-    def set_threads(self, threads):
-        return None
-''',
-    "lint_probe.py": '''"""Toy lint probe: takes every op (planted by the architecture test)."""
-
-from mobilize.lint.report import TargetSupport
-
-PACKAGES = ("torch",)
-PIP = "torch"
-HOW = "the toy probe"
-LABEL = "Toy"
-FIX = "none needed"
-
-
-def probe(subject):
-    return TargetSupport("toy", "supported", HOW, partitions=1, summary="toy takes the whole model")
-''',
+LOOKUPS = {"BACKENDS.get", "RUNTIMES.get", "EXPORTERS.get", "tool", "open_session", "session_class", "runtime_for",
+           "backend_for_format", "backend_for_runtime", "profiler_for", "checker_for", "why_slow_for", "drift_for",
+           "default_runtime"}
+"""Calls through which a module reaches an engine by one of its names (the registries and the descriptor lookups)."""
+CROSS_ENGINE_EXCLUDED = {
+    ("mobilize.backends.nnapi.host_check", "lite"): "NNAPI's exporter writes a lite-interpreter CPU twin beside its "
+                                                    "file; the host check runs that twin in its own runtime",
 }
+"""(engine module, another engine's name) -> why the module asks for it."""
 
 
-def test_a_planted_engine_needs_no_edit_elsewhere(tmp_path):
-    """One folder under backends/ in a copy of the tree, nothing else edited: the registry lists it, its suffix
-    names its format, ``mobilize list`` shows its runtime, lint probes it, the noise filter knows its lines,
-    plans still load, and the architecture rules accept the copy."""
-    copy = tmp_path / "src" / "mobilize"
-    shutil.copytree(SRC, copy, ignore=shutil.ignore_patterns("__pycache__", "*.pt"))
-    (copy / "backends" / "toy").mkdir()
-    for name, text in TOY_ENGINE.items():
-        (copy / "backends" / "toy" / name).write_text(text)
-    assert not violations(sources(copy), load_map(copy))
-    assert not part_cycles(sources(copy), load_map(copy))
-    env = {**os.environ, "PYTHONPATH": str(tmp_path / "src")}
-    script = ("import mobilize, sys\n"
-              "assert mobilize.__file__.startswith(sys.argv[1]), mobilize.__file__\n"
-              "from mobilize.backends import BACKENDS, format_for_suffix, default_runtime\n"
-              "from mobilize.core.noise import is_noise\n"
-              "from mobilize.plans.plan import load_plan\n"
-              "from mobilize.lint import LintConfig, lint\n"
-              "from mobilize.core.inputs import InputSpec\n"
-              "assert 'toy' in BACKENDS.names(), BACKENDS.names()\n"
-              "assert format_for_suffix('.toy') == 'toyfile' and default_runtime('toyfile') == 'toy'\n"
-              "assert is_noise('[toy-noise] nothing to act on')\n"
-              "assert [v.name for v in load_plan('quick').variants]\n"
-              "report = lint('zoo:conv_bn_relu', LintConfig(targets=('toy',), time=False),"
-              " input_specs=[InputSpec((1, 3, 16, 16))])\n"
-              "[toy] = report.targets\n"
-              "assert toy.target == 'toy' and toy.status == 'supported', toy\n"
-              "print('ok')\n")
-    ran = subprocess.run([sys.executable, "-c", script, str(copy)], env=env, capture_output=True, text=True,
-                         timeout=300)
-    assert ran.returncode == 0 and ran.stdout.strip().endswith("ok"), ran.stderr[-3000:]
-    listed = subprocess.run([sys.executable, "-m", "mobilize", "list", "runtimes"], env=env, capture_output=True,
-                            text=True, timeout=300)
-    assert listed.returncode == 0 and "Toy runtime planted by the architecture test" in listed.stdout, listed
+def cross_engine_lookups(modules: dict[str, str], engines: set[str]) -> list[str]:
+    """An engine's module asking a registry or a descriptor lookup for a name another engine owns (its runtime,
+    format, exporter or folder): one engine loading another through the descriptor."""
+    names = engine_names()
+    out = []
+    for module, source in sorted(modules.items()):
+        bits = module.split(".")
+        if len(bits) < 3 or bits[1] != "backends" or bits[2] not in engines:
+            continue
+        for node in ast.walk(ast.parse(source)):
+            called = ast.unparse(node.func) if isinstance(node, ast.Call) else ""
+            if called in LOOKUPS or called.rpartition(".")[2] in LOOKUPS:
+                other = [n for a in node.args for n in _named(a, names)
+                         if names[n] != bits[2] and (module, n) not in CROSS_ENGINE_EXCLUDED]
+                if other:
+                    out.append(f"{module}:{node.lineno}: {ast.unparse(node)[:100]} ({', '.join(other)})")
+    return out
+
+
+def test_no_engine_name_is_branched_on_outside_backends():
+    """``== "onnxruntime"``, ``in ("executorch", ...)``, ``case "openvino":`` and ``{"litert": ...}`` keys outside
+    ``backends/`` (docstrings and messages are not comparisons): ask the engine's capability instead."""
+    assert not engine_name_offenders(sources(), engine_names())
+    found = engine_name_offenders(sources(), engine_names(), excluded={})
+    stale = [key for key in ENGINE_NAME_EXCLUDED if not any(f.startswith(f"{key[0]}:") and key[1] in f for f in found)]
+    assert not stale, f"ENGINE_NAME_EXCLUDED entries no module needs any more (remove them): {stale}"
+
+
+def test_a_planted_engine_name_branch_is_caught():
+    planted = {**sources(), "mobilize.tune.planted": 'def pick(engine):\n    if engine == "onnxruntime":\n'
+                                                     '        return 1\n    return 2\n'}
+    assert engine_name_offenders(planted, engine_names()) == [
+        "mobilize.tune.planted:2: engine == 'onnxruntime' (onnxruntime)"]
+    for line in ('    match engine:\n        case "executorch":\n            pass\n',
+                 '    return {"openvino": 1}[engine]\n', '    return engine in ("onnx", "nncf")\n'):
+        one = {**sources(), "mobilize.tune.planted": f"def pick(engine):\n{line}"}
+        assert len(engine_name_offenders(one, engine_names())) == 1, line
+
+
+def test_no_engine_reaches_another_through_the_registries():
+    assert not cross_engine_lookups(sources(), _engines(sources()))
+
+
+def test_a_planted_cross_engine_lookup_is_caught():
+    planted = {**sources(), "mobilize.backends.litert.runtime": sources()["mobilize.backends.litert.runtime"]
+               + "\ndef f(art):\n    return BACKENDS.get('executorch').load('quant')\n"}
+    found = cross_engine_lookups(planted, _engines(planted))
+    assert len(found) == 1 and found[0].startswith("mobilize.backends.litert.runtime:") and "executorch" in found[0]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 
@@ -10,30 +9,50 @@ import pytest
 import torch
 
 from mobilize.core.artifact import Artifact
+from mobilize.core.backend import backend_for_runtime
 from mobilize.core.errors import BackendUnavailableError, ConfigError
+from mobilize.core.packages import missing
 from mobilize.runtimes import RUNTIMES
 from mobilize.runtimes.base import RuntimeOptions
 from mobilize.sources.models import ModelSource, resolve_model
 from mobilize.zoo import ZOO
 from tests.conftest import tiny_input, tiny_model
 
-# Runtimes with no case here, and why (each runs the same checks elsewhere).
-RUNTIME_EXCLUDED = {"nnapi_host": "the shared artifacts fixture has no NNAPI file; test_exporter_contract exports TinyNet "
-                                  "with the nnapi exporter and runs it in this runtime, tests/backends/nnapi/test_nnapi.py "
-                                  "runs the rest of this contract"}
 FIXTURE_FORMATS = ("eager", "torchscript", "lite", "exported_program", "executorch", "onnx", "tflite")
-"""What the ``artifacts`` fixture holds (a TinyNet per format; ``eager``: the module itself)."""
+"""What the shared ``artifacts`` fixture holds (a TinyNet per format; ``eager``: the module itself)."""
 
 
-def fixture_format(name: str) -> str | None:
-    """The format a runtime is tested on, read from the runtime's own declaration (its ``formats``, first one the
-    fixture holds): a new engine's runtime gets a case with no edit here."""
-    return next((f for f in RUNTIMES.get(name).formats if f in FIXTURE_FORMATS), None)
+def contract_case(name: str) -> tuple[str, str] | None:
+    """How runtime ``name`` is tested, read from its engine: ``("exporter", KEY)`` where the engine declares its case
+    (``Backend.contract``: the tiny model exported with that exporter), else ``("fixture", FORMAT)`` for the first
+    of its formats the shared fixture holds; None: no case.  A new engine's runtime gets a case with no edit here."""
+    backend = backend_for_runtime(name)
+    if name in backend.contract:
+        return "exporter", backend.contract[name]
+    fmt = next((f for f in RUNTIMES.get(name).formats if f in FIXTURE_FORMATS), None)
+    return ("fixture", fmt) if fmt else None
 
 
 def test_every_runtime_has_a_contract_case():
-    missing = [n for n in RUNTIMES.names() if n not in RUNTIME_EXCLUDED and fixture_format(n) is None]
-    assert not missing, f"runtimes that read none of the fixture's formats {FIXTURE_FORMATS}: {missing}"
+    lacking = [n for n in RUNTIMES.names() if contract_case(n) is None]
+    assert not lacking, (f"runtimes that read none of the fixture's formats {FIXTURE_FORMATS} and whose engine "
+                         f"declares no case (Backend.contract): {lacking}")
+
+
+def _contract_target(name: str, request, tmp_path):
+    """The tiny model as runtime ``name``'s contract case says: the module, a fixture file, or a file exported with
+    the engine's own exporter."""
+    from mobilize.core.context import Context
+    from mobilize.core.inputs import InputSpec
+    from mobilize.exporters import EXPORTERS
+    from tests.conftest import INPUT_SHAPE
+
+    how, what = contract_case(name)
+    if how == "exporter":
+        return EXPORTERS.get(what)().export(tiny_model(), Context(input_specs=[InputSpec(INPUT_SHAPE)]), tmp_path / "tiny")
+    if what == "eager":
+        return ModelSource(tiny_model(), "tiny")
+    return Artifact.from_file(request.getfixturevalue("artifacts")[what])
 
 
 def _judge_float(outputs, reference):
@@ -46,16 +65,14 @@ def _judge_float(outputs, reference):
 
 
 @pytest.mark.parametrize("name", RUNTIMES.names())
-def test_runtime_contract(name, artifacts):
-    if name in RUNTIME_EXCLUDED:
-        pytest.skip(RUNTIME_EXCLUDED[name])
+def test_runtime_contract(name, request, tmp_path):
     cls = RUNTIMES.get(name)
-    if any(importlib.util.find_spec(p) is None for p in cls.packages):
+    assert cls.name == name and set(cls.formats) >= {f for f, r in backend_for_runtime(name).formats.items() if r == name}
+    if missing(cls.packages):
         with pytest.raises(BackendUnavailableError, match="pip install"):
             cls.check_available()
         return
-    fmt = fixture_format(name)
-    target = ModelSource(tiny_model(), "tiny") if fmt == "eager" else Artifact.from_file(artifacts[fmt])
+    target = _contract_target(name, request, tmp_path)
     x = tiny_input()
     reference = tiny_model()(x)
     session = cls.load(target, RuntimeOptions(threads=1))

@@ -373,7 +373,7 @@ def test_profile_rows_of_a_model_fx_cannot_trace_partition_the_total():
 ])
 def test_a_failed_export_fix_says_it_names_the_line_only_when_it_does(summary, names_line):
     from mobilize.lint.core import _target_findings
-    from mobilize.lint.report import TargetSupport
+    from mobilize.lint.support import TargetSupport
 
     (finding,) = _target_findings(TargetSupport("xnnpack", "failed", "torch.export", summary=summary))
     assert ("the message names the line" in finding.fix) == names_line

@@ -15,9 +15,8 @@ calls it in place of the cosine budget.
 from __future__ import annotations
 
 import dataclasses
-import math
 
-from mobilize.accuracy.metrics import FirstOutput
+from mobilize.accuracy.metrics import FirstOutput, sqnr_from_powers
 from mobilize.accuracy.verify import DEFAULT_POLICY, Policy, Verdict, _num
 from mobilize.core.outcome import Outcome
 
@@ -65,7 +64,7 @@ def judge_near_zero_floor(first: FirstOutput | None, kind: str, floor: float, sq
     ``<kind>-near-zero-map``).  None when the output is no near-empty map, or is off by that measure too."""
     if not near_empty_map(first, policy) or first.max_abs == 0:
         return None
-    peak_db = 20 * math.log10(first.scale / first.max_abs)
+    peak_db = sqnr_from_powers(first.scale ** 2, first.max_abs ** 2)  # a peak SNR: the scale over the max error
     if peak_db < floor:
         return None
     rule = f"{kind}-near-zero-map"

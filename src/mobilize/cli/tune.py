@@ -86,22 +86,7 @@ def parse_duration_s(text: str | None) -> float | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """``mobilize tune``: check every option and combination before any work, then run it and print.
-
-    Long because each flag is checked (one line, exit 2) and turned into the config in one place."""
-    import shutil
-    import sys
-    from pathlib import Path
-
-    from mobilize.accuracy.verify import Policy
-    from mobilize.api import calibration_for, model_stem
-    from mobilize.core.artifact import atomic_write_text
-    from mobilize.core.jsonfile import dumps_measured
-    from mobilize.core.checks import check_at_least, check_positive
-    from mobilize.cli.check import check_data, check_model
-    from mobilize.cli.inputs import bound_args_from_args, input_specs_from_args, task_from_args
-    from mobilize.pipeline.isolate import run_isolated
-    from mobilize.tune import candidate_recipes, format_layers
+    """``mobilize tune``: check every option and combination before any work, then run it and print."""
     from mobilize.generation.detect import wants_generation
     from mobilize.sources.reference import ModelRef
 
@@ -109,7 +94,22 @@ def run(args: argparse.Namespace) -> int:
         from mobilize.cli.tune_generation import run_generation
 
         return run_generation(args)
-    # Everything a user can get wrong is checked here, before the float model is built and evaluated.
+    options = _checked_options(args)  # everything a user can get wrong, before the float model is built
+    options.update(_checked_model(args, options["prune"]))
+    result = _search_isolated(args, options)
+    _print_result(result, args)
+    return _finish(result, args)
+
+
+def _checked_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The budget, the runtimes, the task and the pruning levels, each flag checked (one line, exit 2)."""
+    from mobilize.accuracy.verify import Policy
+    from mobilize.cli.inputs import task_from_args
+    from mobilize.core.checks import check_at_least, check_positive
+    from mobilize.core.target import Target
+    from mobilize.tune import candidate_recipes
+    from mobilize.tune.prune import parse_levels
+
     if args.data is None:
         raise ConfigError("tune needs --data: the samples every candidate is judged on",
                           hint="e.g. --data digits:test, a folder of images, or FILE.npz")
@@ -123,29 +123,37 @@ def run(args: argparse.Namespace) -> int:
     if budget_s is not None:
         check_positive(budget_s, "--time-budget", " seconds")
     check_at_least(args.samples, 1, "--samples")
-    from mobilize.tune.routes import default_runtimes
-
-    given = ",".join(default_runtimes()) if args.runtimes is None else args.runtimes
-    runtimes = [r.strip() for r in given.split(",") if r.strip()]
-    if not runtimes:
-        from mobilize.tune.routes import runtimes as searched
-
-        raise ConfigError("--runtimes is empty", hint=f"choose from: {', '.join(searched())}")
+    runtimes = _runtimes(args.runtimes)
     candidate_recipes(runtimes)
     task, metric = task_from_args(args)
-    from mobilize.core.target import Target
-    from mobilize.tune.prune import parse_levels
-
     prune = parse_levels(args.prune) if args.prune is not None else ()
     if getattr(args, "prune_steps_given", False) and args.prune is None:
         raise ConfigError("--prune-steps caps the fine-tune of --prune, which is not given",
                           hint="add --prune, or leave --prune-steps out")
-    prune_steps = args.prune_steps
-    if prune_steps < 0:
-        raise ConfigError(f"--prune-steps must not be negative, got {prune_steps}",
+    if args.prune_steps < 0:
+        raise ConfigError(f"--prune-steps must not be negative, got {args.prune_steps}",
                           hint="give the most fine-tune steps per level, or 0 for no cap")
     Target.parse(args.target)
-    stem = model_stem(args.model)
+    return dict(policy=policy, time_budget_s=budget_s, runtimes=runtimes, task=task, metric=metric, prune=prune,
+                prune_finetune_steps=args.prune_steps, target=args.target, eval_samples=args.samples, data=args.data)
+
+
+def _runtimes(given: str | None) -> list[str]:
+    """``--runtimes`` as a list (not given: the runtimes tune searches by default); an empty one is refused."""
+    from mobilize.tune.routes import default_runtimes, runtimes as searched
+
+    runtimes = [r.strip() for r in (",".join(default_runtimes()) if given is None else given).split(",") if r.strip()]
+    if not runtimes:
+        raise ConfigError("--runtimes is empty", hint=f"choose from: {', '.join(searched())}")
+    return runtimes
+
+
+def _checked_model(args: argparse.Namespace, prune: Any) -> dict[str, Any]:
+    """The model's input specs and bound arguments, and the data and calibration checked against them."""
+    from mobilize.api import calibration_for
+    from mobilize.cli.check import check_data, check_model
+    from mobilize.cli.inputs import bound_args_from_args, input_specs_from_args
+
     bound_args = bound_args_from_args(args)
     specs, names = check_model(args.model, command="tune", input_specs=input_specs_from_args(args) or (),
                                trust_pickle=args.trust_pickle, pytorch_only=True, bound_args=bound_args)
@@ -155,42 +163,64 @@ def run(args: argparse.Namespace) -> int:
     if calibration != args.data or prune:  # the pruned levels' fine-tune learns from labels: checked before work
         check_data(calibration, "--calibration" if args.calibration else "--data", specs, names,
                    labelled_for="--prune" if prune else None)
+    return dict(specs=specs, bound_args=bound_args, calibration=calibration)
+
+
+def _search_isolated(args: argparse.Namespace, options: dict[str, Any]) -> Any:
+    """The search in a child process (a crash in the model's code is one line, not the end of this one); a cache
+    this run started is removed when it fails."""
+    import shutil
+    from pathlib import Path
+
+    from mobilize.api import model_stem
+    from mobilize.pipeline.isolate import run_isolated
+
     out = Path(args.output)
     cache = out / "tune-cache"
     cache_was_there = cache.exists()
-    try:  # the model's code runs in a child process: a crash in it is one line, not the end of this one
-        result = run_isolated(search, args.model, specs, what="tune", graceful_interrupt=True,
-                              progress=lambda _done, _total, text: print(text, flush=True),
-                              trust_pickle=args.trust_pickle, bound_args=bound_args, data=args.data, calibration=calibration, policy=policy,
-                              runtimes=runtimes, out_dir=out, stem=stem, time_budget_s=budget_s,
-                              eval_samples=args.samples, task=task, metric=metric, prune=prune,
-                              prune_finetune_steps=prune_steps, target=args.target)
+    specs = options.pop("specs")
+    try:
+        return run_isolated(search, args.model, specs, what="tune", graceful_interrupt=True,
+                            progress=lambda _done, _total, text: print(text, flush=True),
+                            trust_pickle=args.trust_pickle, out_dir=out, stem=model_stem(args.model), **options)
     except BaseException:
         if not cache_was_there:
             shutil.rmtree(cache, ignore_errors=True)  # half a cache of a failed run only misleads the next one
         raise
+
+
+def _accuracy_text(c: Any) -> str:
+    """A candidate's accuracy as the table shows it: top-1, the task's measure, or cosine."""
+    m = c.measure or {}
+    acc = (f"top-1 {c.top1:5.1f}% ({c.drop_points:+.2f})" if c.top1 is not None else
+           f"{m['column'].removesuffix(' %')} {m['value']:5.1f}% ({m['drop']:+.2f})"
+           if m.get("value") is not None and m.get("percent") and m.get("rule") != "cosine" else
+           f"{m['column']} {m['value']:.4g} ({m['drop']:+.4g})" if m.get("value") is not None and
+           m.get("rule") != "cosine" else f"cosine {c.cosine:.4f}" if c.cosine is not None else "")
+    if m.get("rule") == "cosine" and m.get("value") is not None:  # judged on cosine, the measure beside it
+        acc += f", {m['column'].removesuffix(' %')} {m['value']:.1f}%"
+    return acc
+
+
+def _print_result(result: Any, args: argparse.Namespace) -> None:
+    """The candidates' table, the task, the cuts, pruning, choices, threads and per-layer drift; the JSON file."""
+    from mobilize.core.artifact import atomic_write_text
+    from mobilize.core.jsonfile import dumps_measured
+    from mobilize.tune import format_layers
+    from mobilize.tune.prune import line as pruned_line
+
     print()
     ref = f" (float model top-1 {result.reference_top1:.1f}%)" if result.reference_top1 is not None else ""
     print(f"searched {len(result.candidates)} candidate(s) in {result.search_s:.1f} s{ref}"
           + (" — interrupted" if result.interrupted else ""))
     for c in result.candidates:
-        m = c.measure or {}
-        acc = (f"top-1 {c.top1:5.1f}% ({c.drop_points:+.2f})" if c.top1 is not None else
-               f"{m['column'].removesuffix(' %')} {m['value']:5.1f}% ({m['drop']:+.2f})"
-               if m.get("value") is not None and m.get("percent") and m.get("rule") != "cosine" else
-               f"{m['column']} {m['value']:.4g} ({m['drop']:+.4g})" if m.get("value") is not None and
-               m.get("rule") != "cosine" else f"cosine {c.cosine:.4f}" if c.cosine is not None else "")
-        if m.get("rule") == "cosine" and m.get("value") is not None:  # judged on cosine, the measure beside it
-            acc += f", {m['column'].removesuffix(' %')} {m['value']:.1f}%"
         speed = f"{c.latency_ms_p50:.3f} ms" if c.latency_ms_p50 is not None else "-"
         why = "WINNER" if c is result.winner else (c.lost or "")
-        print(f"  {c.name:<30} {acc:<24} {speed:>10}  {why}")
+        print(f"  {c.name:<30} {_accuracy_text(c):<24} {speed:>10}  {why}")
     if result.task:
         print(result.task["text"])
     for line in result.cut_short:
         print(line)
-    from mobilize.tune.prune import line as pruned_line
-
     for c in result.candidates:
         if c.pruned:
             print(pruned_line(c.name, c.pruned, c.top1, c.top1_ci))
@@ -204,6 +234,12 @@ def run(args: argparse.Namespace) -> int:
             print("  " + line)
     if args.json:
         atomic_write_text(args.json, dumps_measured(result.to_json(), indent=2, default=str) + "\n")
+
+
+def _finish(result: Any, args: argparse.Namespace) -> int:
+    """Where the reports are, and the winner (exit 0) or why there is none (exit 2)."""
+    import sys
+
     reports = [str(p) for p in result.files if p.name.startswith("tune-report")]
     print(f"report: {' and '.join(reports)}")
     if result.winner is None and not result.candidates and not result.interrupted:

@@ -14,17 +14,8 @@ Importing this package is cheap; ``lint()`` loads torch and the checks when call
 from __future__ import annotations
 
 from mobilize.lint.config import LintConfig, all_targets, parse_targets
-from mobilize.lint.report import (
-    Finding,
-    LayerRow,
-    LintReport,
-    Profile,
-    Rule,
-    Severity,
-    TargetSupport,
-    UnsupportedOp,
-    summary_dict,
-)
+from mobilize.lint.report import Finding, LintReport, Rule, Severity, summary_dict
+from mobilize.lint.support import LayerRow, Profile, TargetSupport, UnsupportedOp
 from mobilize.lint.entry import lint, lint_section
 
 __all__ = ["all_targets", "Finding", "LayerRow", "LintConfig", "LintReport", "Profile", "Rule", "Severity",

@@ -15,7 +15,8 @@ from typing import Any, Sequence
 from mobilize.core.errors import ConfigError
 from mobilize.lint import activations, batchnorm, channels, depthwise, residual, training
 from mobilize.lint.config import LintConfig
-from mobilize.lint.report import Finding, LintReport, Rule, Severity, TargetSupport
+from mobilize.lint.report import Finding, LintReport, Rule, Severity
+from mobilize.lint.support import TargetSupport
 from mobilize.lint.targets import probe_module
 from mobilize.core.runtime_options import one_thread
 from mobilize.core.inputs import InputSpec

@@ -13,15 +13,8 @@ from __future__ import annotations
 from torch import nn
 
 from mobilize.lint.graph import BNS, CONVS, FUSABLE_ACTIVATIONS, FUSABLE_FUNCTIONS, ModelView
-from mobilize.lint.report import LayerRow, Profile
+from mobilize.lint.support import LayerRow, Profile, ops_row
 
-OPS_SUFFIX = " (ops)"
-"""Row name suffix for the ops a module's own forward runs (``features.1 (ops)``: its residual add)."""
-
-
-def ops_row(owner: str) -> str:
-    """The row name of the ops ``owner``'s own forward runs (``(model) (ops)`` for the model's)."""
-    return f"{owner or '(model)'}{OPS_SUFFIX}"
 _NO_ROW_OPS = {"getattr", "getitem", "size", "flatten", "view", "reshape", "contiguous", "dim", "permute", "transpose",
                "squeeze", "unsqueeze", "to", "float", "type_as", "detach"}
 """Graph ops that move no data worth a row (views, shape queries)."""

@@ -17,6 +17,7 @@ import dataclasses
 import enum
 from typing import Any
 
+from mobilize.lint.support import Profile, TargetSupport
 from mobilize.report.json_report import SCHEMA_VERSION  # one version for every JSON mobilize writes
 
 
@@ -75,94 +76,6 @@ class Finding:
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["rule"], data["severity"] = str(self.rule), str(self.severity)
-        return data
-
-
-@dataclasses.dataclass
-class UnsupportedOp:
-    """One op kind a target did not take, with where it comes from in the model."""
-
-    op: str
-    count: int
-    modules: list[str]
-    """Module paths of the nodes running it (``""``: the model's own forward)."""
-    location: str | None = None
-    reason: str | None = None
-    """The backend's own words when it gave any (ExecuTorch's "why not partitioned", the converter's error)."""
-    fix: str | None = None
-    """A replacement for this op on this target, where one is known."""
-
-
-@dataclasses.dataclass
-class TargetSupport:
-    """How one target backend took the model, found by converting or partitioning it for real."""
-
-    target: str
-    status: str
-    """ok (takes every op), partial (some ops fall back), failed (cannot take the model), unavailable (not installed)."""
-    how: str
-    """What was tried (``XnnpackPartitioner on the edge program``, ``torch.backends._nnapi converter``)."""
-    partitions: int | None = None
-    """Pieces the graph splits into on this target (delegate subgraphs, provider runs); None when unknown."""
-    ops_total: int | None = None
-    ops_supported: int | None = None
-    unsupported: list[UnsupportedOp] = dataclasses.field(default_factory=list)
-    summary: str = ""
-    details: dict[str, Any] = dataclasses.field(default_factory=dict)
-    notes: list[str] = dataclasses.field(default_factory=list)
-    seconds: float = 0.0
-
-    @property
-    def clean(self) -> bool:
-        return self.status == "ok"
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-@dataclasses.dataclass
-class LayerRow:
-    """One row of the per-layer profile: a compute layer with the BN/activation folded into it, or another op."""
-
-    module: str
-    kind: str
-    """What runs there: ``Conv2d 3x3 dw + BN + ReLU6``, ``Linear``, ``add``."""
-    macs: int = 0
-    params: int = 0
-    activation_bytes: int = 0
-    """Bytes of the tensor the row writes (its output), at the profiled input size."""
-    mac_share: float = 0.0
-    time_ms: float | None = None
-    """Measured mean time per run on ONNX Runtime (with ``--data``), None when not measured."""
-    time_share: float | None = None
-    members: list[str] = dataclasses.field(default_factory=list)
-    """Module paths folded into this row (the conv, its BN, its activation)."""
-
-    @property
-    def slow_for_macs(self) -> float | None:
-        """time share / MAC share: well above 1 means slow for what it computes."""
-        if self.time_share is None or self.mac_share <= 0:
-            return None
-        return self.time_share / self.mac_share
-
-
-@dataclasses.dataclass
-class Profile:
-    rows: list[LayerRow]
-    total_macs: int
-    total_params: int
-    input_specs: list[dict[str, Any]]
-    peak_activation_bytes: int = 0
-    """The largest single activation tensor."""
-    timed_on: str | None = None
-    """``onnxruntime 1.32.0, 1 thread, 20 runs on data 'digits'`` when per-layer time was measured."""
-    total_time_ms: float | None = None
-    notes: list[str] = dataclasses.field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        for row, raw in zip(self.rows, data["rows"]):
-            raw["slow_for_macs"] = row.slow_for_macs
         return data
 
 

@@ -8,14 +8,12 @@ A probe whose packages are missing says so (status ``unavailable``, with the pip
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import logging
 import time
 from typing import Any
 
 from mobilize.core.packages import missing
-from mobilize.lint.report import TargetSupport
+from mobilize.lint.support import TargetSupport, quiet_torch_logs
 
 
 @dataclasses.dataclass
@@ -48,29 +46,3 @@ def probe(name: str, subject: ProbeInput) -> TargetSupport:
         result = plugin.probe(subject)
     result.seconds = round(time.perf_counter() - start, 3)
     return result
-
-
-@contextlib.contextmanager
-def quiet_torch_logs():
-    """torch.export prints the partial graph to sys.stderr when a capture fails, and dynamo logs at WARNING
-    ("Unable to find user code corresponding to {u0}"); the probe's result carries the one line that matters."""
-    import io
-
-    loggers = [logging.getLogger(name) for name in list(logging.root.manager.loggerDict)
-               if name == "torch" or name.startswith("torch.")]
-    saved = [(lg, lg.level) for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.ERROR)
-    try:
-        with contextlib.redirect_stderr(io.StringIO()):
-            yield
-    finally:
-        for lg, level in saved:
-            lg.setLevel(level)
-
-
-def module_path_from_stack(stack: dict | None) -> str:
-    """The innermost module path of a torch.export ``nn_module_stack`` (``""``: the model's own forward)."""
-    if not stack:
-        return ""
-    return str(list(stack.values())[-1][0])

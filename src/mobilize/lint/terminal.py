@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from mobilize.lint.report import LintReport, Profile, Severity
+from mobilize.lint.report import LintReport, Severity
+from mobilize.lint.support import Profile
 
 SLOW_RATIO = 2.0
 SLOW_SHARE = 0.02

@@ -174,13 +174,31 @@ def _layer_sizes(module: nn.Module) -> dict[nn.Module, _Geometry]:
 def prune_channels(module: nn.Module, traced: Traced, options: StructuredOptions,
                    importance: Callable[[Any], torch.Tensor | None], macs_before: int, params_before: int) -> Plan:
     """Narrow ``module`` in place so that its MACs (or params) fall by about ``options.ratio``
-    (``macs_before`` / ``params_before``: the whole model's, to express the reduction against).
-
-    Long because it is one greedy loop over the dependency groups (rank, cut, re-measure) whose state is shared
-    between the steps; torch-pruning's own pruner is a class of the same size."""
-    graph, geom = traced.graph, traced.geometry
+    (``macs_before`` / ``params_before``: the whole model's, to express the reduction against): rank each
+    dependency group's channels, find the cut whose estimated reduction is closest to the target, prune it."""
     names = {m: n for n, m in module.named_modules()}
     skipped: dict[str, str] = {}
+    ignored = _ignored(module, traced.graph, options, names, skipped)
+    groups = _ranked_groups(traced.graph, ignored, options, importance, names, skipped)
+    estimate = _estimator(traced, groups, options, macs_before, params_before)
+    counts_for, grid = _cuts(groups, options)
+    best, best_counts, best_estimate = _closest_cut(grid, counts_for, estimate, 100.0 * options.ratio)
+    pruned = 0
+    for g, n in zip(groups, best_counts):
+        if not n:
+            continue
+        grp = traced.graph.get_pruning_group(g.root, g.handler, g.order[:n].tolist())
+        if not traced.graph.check_pruning_group(grp):
+            skipped[names.get(g.root, str(g.root))] = "torch-pruning refused the group (it would empty a layer)"
+            continue
+        grp.prune()
+        pruned += 1
+    return Plan(best, best_estimate, pruned, skipped)
+
+
+def _ignored(module: nn.Module, graph: Any, options: StructuredOptions, names: dict, skipped: dict[str, str]) -> set:
+    """The layers kept whole: those whose outputs are the model's, and those ``options.ignore`` lists (each said in
+    ``skipped``)."""
     protected = output_layers(graph)
     for m in protected:
         skipped[names.get(m, str(m))] = "its outputs are the model's outputs"
@@ -190,7 +208,12 @@ def prune_channels(module: nn.Module, traced: Traced, options: StructuredOptions
             if isinstance(m, ROOT_TYPES):
                 skipped.setdefault(name, "listed in ignore")
             ignored.add(m)
+    return ignored
 
+
+def _ranked_groups(graph: Any, ignored: set, options: StructuredOptions, importance: Callable[[Any], Any],
+                   names: dict, skipped: dict[str, str]) -> list[_Group]:
+    """Every dependency group that may be narrowed, its channels ranked by ``importance`` (least first)."""
     groups: list[_Group] = []
     for group in graph.get_all_groups(ignored_layers=list(ignored), root_module_types=list(ROOT_TYPES)):
         root, handler = group[0].dep.target.module, group[0].dep.handler
@@ -210,7 +233,14 @@ def prune_channels(module: nn.Module, traced: Traced, options: StructuredOptions
             continue
         scores = scores.detach().float().cpu()
         groups.append(_Group(root, handler, channels, torch.argsort(scores, stable=True), scores))
+    return groups
 
+
+def _estimator(traced: Traced, groups: list[_Group], options: StructuredOptions, macs_before: int,
+               params_before: int) -> Callable[[list[int]], float]:
+    """``estimate(counts)``: the percent of the model's MACs (or params) removed by cutting ``counts[i]`` channels
+    of group i, from the layers' geometry (each group's expansion computed once)."""
+    graph, geom = traced.graph, traced.geometry
     macs_tracked = sum(g.size(0, 0)[0] for g in geom.values())
     params_tracked = sum(g.size(0, 0)[1] for g in geom.values())
     expanded: dict[tuple[int, int], list[tuple[nn.Module, bool, int]]] = {}
@@ -240,6 +270,12 @@ def prune_channels(module: nn.Module, traced: Traced, options: StructuredOptions
             return 100.0 * (params_tracked - params) / params_before
         return 100.0 * (macs_tracked - macs) / macs_before
 
+    return estimate
+
+
+def _cuts(groups: list[_Group], options: StructuredOptions) -> tuple[Callable[[float], list[int]], list[float]]:
+    """``counts_for(x)``: channels cut per group at grid point x, and the grid: a global score quantile, or the
+    share each group keeps (``options.scope``), each group's width rounded to ``options.round_to``."""
     def kept(channels: int, wanted: float) -> int:
         step = options.round_to
         keep = max(step, int(round(wanted / step)) * step)
@@ -252,14 +288,18 @@ def prune_channels(module: nn.Module, traced: Traced, options: StructuredOptions
             cut = torch.quantile(everything, q) if q > 0 else everything.min() - 1
             return [g.channels - kept(g.channels, float((g.scores > cut).sum())) for g in groups]
 
-        grid = [i / 400 for i in range(0, 391)]
-    else:
-        def counts_for(s: float) -> list[int]:
-            return [g.channels - kept(g.channels, g.channels * s) for g in groups]
+        return counts_for, [i / 400 for i in range(0, 391)]
 
-        grid = [1 - i / 400 for i in range(0, 381)]
+    def counts_for_share(s: float) -> list[int]:
+        return [g.channels - kept(g.channels, g.channels * s) for g in groups]
 
-    target = 100.0 * options.ratio
+    return counts_for_share, [1 - i / 400 for i in range(0, 381)]
+
+
+def _closest_cut(grid: list[float], counts_for: Callable[[float], list[int]],
+                 estimate: Callable[[list[int]], float], target: float) -> tuple[float, list[int], float]:
+    """The grid point whose estimated reduction is closest to ``target`` percent (each distinct cut estimated once;
+    the walk stops well past the target)."""
     best, best_counts, best_estimate = grid[0], counts_for(grid[0]), 0.0
     seen: set[tuple[int, ...]] = set()
     for x in grid:
@@ -273,18 +313,7 @@ def prune_channels(module: nn.Module, traced: Traced, options: StructuredOptions
             best, best_counts, best_estimate = x, counts, est
         if est > target + 25:
             break
-
-    pruned = 0
-    for g, n in zip(groups, best_counts):
-        if not n:
-            continue
-        grp = graph.get_pruning_group(g.root, g.handler, g.order[:n].tolist())
-        if not graph.check_pruning_group(grp):
-            skipped[names.get(g.root, str(g.root))] = "torch-pruning refused the group (it would empty a layer)"
-            continue
-        grp.prune()
-        pruned += 1
-    return Plan(best, best_estimate, pruned, skipped)
+    return best, best_counts, best_estimate
 
 
 def magnitude_importance(p: int) -> Any:

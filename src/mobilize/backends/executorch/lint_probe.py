@@ -20,8 +20,7 @@ from typing import Any
 from mobilize.core.errors import MobilizeError, translate_errors
 from mobilize.backends.executorch.delegation import DelegationReport, delegation_report
 from mobilize.lowering.graph import op_name, source_location
-from mobilize.lint.report import TargetSupport, UnsupportedOp
-from mobilize.lint.targets import module_path_from_stack
+from mobilize.lint.support import TargetSupport, UnsupportedOp, module_path_from_stack
 
 PACKAGES = ("executorch",)
 PIP = "executorch"

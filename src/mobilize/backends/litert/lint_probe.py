@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mobilize.core.errors import MobilizeError
-from mobilize.lint.report import TargetSupport, UnsupportedOp
+from mobilize.lint.support import TargetSupport, UnsupportedOp
 
 PACKAGES = ("litert_torch", "ai_edge_litert")
 PIP = "litert-torch ai-edge-litert"

@@ -15,7 +15,7 @@ import warnings
 from typing import Any
 
 from mobilize.core.errors import third_party_failure
-from mobilize.lint.report import TargetSupport, UnsupportedOp
+from mobilize.lint.support import TargetSupport, UnsupportedOp
 
 PACKAGES = ("torch",)
 PIP = "torch"

@@ -16,7 +16,7 @@ from typing import Any
 from mobilize.backends.onnxruntime.sessions import ort_session, session_options
 from mobilize.core.errors import MobilizeError, third_party_failure
 from mobilize.backends.onnxruntime.onnx_map import OnnxScopes, export_onnx
-from mobilize.lint.report import TargetSupport, UnsupportedOp
+from mobilize.lint.support import TargetSupport, UnsupportedOp
 
 PACKAGES = ("onnx", "onnxruntime", "onnxscript")
 PIP = "onnx onnxruntime onnxscript"

@@ -18,8 +18,7 @@ from typing import Any
 
 from mobilize.backends.onnxruntime.sessions import ort_session, session_options
 from mobilize.backends.onnxruntime.onnx_map import OnnxScopes, export_onnx
-from mobilize.lint.profile import OPS_SUFFIX, ops_row
-from mobilize.lint.report import LayerRow, Profile
+from mobilize.lint.support import OPS_SUFFIX, LayerRow, Profile, ops_row
 
 UNATTRIBUTED = "(onnxruntime-inserted)"
 """Row for kernel time of nodes ONNX Runtime added that trace back to no module (layout reorders)."""

@@ -19,7 +19,7 @@ def export_onnx(subject: Any) -> Any:
     """A checked ModelProto of the subject's module (dynamo exporter, TorchScript fallback), made once and cached."""
     if "onnx" not in subject.cache:
         from mobilize.lowering.onnx_export import torch_to_onnx
-        from mobilize.lint.targets import quiet_torch_logs
+        from mobilize.lint.support import quiet_torch_logs
 
         with quiet_torch_logs():
             proto, notes = torch_to_onnx(subject.module, subject.example, opset=None, dynamic_batch=False,

@@ -1,5 +1,6 @@
 """Small models with the input signatures users bring (nobody here wrote them for mobilize): two int64
-inputs with an embedding and a dict output, a scalar tensor plus a Python ``int`` argument."""
+inputs with an embedding and a dict output, a scalar tensor plus a Python ``int`` argument, a BERT encoder from
+a tiny transformers config with a real attention mask."""
 
 from __future__ import annotations
 
@@ -146,3 +147,33 @@ def write_gain_onnx(path) -> None:
     """:class:`GainHead` as an ONNX file with inputs x (1, 4) and gain (a 0-d float)."""
     torch.onnx.export(GainHead().eval(), (torch.randn(1, 4), torch.tensor(2.0)), str(path),
                       input_names=["x", "gain"], dynamo=False)
+
+
+BERT_TOKENS, BERT_VOCAB = 16, 200
+
+
+class TinyBert(nn.Module):
+    """transformers' BertModel from a tiny config (hidden 64, 2 layers, 4 heads), token ids and a real attention
+    mask in, the last hidden state out.  Weights drawn at 0.15 (transformers' default is 0.02, under which every
+    layer is a near-identity beside its residual and int8 error cannot show)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from transformers import BertConfig, BertModel
+
+        torch.manual_seed(0)
+        config = BertConfig(vocab_size=BERT_VOCAB, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                            intermediate_size=128, max_position_embeddings=64, initializer_range=0.15,
+                            attn_implementation="eager")
+        self.bert = BertModel(config, add_pooling_layer=False).eval()
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+
+def sentences(count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids with a padded tail of 0 to 10 tokens per sentence, and their attention mask."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(6, BERT_TOKENS + 1, size=count)
+    mask = (np.arange(BERT_TOKENS)[None, :] < lengths[:, None]).astype(np.int64)
+    return rng.integers(5, BERT_VOCAB, size=(count, BERT_TOKENS)).astype(np.int64) * mask, mask

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from mobilize.core.artifact import Artifact
+from mobilize.backends.onnxruntime.encoder import ModelType
 from mobilize.backends.onnxruntime.runtime import missing_kernel, upgrade_opset
 from mobilize.core.errors import ConfigError, UnsupportedModelError, translate_errors
 from mobilize.lowering.onnx_export import check_onnx_model
@@ -75,6 +76,10 @@ class OnnxConfig:
     """Node names to keep in float."""
     exclude_op_types: tuple[str, ...] = ()
     """Op types to keep in float (e.g. Conv, to quantize only MatMul/Gemm dynamically)."""
+    model_type: ModelType = ModelType.AUTO
+    """Static only: ``transformer`` quantizes only the MatMul/Gemm that read a weight, as the field quantizes an
+    encoder; ``generic`` every op ONNX Runtime takes; ``auto`` finds an encoder from the graph
+    (:mod:`mobilize.backends.onnxruntime.encoder`)."""
     ort_format: bool = False
     """Write an ``.ort`` file (for onnxruntime-mobile) instead of ``.onnx``."""
 
@@ -166,7 +171,7 @@ class OnnxExporter(Exporter):
             src = tmp / "float-constants.onnx"
             onnx.save(proto, str(src))
         opts = q.StaticOptions(str(cfg.calibration), cfg.per_channel, self._reduce_range(ctx),
-                               tuple(cfg.exclude_nodes), tuple(cfg.exclude_op_types))
+                               tuple(cfg.exclude_nodes), tuple(cfg.exclude_op_types), str(cfg.model_type))
         if cfg.quantize == Quantize.STATIC and cfg.per_channel and opset_of(proto) < q.PER_CHANNEL_MIN_OPSET:
             self.note(f"converted opset {opset_of(proto)} to {q.PER_CHANNEL_MIN_OPSET} for per-channel QDQ weights")
             src = tmp / "opset13.onnx"

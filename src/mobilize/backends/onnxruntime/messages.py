@@ -39,6 +39,10 @@ _IN_NODE: list[tuple[re.Pattern, Callable[[re.Match], str]]] = [
 """What a node's own message means, and what to do."""
 
 _WHOLE: list[tuple[re.Pattern, Callable[[re.Match], str]]] = [
+    (re.compile(r"Axis (-?\d+) is out-of-range for weight '([^']+)' with rank (\d+)"), lambda m: (
+        f"per-channel int8 asked for axis {m[1]} of '{m[2]}', a rank-{m[3]} weight (a normalization's scale, which "
+        f"has one axis): ONNX Runtime's quantizer gave it one scale instead; mobilize keeps LayerNormalization in "
+        f"float, so this is another op reading a rank-{m[3]} weight - exclude_op_types keeps it in float too")),
     (re.compile(r"Got invalid dimensions for input: (\S+) for the following indices\s*index: (\d+) Got: (\d+) "
                 r"Expected: (\d+)"), lambda m: (
         f"input '{m[1]}' has {m[3]} in dimension {m[2]} where the file expects {m[4]}; {_SHAPES}")),

@@ -39,6 +39,8 @@ class StaticOptions:
     reduce_range: bool = False
     exclude_nodes: tuple[str, ...] = ()
     exclude_op_types: tuple[str, ...] = ()
+    model_type: str = "auto"
+    """auto, transformer or generic (:class:`~mobilize.backends.onnxruntime.encoder.ModelType`)."""
 
 
 @contextlib.contextmanager
@@ -238,14 +240,17 @@ def quantize_static_qdq(src: Path, dst: Path, feed: BatchFeed, opts: StaticOptio
     from onnxruntime.quantization.calibrate import save_tensors_data
     from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
 
+    from mobilize.backends.onnxruntime.encoder import static_route
+
     notes = [U8S8_NOTE]
     proto = onnx.load(str(src))
     check_node_names(proto, opts.exclude_nodes)
     ops = op_types(set(QLinearOpsRegistry) | set(QDQRegistry), opts.exclude_op_types)
     named = name_nodes(proto)  # a node is kept in float by its name
+    ops, route_exclude, route_notes = static_route(proto, ops, opts.model_type)
     tail, tail_notes = float_tail(proto, ops)
-    notes += tail_notes
-    exclude = list(dict.fromkeys([*opts.exclude_nodes, *tail]))
+    notes += route_notes + tail_notes
+    exclude = list(dict.fromkeys([*opts.exclude_nodes, *route_exclude, *tail]))
     with tempfile.TemporaryDirectory(prefix="mobilize-calib-") as tmp_dir, quiet(notes), _wrapped("static"):
         tmp = Path(tmp_dir)
         if named:

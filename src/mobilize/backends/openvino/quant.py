@@ -32,10 +32,28 @@ def nncf_quantize(model: Any, samples: Sequence[Sequence[Any]], preset: str, fas
 
         advanced = (AdvancedQuantizationParameters(
             activations_range_estimator_params=RangeEstimatorParametersSet.MINMAX) if minmax else None)
+        encoder = encoder_ops(model)
         quantized = nncf.quantize(
             model, nncf.Dataset(items), subset_size=len(items),
             preset=nncf.QuantizationPreset.PERFORMANCE if preset == "performance" else nncf.QuantizationPreset.MIXED,
+            model_type=nncf.ModelType.TRANSFORMER if encoder else None,
             fast_bias_correction=fast_bias_correction, advanced_parameters=advanced)
     notes = sorted({f"nncf: {ln.strip()[:200]}" for ln in lines if "WARNING" in ln and ln.strip()})
+    if encoder:
+        notes.insert(0, f"encoder ({encoder}): NNCF's ModelType.TRANSFORMER (LayerNorm, Softmax, the residual adds "
+                        f"and other elementwise ops kept float, SmoothQuant on the MatMuls), as NNCF asks for "
+                        f"transformers")
     return quantized, notes
+
+
+def encoder_ops(model: Any) -> str | None:
+    """The op counts that make an OpenVINO model a Linear-heavy encoder (MatMul outnumber convolutions, beside an
+    MVN - OpenVINO's LayerNorm - and a Softmax), else None."""
+    import collections
+
+    kinds = collections.Counter(op.get_type_name() for op in model.get_ops())
+    convs = kinds["Convolution"] + kinds["GroupConvolution"]
+    if kinds["MatMul"] > convs and kinds["MVN"] and kinds["Softmax"]:
+        return f"{kinds['MatMul']} MatMul, {convs} convolution, {kinds['MVN']} MVN, {kinds['Softmax']} Softmax"
+    return None
 

@@ -74,7 +74,7 @@ def make_reference(job: Job) -> ReferenceDone:
     facts = {"held_out": model.text_source, "parameters": model.parameters, "vocab_size": model.vocab_size,
              "context": model.context, "notes": model.notes,
              "settings": {k: model.settings[k] for k in ("eval_tokens", "max_len")},
-             "bandwidth": measure_bandwidth().to_json()}
+             "shapes": model.shapes, "bandwidth": measure_bandwidth(threads=job.threads).to_json()}
     return ReferenceDone(len(model.eval_ids), False, None, ["logits"], 1, warning, task.to_json(), facts)
 
 

@@ -290,9 +290,9 @@ class PlanRun:
         r.latency_ms_round_medians = plain.round_medians_ms
         r.round_spread_percent = spread_percent(plain.round_medians_ms)
         if r.tokens is not None:
-            bandwidth = (self.reference.generation or {}).get("bandwidth") or {}
+            facts = self.reference.generation or {}
             r.tokens = r.tokens.timed(self.prefill_ms.get(r.name, []), r.latency.get("latency_ms_p50"),
-                                      r.latency.get("latency_ms_p90"), bandwidth.get("gb_per_s"), r.size_bytes)
+                                      r.latency.get("latency_ms_p90"), facts.get("bandwidth") or {}, facts.get("shapes"))
         if self.frames is not None:
             from mobilize.camera.figures import frame_figures
 

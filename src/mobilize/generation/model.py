@@ -44,6 +44,8 @@ class PreparedModel:
     """The longest sequence the model was made for (None: its config does not say)."""
     settings: dict[str, Any] = dataclasses.field(default_factory=dict)
     """The lengths in force (the held-out window adapted to the context)."""
+    shapes: dict[str, int] = dataclasses.field(default_factory=dict)
+    """What one decoded token reads, by kind (:func:`decoder_shapes`)."""
 
 
 def causal_lm(ref: ModelRef, trust_pickle: bool = False) -> Any:
@@ -153,7 +155,28 @@ def prepare(ref: ModelRef, folder: Path, settings: dict[str, Any], trust_pickle:
     decode_ids = greedy(reference, prompt, s["gen_tokens"])
     continuations = [greedy(reference, p, s["gen_tokens"]) for p in continuation_prompts]
     return PreparedModel(folder, int(lm.config.vocab_size), ids, text_source, prompt, decode_ids, continuation_prompts,
-                         logits, continuations, sum(p.numel() for p in lm.parameters()), notes, context, s)
+                         logits, continuations, sum(p.numel() for p in lm.parameters()), notes, context, s,
+                         decoder_shapes(lm))
+
+
+def decoder_shapes(lm: Any) -> dict[str, int]:
+    """What one decoded token reads, by kind (:func:`mobilize.bench.bandwidth.bytes_per_token`): the linear weights
+    (the output head included) and their output rows, one row of the input embedding, and every other parameter
+    (norms); a tensor shared by two modules (a tied embedding and head) counted once, as the head."""
+    import torch
+
+    seen: set[int] = set()
+    linear = rows = 0
+    for module in lm.modules():
+        if isinstance(module, torch.nn.Linear) and id(module.weight) not in seen:
+            seen.add(id(module.weight))
+            linear += module.weight.numel()
+            rows += module.weight.shape[0]
+    embedding = lm.get_input_embeddings().weight
+    row = embedding.shape[1] if id(embedding) not in seen else 0  # tied: the head already reads the whole table
+    seen.add(id(embedding))
+    other = sum(p.numel() for p in lm.parameters() if id(p) not in seen)
+    return {"linear": linear, "linear_rows": rows, "embedding_row": row, "other": other}
 
 
 def _eval_ids(ref: ModelRef, source: Path | None, folder: Path, vocab: int, s: dict[str, Any],

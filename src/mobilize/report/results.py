@@ -40,8 +40,14 @@ class TokenFigures:
     decode_ms_per_token_p90: float | None = None
     decode_tokens_per_s: float | None = None
     """1000 / decode_ms_per_token_p50."""
+    bytes_per_token: int | None = None
+    """What decoding one token reads of the file's weights, from the model's shapes and the file's weight type
+    (embeddings one row, a tied table once: :func:`mobilize.bench.bandwidth.bytes_per_token`)."""
+    cache_resident: bool | None = None
+    """The bytes read per token fit in the last-level cache: no DRAM bound (``bound_tokens_per_s`` is then None)."""
     bound_tokens_per_s: float | None = None
-    """The memory-bandwidth bound: the machine's copy bandwidth over the file's bytes (:mod:`mobilize.bench.bandwidth`)."""
+    """The memory-bandwidth bound: the bandwidth measured on the decode's threads over ``bytes_per_token``
+    (:mod:`mobilize.bench.bandwidth`)."""
     percent_of_bound: float | None = None
     ppl_reference: float | None = None
     ppl_candidate: float | None = None
@@ -62,13 +68,17 @@ class TokenFigures:
     """Peak memory of the process that loaded this file alone and ran its checks."""
 
     def timed(self, ttft_ms: list[float], p50_ms: float | None, p90_ms: float | None,
-              gb_per_s: float | None, size_bytes: int | None) -> "TokenFigures":
-        """These figures with the timed rounds' (and the bandwidth bound's) filled in."""
-        from mobilize.bench.bandwidth import decode_bound
+              bandwidth: dict[str, Any], shapes: dict[str, int] | None) -> "TokenFigures":
+        """These figures with the timed rounds' (and the bandwidth bound's) filled in: ``bandwidth`` as the run
+        measured it (``gb_per_s``, ``last_level_cache_bytes``), ``shapes`` the model's (what a token reads)."""
+        from mobilize.bench.bandwidth import bytes_per_token, decode_bound
 
         rate = 1000.0 / p50_ms if p50_ms else None
-        bound = decode_bound(gb_per_s, size_bytes) if gb_per_s and size_bytes else None
-        return dataclasses.replace(self, ttft_ms_rounds=list(ttft_ms),
+        read = bytes_per_token(shapes, self.weights, self.group) if shapes else None
+        llc, gb_per_s = bandwidth.get("last_level_cache_bytes"), bandwidth.get("gb_per_s")
+        resident = bool(read and llc and read <= llc) if read else None
+        bound = decode_bound(gb_per_s, read) if gb_per_s and read and not resident else None
+        return dataclasses.replace(self, ttft_ms_rounds=list(ttft_ms), bytes_per_token=read, cache_resident=resident,
                                    ttft_ms_p50=statistics.median(ttft_ms) if ttft_ms else None,
                                    decode_ms_per_token_p50=p50_ms, decode_ms_per_token_p90=p90_ms,
                                    decode_tokens_per_s=rate, bound_tokens_per_s=bound,

@@ -147,15 +147,16 @@ def format_token_table(report: dict[str, Any], note_width: int = 56) -> str:
 def legend_lines(report: dict[str, Any]) -> list[str]:
     """What each column of the decoder table is (the terminal prints them under it, report.html beside it)."""
     gen = report.get("generation") or {}
-    bw = (gen.get("bandwidth") or {}).get("gb_per_s")
-    bound = (f"file bytes read per token at {bw:.1f} GB/s, the memory bandwidth measured in this run; cache: the "
-             f"bytes read fit in the last-level cache, no DRAM bound" if bw else "no bandwidth was measured")
+    band = gen.get("bandwidth") or {}
+    bw, threads = band.get("gb_per_s"), band.get("threads", 1)
+    bound = (f"the bytes one token reads (weights at the file's width, one embedding row, a tied table once) at "
+             f"{bw:.1f} GB/s, the memory bandwidth measured in this run on {threads} thread(s); cache: those bytes "
+             f"fit in the last-level cache, no DRAM bound" if bw else "no bandwidth was measured")
     prompts = gen.get("continuations")
     return [
         f"tok/s, ms/tok: decode with the KV cache, ms per decoded token (p50), the same token ids in every runtime; "
         f"TTFT ms: time to first token, the prefill of a {gen.get('prompt_tokens', '?')}-token prompt; "
-        f"%bound: tok/s over the bandwidth bound ({bound}; above 100: the bytes read per token fit in the CPU's "
-        f"caches)",
+        f"%bound: tok/s over the bandwidth bound ({bound})",
         f"~ : inside the 95% interval of no difference (a tie, not a win or a loss); speed-up: decode time per token "
         f"vs {report.get('reference_variant')}; peak MB: peak memory of the process that loaded the file and ran "
         f"its checks",

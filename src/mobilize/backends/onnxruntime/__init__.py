@@ -8,6 +8,7 @@ BACKENDS.register("onnxruntime")(Backend(
     name="onnxruntime",
     formats={"onnx": "onnxruntime"},
     suffixes={".onnx": "onnx", ".ort": "onnx"},
+    side_files={"onnx": (".onnx.data",)},  # the weights of a model past protobuf's 2 GB, written beside it
     exporters={"onnx": "exporter:OnnxExporter"},
     runtimes={"onnxruntime": "runtime:OnnxRuntimeSession"},
     complete={"onnx": "complete:check_onnx"},

@@ -98,7 +98,7 @@ def bytes_per_token(shapes: dict[str, Any], weights: str, group: int | None) -> 
 
         >>> shapes = {"linear": 1000, "linear_rows": 10, "embedding_row": 8, "other": 16}
         >>> bytes_per_token(shapes, "fp32", None), bytes_per_token(shapes, "int4", 32)
-        (4096, 660)
+        (4096, 724)
     """
     linear = shapes["linear"]
     width = {"fp32": 4 * linear, "int8": linear + 4 * shapes["linear_rows"],

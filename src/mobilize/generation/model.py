@@ -103,8 +103,8 @@ def check_lengths(settings: dict[str, Any], context: int | None, model: str) -> 
     (``--prompt-len`` + ``--gen-len`` + 1 <= context, refused in one line); the held-out window adapts to a shorter
     context unless ``--eval-len`` was given.  Returns the settings in force (``eval_tokens``, ``max_len``).
 
-        >>> check_lengths({"prompt_tokens": 32, "gen_tokens": 32, "eval_tokens": 128}, 64, "m")["eval_tokens"]
-        63
+        >>> check_lengths({"prompt_tokens": 32, "gen_tokens": 32, "eval_tokens": 128}, 100, "m")["eval_tokens"]
+        99
     """
     s = dict(settings)
     if context is None:

@@ -101,12 +101,11 @@ def _choose_inputs(session, target, input_specs, no_inputs, bundled_input, data,
             raise ConfigError("--data needs the model's input shapes", hint='give --input_dims, e.g. "1,3,224,224" '
                                                                            'or "1,128;1,128"')
         source = open_data(data)
-        if len(specs) == 1 and source.inputs_per_sample == 1 and specs[0].shape:
-            x, _ = next(iter(source.batches(specs[0], limit=specs[0].shape[0])))
-            return [x], f"data:{data}", specs
         module = getattr(target, "module", None)
         names = input_names(module, len(specs)) if module is not None else []
-        return source.sample_lists(specs, 1, names or None)[0], f"data:{data} (first sample)", specs
+        # the one reading of samples compare and tune use too: an .npz sample may be a whole input or one row of it
+        inputs = source.sample_lists(specs, 1, names or None)[0]
+        return inputs, f"data:{data}" + ("" if len(specs) == 1 else " (first sample)"), specs
     if input_specs:
         return make_random_inputs(input_specs, seed), f"random-with-seed:{seed}", list(input_specs)
     inputs = session.example_inputs(seed)

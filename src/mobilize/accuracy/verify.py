@@ -125,7 +125,8 @@ class Policy:
             raise ConfigError(f"--min-cosine must be in (0, 1], got {self.min_cosine}")
         for f in dataclasses.fields(self):
             if f.name not in ("max_drop_points", "min_cosine") and not math.isfinite(getattr(self, f.name)):
-                raise ConfigError(f"policy {f.name} must be a finite number, got {getattr(self, f.name)}")
+                what = POLICY_FLAGS.get(f.name, f"policy {f.name}")  # the flag the user typed, where there is one
+                raise ConfigError(f"{what} must be a finite number, got {getattr(self, f.name)}")
 
     def to_json(self, task: str | None = None) -> dict[str, Any]:
         """The thresholds; for a model without classes (``task`` not classification) without the top-1 ones."""
@@ -135,6 +136,10 @@ class Policy:
                 data.pop(name)
         return data
 
+
+POLICY_FLAGS = {"max_drop_points": "--max-drop", "min_cosine": "--min-cosine",
+                "max_ppl_increase_percent": "--max-ppl-increase"}
+"""The command-line flag that sets each threshold a user can set (the others are named as policy fields)."""
 
 DEFAULT_POLICY = Policy()
 

@@ -80,6 +80,43 @@ def shape_text(shape: Sequence[int]) -> str:
     return "(" + ",".join("?" if d is None or d < 0 else str(d) for d in shape) + ")"
 
 
+def out_of_range(values: Any, dtype: str) -> str:
+    """'' when every value (a number or an array) fits element type ``dtype`` (``--input_type`` or numpy spelling),
+    else the first that does not and the type's range: a cast would wrap it, or make it infinite, without a word.
+
+        >>> out_of_range(300, "uint8")
+        '300 is outside uint8 (0 to 255)'
+        >>> out_of_range([1.0, 2.5], "float16"), out_of_range(-(2**63), "int64")
+        ('', '')
+        >>> out_of_range(99999999999999999999999, "long")
+        '99999999999999999999999 is outside int64 (-9223372036854775808 to 9223372036854775807)'
+    """
+    import numpy as np
+
+    name = _DTYPES.get(dtype, dtype)
+    if name == "bool":
+        return ""
+    info = np.finfo(np.float32 if name == "bfloat16" else name) if "float" in name else np.iinfo(name)
+    if isinstance(values, (int, float)):  # a Python number may be past every array type (10**23)
+        extremes = [values]
+    else:
+        arr = np.asarray(values)
+        if arr.size == 0 or arr.dtype.kind not in "iuf":
+            return ""
+        finite = arr[np.isfinite(arr)] if arr.dtype.kind == "f" else arr.ravel()
+        if "int" in name and finite.size < arr.size:
+            return f"{arr[~np.isfinite(arr)].flat[0]} is not a number {name} holds"
+        extremes = [finite.min().item(), finite.max().item()] if finite.size else []
+    for value in extremes:
+        if "int" in name and not math.isfinite(value):
+            return f"{value} is not a number {name} holds"
+        low, high = (float(info.min), float(info.max)) if "float" in name else (int(info.min), int(info.max))
+        if math.isfinite(value) and not low <= value <= high:
+            return f"{value} is outside {name} ({low:g} to {high:g})" if "float" in name else \
+                f"{value} is outside {name} ({low} to {high})"
+    return ""
+
+
 def parse_bound_args(items: Sequence[str] | None) -> dict[str, Any]:
     """``--input name=value`` (repeatable): non-tensor forward arguments, bound by name.  Values parse as
     int, float, true/false/none, else stay strings; the forward's own annotation or default then decides the type

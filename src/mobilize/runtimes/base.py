@@ -263,7 +263,7 @@ class Session(abc.ABC):
 
     def example_inputs(self, seed: int = 0) -> list:
         specs = self.declared_input_specs() or getattr(self.target, "input_specs", None)
-        if not specs or any(d <= 0 for s in specs for d in s.shape):
+        if not specs or any(d < 0 for s in specs for d in s.shape):  # 0: an empty input (a state), known
             raise ConfigError(
                 f"cannot tell the input shape of {describe_target(self.target)}",
                 hint='give --input_dims, e.g. --input_dims "1,3,224,224"',

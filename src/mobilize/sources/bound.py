@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from mobilize.core.errors import ConfigError
-from mobilize.core.inputs import InputSpec
+from mobilize.core.inputs import InputSpec, out_of_range
 
 
 class BoundArguments(torch.nn.Module):
@@ -92,7 +92,7 @@ def random_scalar_notes(specs: Sequence[InputSpec], names: Sequence[str], sample
     naming the values and the ``--input NAME=VALUE`` that sets one (an integer one is refused, not fed).
 
         >>> import torch
-        >>> from mobilize.core.inputs import InputSpec
+        >>> from mobilize.core.inputs import InputSpec, out_of_range
         >>> notes = random_scalar_notes([InputSpec((1, 4)), InputSpec((), "float")], ["x", "gain"],
         ...                             [[torch.zeros(1, 4), torch.tensor(v)] for v in (0.5, -1.25)])
         >>> print(notes[0])
@@ -214,6 +214,9 @@ def _convert(name: str, value: Any, param: inspect.Parameter | None) -> Any:
     if label == "int":
         if isinstance(value, float) and not value.is_integer():
             raise ConfigError(f"{given}: the forward's '{name}' is an int; {value!r} is not a whole number")
+        if out_of_range(int(value), "int64"):  # TorchScript, ExecuTorch and ONNX all keep an int in 64 bits
+            raise ConfigError(f"{given}: the forward's '{name}' is an int, which every file keeps in 64 bits: "
+                              f"{-2**63} to {2**63 - 1}")
         return int(value)
     return float(value)
 

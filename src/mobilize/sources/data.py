@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import torch
 
 from mobilize.core.errors import ConfigError, UserError, headline, translate_errors
-from mobilize.core.inputs import InputSpec, apply_memory_format, shape_text
+from mobilize.core.inputs import InputSpec, apply_memory_format, out_of_range, shape_text
 
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
@@ -303,6 +303,12 @@ class NpzSource(DataSource):
         else:
             raise UserError(f"{reference} has no input array", hint=f"name it 'x' (or one array per model input); "
                                                                    f"it has: {', '.join(arrays) or 'nothing'}")
+        for key in [*self.input_keys, *([label_key] if label_key else [])]:
+            if arrays[key].ndim == 0:  # np.savez(x=np.float32(1)): one number, no axis of samples
+                raise UserError(f"{reference}: array '{key}' is 0-d (the single value {arrays[key].item()!r}); an .npz "
+                                f"holds its samples along the first axis",
+                                hint=f"store {key} with a first axis of samples, e.g. numpy.savez(..., {key}="
+                                     f"values[None]) for one sample")
         counts = {len(inputs[k]) for k in self.input_keys}
         if len(counts) != 1:
             raise UserError(f"{reference}: the input arrays hold different numbers of samples "
@@ -331,6 +337,11 @@ class NpzSource(DataSource):
         if names and set(names) <= set(self.arrays):
             keys = list(names)
         rows = [self._rows(key, spec) for key, spec in zip(keys, specs)]
+        for key, spec in zip(keys, specs):
+            problem = out_of_range(self.arrays[key], spec.dtype)
+            if problem:
+                raise UserError(f"{self.reference}: array '{key}' feeds a {spec.dtype} input, and {problem}",
+                                hint="store values the input's type holds: a cast would change them silently")
         batch = max(max(rows), 1)
         xs = []
         for start in range(0, min(limit * batch, len(self.x)) - batch + 1, batch):
@@ -370,8 +381,11 @@ class NpzSource(DataSource):
     def to_chw(self, image: np.ndarray, spec: InputSpec) -> np.ndarray:
         if image.shape == tuple(spec.shape[1:]):
             return image  # stored as model inputs: use as they are
+        if spec.shape and spec.shape[0] == 1 and image.shape == tuple(spec.shape):
+            return image[0]  # stored as whole inputs of a batch of one: one row each
         if image.ndim != 3 or len(spec.shape) != 4:
-            raise ConfigError(f"{self.reference}: samples of shape {image.shape} do not match the model input {spec}",
+            raise ConfigError(f"{self.reference}: samples of shape {shape_text(image.shape)} do not fit the model "
+                              f"input {spec}: {_differs(image.shape, tuple(spec.shape))}",
                               hint="store model inputs (N,C,H,W / N,features) or images (N,H,W[,C]) in 'x'")
         if image.ndim == 3 and image.shape[0] in (1, 3) and image.shape[-1] not in (1, 3):
             image = image.transpose(1, 2, 0)

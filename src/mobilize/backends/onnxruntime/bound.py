@@ -11,6 +11,7 @@ from typing import Any
 
 from mobilize.core.artifact import Artifact
 from mobilize.core.errors import ConfigError, UnsupportedModelError, translate_errors
+from mobilize.core.inputs import out_of_range
 
 
 def bind_inputs(art: Artifact, bound: dict[str, Any]) -> Artifact:
@@ -38,6 +39,10 @@ def bind_inputs(art: Artifact, bound: dict[str, Any]) -> Artifact:
         dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor_type.elem_type))
         kind = "bool" if dtype == np.bool_ else ("float" if dtype.kind == "f" else ("int" if dtype.kind in "iu" else "str"))
         typed[name] = as_declared(name, value, kind)
+        problem = out_of_range(typed[name], dtype.name) if kind in ("int", "float") else ""
+        if problem:
+            raise ConfigError(f"--input {name}={value}: input '{name}' of {art.path} is {dtype.name}, and {problem}",
+                              hint=f"give a value {dtype.name} holds")
         model.graph.input.remove(inputs[name])
         model.graph.initializer.append(numpy_helper.from_array(np.array(typed[name], dtype=dtype), name))
     what = ", ".join(f"{k}={v!r}" for k, v in typed.items())

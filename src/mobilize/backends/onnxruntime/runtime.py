@@ -81,7 +81,7 @@ class OnnxRuntimeSession(Session):
     def declared_input_specs(self) -> list[InputSpec]:
         specs = []
         for inp in self.session.get_inputs():
-            shape = tuple(d if isinstance(d, int) and d > 0 else -1 for d in inp.shape)
+            shape = tuple(d if isinstance(d, int) and d >= 0 else -1 for d in inp.shape)  # 0: an empty state, not unknown
             specs.append(InputSpec(shape, _ORT_TYPES.get(inp.type, "float")))
         return specs
 
@@ -91,7 +91,8 @@ class OnnxRuntimeSession(Session):
     def example_inputs(self, seed: int = 0) -> list:
         declared = self.declared_input_specs()
         if any(d < 0 for s in declared for d in s.shape):
-            dynamic = [f"{i.name} {list(i.shape)}" for i in self.session.get_inputs()]
+            dynamic = [f"{i.name} {list(i.shape)}" for i, s in zip(self.session.get_inputs(), declared)
+                       if any(d < 0 for d in s.shape)]  # the others are known: listed, they read as dynamic too
             raise ConfigError(
                 f"{self.target.path} has inputs with dynamic dimensions: {'; '.join(dynamic)}",
                 hint='give --input_dims, e.g. --input_dims "1,3,224,224"',

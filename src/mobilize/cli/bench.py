@@ -70,8 +70,8 @@ def add_parser(sub) -> None:
                    help="generation: a decoder file (or zoo:tiny_lm, a saved transformers folder) timed in tokens: "
                         "time to first token for --prompt-len tokens, then microseconds per token decoding --gen-len "
                         "tokens with the KV cache")
-    p.add_argument("--prompt-len", type=int, default=32, metavar="P", help="with --task generation (default 32)")
-    p.add_argument("--gen-len", type=int, default=32, metavar="G", help="with --task generation (default 32)")
+    p.add_argument("--prompt-len", type=int, metavar="P", help="with --task generation (default 32)")
+    p.add_argument("--gen-len", type=int, metavar="G", help="with --task generation (default 32)")
     p.add_argument("--from-log", metavar="FILE",
                    help="do not run: read one speed_benchmark_torch output (a phone's, e.g. from nnapi_benchmark.sh) "
                         "into the same report; give the flags the device run used (--model, --pthreadpool_size, ...)")
@@ -107,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
     threads = args.threads if args.threads is not None else args.pthreadpool_size
     check_at_least(args.warmup, 0, "--warmup")
     check_at_least(args.iter, 1, "--iter")
+    _token_lengths(args)
     if args.task == "generation":
         return _generation(args, reference, threads)
     specs = input_specs_from_args(args)
@@ -241,6 +242,25 @@ def format_stats(r: dict) -> str:
     ]
     lines += [f"  note: {n}" for n in r["notes"]]
     return "\n".join(lines)
+
+
+def _token_lengths(args: argparse.Namespace) -> None:
+    """--prompt-len and --gen-len: their defaults with --task generation, refused without it (they time nothing
+    else, and a model that is not a decoder was timed as if they had not been typed)."""
+    from mobilize.core.errors import ConfigError
+
+    given = [f"{flag} {value}" for flag, value in (("--prompt-len", args.prompt_len), ("--gen-len", args.gen_len))
+             if value is not None]
+    if args.task != "generation" and given:
+        raise ConfigError(f"{' and '.join(given)}: only with --task generation (the token lengths a decoder is timed "
+                          f"at)",
+                          hint="add --task generation for a decoder file, or leave them out")
+    args.prompt_len = DEFAULT_TOKENS if args.prompt_len is None else args.prompt_len
+    args.gen_len = DEFAULT_TOKENS if args.gen_len is None else args.gen_len
+
+
+DEFAULT_TOKENS = 32
+"""--prompt-len and --gen-len when not given (with --task generation)."""
 
 
 def _generation(args: argparse.Namespace, reference: str, threads: int | None) -> int:

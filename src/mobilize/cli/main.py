@@ -78,7 +78,7 @@ def _main(argv: list[str]) -> int:
     outputs = Outputs()
     try:
         with filtered_terminal(enabled=not (debug or getattr(args, "verbose", False))):
-            code = _dispatch(args, outputs, debug)
+            code = _dispatch(args, outputs, debug, parser)
     finally:
         outputs.release()  # also on an interrupt that lands after the command's own handling
     if code != 0:
@@ -86,13 +86,14 @@ def _main(argv: list[str]) -> int:
     return code
 
 
-def _dispatch(args: argparse.Namespace, outputs, debug: bool) -> int:
+def _dispatch(args: argparse.Namespace, outputs, debug: bool, parser: argparse.ArgumentParser) -> int:
     """Check the command's inputs and outputs (declared with ``set_defaults(inputs=[(dest, flag)],
     outputs=[(dest, flag, "folder"|"file")])``) before any work, lock its output folders against a second run,
     run it, and turn every error into one line and an exit code."""
     from mobilize.core.paths import check_input_path
 
     try:
+        _refuse_empty_values(parser, args)
         for dest, flag in getattr(args, "inputs", ()):
             values = getattr(args, dest, None)
             for value in values if isinstance(values, list) else [values]:
@@ -118,6 +119,21 @@ def _dispatch(args: argparse.Namespace, outputs, debug: bool) -> int:
         return 130
     except Exception as exc:  # the last resort: anything else escaping a command is a bug in mobilize
         return _internal(exc, debug)
+
+
+def _refuse_empty_values(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """A value given as '' (or blanks) is refused: no option means anything by it, and read as "not given" (``compare
+    --frames ''`` ran without frames) the command did something other than what was typed."""
+    from mobilize.core.errors import ConfigError
+
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    for action in commands[args.command]._actions:
+        value = getattr(args, action.dest, None)
+        if value == action.default or (action.const is not None and value == action.const):
+            continue
+        if any(isinstance(v, str) and not v.strip() for v in (value if isinstance(value, list) else [value])):
+            flag = action.option_strings[0] if action.option_strings else action.metavar or action.dest
+            raise ConfigError(f"{flag} is empty", hint=f"give {flag} a value, or leave it out")
 
 
 def _child_traceback(exc: BaseException) -> None:

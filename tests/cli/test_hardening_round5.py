@@ -1,0 +1,179 @@
+"""Issue #47 (hardening, fifth round), the items that are not about decoders: ``--input`` and ``.npz`` values, children
+a metric leaves, interrupts during start-up, model output to fd 2, a metric that deletes the results, options that do
+nothing, a metric's time limit and three messages - each through the real command in its own process."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.conftest import assert_one_line_error
+
+LINEAR = """
+import torch
+
+class Lin(torch.nn.Module):
+    input_specs = [(1, 16)]
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc(x)
+"""
+
+VAD = """
+import torch
+
+class Vad(torch.nn.Module):
+    input_specs = [(1, 32)]
+
+    def forward(self, x, sr: int = 8000):
+        return x * (2.0 if sr == 16000 else 1.0)
+"""
+
+
+def onnx_file(path, inputs: dict[str, tuple[int, list[int]]]) -> str:
+    """An ONNX file whose output is its inputs as float, concatenated on axis 1 (``inputs``: name -> (element type,
+    shape)); a rank-0 input is multiplied in instead."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    nodes, tensors = [], []
+    for name, (elem, shape) in inputs.items():
+        nodes.append(helper.make_node("Cast", [name], [f"{name}_f"], to=TensorProto.FLOAT))
+        tensors.append(f"{name}_f")
+    rows = [t for t, (_, shape) in zip(tensors, inputs.values()) if shape]
+    scalars = [t for t, (_, shape) in zip(tensors, inputs.values()) if not shape]
+    nodes.append(helper.make_node("Concat", rows, ["cat"], axis=1))
+    last = "cat"
+    for k, scalar in enumerate(scalars):
+        nodes.append(helper.make_node("Mul", [last, scalar], [f"mul{k}"]))
+        last = f"mul{k}"
+    nodes.append(helper.make_node("Identity", [last], ["y"]))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, e, s) for n, (e, s) in inputs.items()],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return str(path)
+
+
+# -- item 4: every --input value is checked for range -----------------------------------------------------------
+@pytest.mark.parametrize("elem, value, fragment", [
+    ("INT64", "99999999999999999999999", "is an int, which every file keeps in 64 bits: -9223372036854775808 to "),
+    ("INT64", "1e300", "is an int, which every file keeps in 64 bits"),
+    ("INT32", "3000000000", "input 'k' of {path} is int32, and 3000000000 is outside int32 (-2147483648 to "),
+    ("FLOAT", "1e300", "is float32, and 1e+300 is outside float32"),
+])
+def test_an_input_value_its_onnx_input_cannot_hold_is_one_line(run_cli_process, tmp_path, elem, value, fragment):
+    from onnx import TensorProto
+
+    path = onnx_file(tmp_path / "k.onnx", {"x": (TensorProto.FLOAT, [1, 4]), "k": (getattr(TensorProto, elem), [])})
+    code, _, err = run_cli_process("bench", path, "--input", f"k={value}", "--iter", "2", "--warmup", "0")
+    assert_one_line_error(code, err, "--input k=", fragment.format(path=path))
+
+
+def test_an_int_past_64_bits_for_a_pytorch_forward_is_one_line(run_cli_process, tmp_path):
+    (tmp_path / "vad.py").write_text(VAD)
+    code, _, err = run_cli_process("bench", f"{tmp_path / 'vad.py'}:Vad", "--input", "sr=99999999999999999999999",
+                                   "--iter", "2", "--warmup", "0")
+    assert_one_line_error(code, err, "--input sr=99999999999999999999999: the forward's 'sr' is an int, which every "
+                                     "file keeps in 64 bits")
+
+
+# -- item 5: every .npz array is checked for rank and range ------------------------------------------------------
+@pytest.mark.parametrize("arrays, fragment", [
+    ({"x": np.float32(1.0)}, "array 'x' is 0-d (the single value 1.0); an .npz holds its samples along the first axis"),
+    ({"x0": np.zeros((4, 16), np.float32), "x1": np.int64(3)}, "array 'x1' is 0-d"),
+    ({"x": np.zeros((4, 16), np.float32), "y": np.int64(3)}, "array 'y' is 0-d"),
+    ({"x": np.full((4, 16), 1e300)}, "array 'x' feeds a float input, and 1e+300 is outside float32"),
+])
+@pytest.mark.parametrize("command", ["bench", "compare"])
+def test_an_npz_array_without_samples_or_out_of_range_is_one_line(run_cli_process, tmp_path, arrays, fragment,
+                                                                   command):
+    (tmp_path / "lin.py").write_text(LINEAR)
+    np.savez(tmp_path / "d.npz", **arrays)
+    extra = ("--iter", "2", "--warmup", "0") if command == "bench" else ("--plan", "quick", "-o", tmp_path / "o")
+    code, _, err = run_cli_process(command, f"{tmp_path / 'lin.py'}:Lin", "--data", tmp_path / "d.npz", *extra)
+    assert_one_line_error(code, err, fragment)
+
+
+def test_an_npz_int_array_past_its_int32_input_is_one_line(run_cli_process, tmp_path):
+    from onnx import TensorProto
+
+    path = onnx_file(tmp_path / "ids.onnx", {"ids": (TensorProto.INT32, [1, 4])})
+    np.savez(tmp_path / "d.npz", ids=np.full((2, 1, 4), 2**40, np.int64))
+    code, _, err = run_cli_process("bench", path, "--data", tmp_path / "d.npz", "--iter", "2", "--warmup", "0")
+    assert_one_line_error(code, err, "array 'ids' feeds a int32 input, and 1099511627776 is outside int32")
+
+
+# -- item 14: shapes and flags named as they are ------------------------------------------------------------------
+def test_samples_stored_as_whole_inputs_of_a_batch_of_one_are_benched(run_cli_process, tmp_path):
+    """(4,1,16) for a (1,16) model: four samples, each a whole input (was: refused, printing two equal shapes)."""
+    (tmp_path / "lin.py").write_text(LINEAR)
+    np.savez(tmp_path / "d.npz", x=np.random.default_rng(0).random((4, 1, 16), np.float32))
+    code, out, err = run_cli_process("bench", f"{tmp_path / 'lin.py'}:Lin", "--data", tmp_path / "d.npz", "--iter",
+                                     "2", "--warmup", "0")
+    assert code == 0, err
+    assert f"input data:{tmp_path / 'd.npz'}" in out
+
+
+def test_samples_that_do_not_fit_name_the_dimension_that_differs(run_cli_process, tmp_path):
+    (tmp_path / "lin.py").write_text(LINEAR)
+    np.savez(tmp_path / "d.npz", x=np.zeros((4, 1, 17), np.float32))
+    code, _, err = run_cli_process("bench", f"{tmp_path / 'lin.py'}:Lin", "--data", tmp_path / "d.npz")
+    assert_one_line_error(code, err, "samples of shape (1,17), but the model input is (1,16) float: dimension 1 is "
+                                     "17 where the input has 16")
+
+
+def test_a_zero_size_state_input_is_a_known_shape_not_a_dynamic_one(run_cli_process, tmp_path):
+    """A state of (1,0) (an empty cache at the first step) beside a (1,4) input: benched as declared (was: "inputs
+    with dynamic dimensions: x [1, 4]; state [1, 0]")."""
+    from onnx import TensorProto
+
+    path = onnx_file(tmp_path / "s.onnx", {"x": (TensorProto.FLOAT, [1, 4]), "state": (TensorProto.FLOAT, [1, 0])})
+    code, out, err = run_cli_process("bench", path, "--iter", "2", "--warmup", "0")
+    assert code == 0, err
+    assert "Microseconds per iter" in out
+
+
+def test_a_dynamic_input_is_listed_alone(run_cli_process, tmp_path):
+    from onnx import TensorProto
+
+    path = onnx_file(tmp_path / "d.onnx", {"x": (TensorProto.FLOAT, [1, 4]), "state": (TensorProto.FLOAT, [1, "n"])})
+    code, _, err = run_cli_process("bench", path, "--iter", "2", "--warmup", "0")
+    assert_one_line_error(code, err, "has inputs with dynamic dimensions: state [1, 'n'] (give --input_dims")
+    assert "x [1, 4]" not in err
+
+
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_a_perplexity_budget_that_is_not_finite_names_the_flag(run_cli_process, tmp_path, value):
+    code, _, err = run_cli_process("compare", "zoo:tiny_lm", f"--max-ppl-increase={value}", "-o", tmp_path / "o")
+    assert_one_line_error(code, err, f"--max-ppl-increase must be a finite number, got {value}")
+    assert "policy" not in err
+
+
+# -- item 10: an option that would do nothing is refused ---------------------------------------------------------
+@pytest.mark.parametrize("flags, fragment", [
+    (("--prompt-len", "8"), "--prompt-len 8: only with --task generation"),
+    (("--gen-len", "4"), "--gen-len 4: only with --task generation"),
+])
+def test_token_lengths_without_task_generation_are_refused(run_cli_process, flags, fragment):
+    code, _, err = run_cli_process("bench", "zoo:conv_bn_relu", "--input_dims", "1,3,16,16", *flags)
+    assert_one_line_error(code, err, fragment)
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (("compare", "zoo:conv_bn_relu", "--frames", ""), "--frames"),
+    (("compare", "zoo:conv_bn_relu", "--frames="), "--frames"),
+    (("bench", "zoo:conv_bn_relu", "--frames", " "), "--frames"),
+    (("compare", ""), "MODEL"),
+    (("compare", "zoo:conv_bn_relu", "--data", ""), "--data"),
+])
+def test_an_empty_value_is_refused_not_read_as_not_given(run_cli_process, tmp_path, argv, flag):
+    out = tmp_path / "o"
+    code, _, err = run_cli_process(*argv, "-o" if argv[0] == "compare" else "--json", out)
+    assert_one_line_error(code, err, f"{flag} is empty")
+    assert not out.exists()

@@ -243,11 +243,6 @@ METRIC_TIMEOUT_S = 120.0
 here, not after the stage's 600 s."""
 
 
-class _MetricTimeout(BaseException):
-    """Raised by the alarm inside the user's metric (a BaseException: their code's ``except Exception`` keeps
-    running otherwise)."""
-
-
 def metric_timeout_s() -> float:
     import os
 
@@ -260,31 +255,16 @@ def metric_timeout_s() -> float:
 def call_metric(fn: Callable, name: str, outputs, reference_outputs, labels) -> float:
     """The user's metric on these outputs, under its own time limit; anything it raises or returns other than a
     finite number is the user's."""
-    import signal
-    import threading
-
+    from mobilize.core.deadline import time_limit
     from mobilize.core.errors import headline, translate_errors
 
     limit = metric_timeout_s()
-    armed = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer") and limit > 0
-
-    def alarm(_signum, _frame):
-        raise _MetricTimeout
-
-    previous = signal.signal(signal.SIGALRM, alarm) if armed else None
-    if armed:
-        signal.setitimer(signal.ITIMER_REAL, limit)
-    try:
-        with translate_errors(UserError, f"--metric {name}",  # the user's own code: what it raises is theirs to fix
-                              message=lambda exc: f"--metric {name} raised {type(exc).__name__}: {headline(exc)}"):
-            value = fn(outputs, reference_outputs, labels)
-    except _MetricTimeout:
-        raise UserError(f"--metric {name} ran past its {limit:g} s limit (a user metric's own limit, not the "
-                        f"stage's; MOBILIZE_METRIC_TIMEOUT_S sets it)") from None
-    finally:
-        if armed:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
+    expired = lambda: UserError(f"--metric {name} ran past its {limit:g} s limit (a user metric's own limit, not "  # noqa: E731
+                                f"the stage's; MOBILIZE_METRIC_TIMEOUT_S sets it)")
+    with time_limit(limit, expired), translate_errors(  # the user's own code: what it raises is theirs to fix
+            UserError, f"--metric {name}", message=lambda exc: f"--metric {name} raised {type(exc).__name__}: "
+                                                                f"{headline(exc)}"):
+        value = fn(outputs, reference_outputs, labels)
     try:
         value = float(value)
     except (TypeError, ValueError):

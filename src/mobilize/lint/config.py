@@ -43,6 +43,9 @@ class LintConfig:
     time_threads: int = 1
     seed: int = 0
     """Seed of the random example inputs the profile and the probes use."""
+    build_timeout_s: float | None = 300.0
+    """How long building a model reference (the user's constructor, a file's load) may take before lint stops with
+    a one-line error (None or 0: no limit).  ``mobilize lint --timeout`` sets it."""
 
     def __post_init__(self) -> None:
         unknown = [t for t in self.targets if t not in all_targets()]
@@ -50,6 +53,8 @@ class LintConfig:
             raise ConfigError(f"unknown lint target '{unknown[0]}'", hint=f"choose from: {', '.join(all_targets())}, all")
         if self.channel_divisor < 1 or self.time_runs < 1 or self.time_threads < 1 or self.time_warmup < 0:
             raise ConfigError("channel_divisor, time_runs and time_threads must be at least 1, time_warmup at least 0")
+        if self.build_timeout_s is not None and not self.build_timeout_s >= 0:
+            raise ConfigError(f"the model-build time limit must be 0 (none) or more seconds, got {self.build_timeout_s}")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

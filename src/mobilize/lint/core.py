@@ -12,7 +12,8 @@ import copy
 import time
 from typing import Any, Sequence
 
-from mobilize.core.errors import ConfigError
+from mobilize.core.deadline import time_limit
+from mobilize.core.errors import ConfigError, UserError
 from mobilize.lint import activations, batchnorm, channels, depthwise, residual, training
 from mobilize.lint.config import LintConfig
 from mobilize.lint.report import Finding, LintReport, Rule, Severity
@@ -45,7 +46,11 @@ def _lint(model: Any, config: LintConfig, input_specs, data: str | None, trust_p
 
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    module, name, specs = _resolve(model, input_specs, trust_pickle, bound_args)
+    what = type(model).__name__ if isinstance(model, torch.nn.Module) else str(model)
+    with time_limit(config.build_timeout_s, lambda: UserError(
+            f"building the model {what} took longer than lint's {config.build_timeout_s:g} s limit",
+            hint="raise the limit (LintConfig.build_timeout_s), or build a smaller model")):
+        module, name, specs = _resolve(model, input_specs, trust_pickle, bound_args)
     if isinstance(model, torch.nn.Module):
         module = copy.deepcopy(module)  # the caller's model: forward passes in training mode would move BN statistics
     example = make_random_inputs(specs, config.seed)

@@ -77,8 +77,6 @@ def test_a_classifiers_probabilities_are_no_near_empty_map():
     assert first.near_zero_share >= 0.999 and first.empty_samples == 0 and not near_empty_map(first)
 
 
-@pytest.mark.xfail(strict=True, reason="needs verify.judge to ask shapes.judge_near_zero_floor before its SQNR "
-                                       "floor (verify.py is the lead's; issue #48 item 6)")
 def test_a_float_file_of_a_near_empty_map_is_ok_end_to_end():
     ref, kernel = float_maps()
     v = assess(compare_outputs(kernel, ref), Kind.FLOAT).verdict

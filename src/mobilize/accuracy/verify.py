@@ -73,9 +73,10 @@ class Policy:
     """Budget for an output of one value per sample: the share of samples on the float model's side of the
     output's threshold (0.5 for a probability in [0, 1], 0 for a logit), as --min-cosine asks of a vector."""
     near_zero_map_min_zero_share: float = 0.999
-    """A float output at least this share exactly 0 is a near-empty map (a text detector's on photos without
-    text): the cosine of an empty sample is 0 whatever the error (float files at 120 dB read cosine 0.93), so
-    it is judged by ``near_zero_map_max_error_of_range`` instead."""
+    """A float output at least this share near 0 - within ``metrics.NEAR_ZERO_OF_SCALE`` of the output's scale (1
+    for probabilities, else its range), with at least one sample empty - is a near-empty map (a text detector's
+    on photos without text): the cosine of an empty sample is 0 whatever the error (float files at 120 dB read
+    cosine 0.93), so it is judged by ``near_zero_map_max_error_of_range`` instead."""
     near_zero_map_max_error_of_range: float = 0.02
     """Budget for a near-empty map: the largest error over the output's range (max - min over the samples); 2%
     is five int8 steps, far above a float file's 1e-7."""
@@ -194,6 +195,11 @@ def judge(c: Comparison, kind: Kind | str, policy: Policy = DEFAULT_POLICY) -> V
     rule = f"{kind}-sqnr" if floor is not None else "changed-model"
     flips = _flip_text(c) + (f"; over a stream of {c.stream['calls']} calls, the state carried" if c.stream else "")
     if floor is not None and sqnr < floor:
+        from mobilize.accuracy.shapes import judge_near_zero_floor
+
+        shaped = judge_near_zero_floor(c.first, str(kind), floor, sqnr, numbers, policy)
+        if shaped is not None:  # a near-empty map: its floor is judged on the error over the output's scale
+            return shaped
         promise = {Kind.FLOAT: "a float variant must match the float model to rounding error",
                    Kind.REDUCED: "a reduced-precision float variant must stay close to the float model",
                    Kind.QUANTIZED: "a quantized variant this far off computes something else"}[kind]
@@ -337,19 +343,6 @@ def assess(c: Comparison, kind: Kind | str, policy: Policy = DEFAULT_POLICY, *,
     return out
 
 
-def judge_steps(what: str, elements: int, within_one_step: int, policy: Policy = DEFAULT_POLICY) -> Verdict:
-    """A quantized operation's own output against the reference's, in quantization steps (rule op-steps)."""
-    fraction = within_one_step / elements if elements else 1.0
-    numbers = {"elements": elements, "within_one_step": within_one_step, "within_fraction": fraction,
-               "min_within_fraction": policy.op_min_within_one_step}
-    if fraction < policy.op_min_within_one_step:
-        return Verdict(Outcome.MISMATCH, "op-steps", f"{what}: {fraction:.2%} of {elements} elements within one "
-                                                     f"quantization step < {policy.op_min_within_one_step:.0%} "
-                                                     f"(rule op-steps)", numbers)
-    return Verdict(Outcome.OK, "op-steps", f"{what}: {fraction:.2%} of {elements} elements within one quantization "
-                                           f"step >= {policy.op_min_within_one_step:.0%} (rule op-steps)", numbers)
-
-
 def degenerate_reference(reference: Sequence[Sequence[Any]], policy: Policy = DEFAULT_POLICY,
                          task: str | None = None) -> str | None:
     """A warning when the float reference's first output does not depend on its input (all zero, constant across
@@ -465,28 +458,6 @@ def _scale_only(v: Verdict | None) -> Verdict | None:
                                                     f"scale, not the file (rule {SUBNORMAL_RULE})", v.numbers)
 
 
-def verify_close(got: Sequence[Any], expected: Sequence[Any], atol: float, rtol: float) -> Verdict:
-    """Element-wise |got - expected| <= atol + rtol * |expected| (a bundled program's promise)."""
-    worst, worst_excess = 0.0, -math.inf
-    if len(got) != len(expected):
-        return Verdict(Outcome.MISMATCH, "shape", f"{len(got)} output(s), expected {len(expected)} (rule shape)")
-    for g, e in zip(got, expected):
-        g, e = as_float64(g), as_float64(e)
-        if g.shape != e.shape:
-            return Verdict(Outcome.MISMATCH, "shape", f"output shape {tuple(g.shape)}, expected {tuple(e.shape)} "
-                                                      f"(rule shape)")
-        diff = (g - e).abs()
-        worst = max(worst, float(diff.max()) if diff.numel() else 0.0)
-        if diff.numel():
-            worst_excess = max(worst_excess, float((diff - (atol + rtol * e.abs())).max()))
-    numbers = {"max_abs_error": worst, "atol": atol, "rtol": rtol}
-    if not math.isfinite(worst) or worst_excess > 0:
-        return Verdict(Outcome.MISMATCH, "allclose", f"max abs error {worst:.3g} exceeds atol {atol:.2g} + rtol "
-                                                     f"{rtol:.2g} x |expected| (rule allclose)", numbers)
-    return Verdict(Outcome.OK, "allclose", f"max abs error {worst:.3g} within atol {atol:.2g} + rtol {rtol:.2g} x "
-                                           f"|expected| (rule allclose)", numbers)
-
-
 def _flip_text(c: Comparison) -> str:
     if not c.flips:
         return ""
@@ -500,3 +471,6 @@ def _num(x: float) -> float | None:
 
 def _db(x: float) -> str:
     return "exact (inf dB)" if x == math.inf else f"{x:.1f} dB"
+
+
+from mobilize.accuracy.closeness import judge_steps, verify_close  # noqa: E402  (they build this module's Verdicts)

@@ -16,12 +16,13 @@ MODEL_CHECK_TIMEOUT_S = 300.0
 
 
 def check_model(reference: str, *, command: str, input_specs: Sequence[Any] = (), trust_pickle: bool = False,
-                pytorch_only: bool = False, bound_args: dict[str, Any] | None = None) -> tuple[list[Any], list[str]]:
+                pytorch_only: bool = False, bound_args: dict[str, Any] | None = None,
+                timeout_s: float | None = MODEL_CHECK_TIMEOUT_S) -> tuple[list[Any], list[str]]:
     """The model's input specs (``input_specs`` if given, else its own) and forward input names."""
     from mobilize.plans.facts import model_facts_isolated
     from mobilize.sources.models import ModelSource
 
-    facts = model_facts_isolated(reference, trust_pickle, len(input_specs), MODEL_CHECK_TIMEOUT_S,
+    facts = model_facts_isolated(reference, trust_pickle, len(input_specs), timeout_s,
                                  bound_args=bound_args)
     if pytorch_only and facts["format"] != ModelSource.format:  # a file made elsewhere, not the model's code
         raise ConfigError(f"{command} takes a PyTorch model (zoo:, file.py:Class, pkg.mod:factory); {reference} is "

@@ -38,6 +38,8 @@ def add_parser(sub) -> None:
     p.add_argument("--data", metavar="SRC", help="real samples (digits, sample-photos, DIR, FILE.npz): adds the measured "
                                                  "int8 error of flagged activations and per-layer time on ONNX Runtime")
     p.add_argument("--json", metavar="FILE", help="write the full report as JSON")
+    p.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
+                   help="how long building the model may take (default 300; 0: no limit)")
     p.add_argument("--strict", action="store_true", help="exit 1 when any warning fired (for CI)")
     p.add_argument("--top", type=int, default=15, metavar="N", help="profile rows to print (default 15)")
     p.add_argument("--xnnpack-lower", action="store_true",
@@ -63,10 +65,13 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--threads must be at least 1, got {args.threads}")
     specs = input_specs_from_args(args)
     bound_args = bound_args_from_args(args)
+    if not args.timeout >= 0:
+        raise ConfigError(f"--timeout must be 0 (no limit) or a number of seconds, got {args.timeout}")
     config = LintConfig(targets=parse_targets(args.target), xnnpack_lower=args.xnnpack_lower,
-                        time_threads=args.threads)
+                        time_threads=args.threads, build_timeout_s=args.timeout or None)
     model_specs, names = check_model(args.model, command="lint", input_specs=specs or (),
-                                     trust_pickle=args.trust_pickle, pytorch_only=True, bound_args=bound_args)
+                                     trust_pickle=args.trust_pickle, pytorch_only=True, bound_args=bound_args,
+                                     timeout_s=args.timeout or None)
     if args.data:
         check_data(args.data, "--data", model_specs, names)
     # the model's code runs in a child process: a crash in its forward is one line, not the end of this one

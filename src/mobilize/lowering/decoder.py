@@ -9,16 +9,42 @@ ONNX Runtime and OpenVINO run a decoder with.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 
-def load_hf_decoder(folder: str | Path) -> Any:
-    """A transformers causal LM from a folder ``save_pretrained`` wrote (config.json + weights), float32, eval."""
+def load_hf_decoder(folder: str | Path, loading_info: bool = False) -> Any:
+    """A transformers causal LM from a folder ``save_pretrained`` wrote (config.json + weights), float32, eval;
+    transformers' own load report and progress bars kept quiet.  ``loading_info``: (model, transformers' dict of
+    ``missing_keys``, ``unexpected_keys``, ``mismatched_keys``) instead."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    return AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
+    with quiet_transformers():
+        model, info = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32, output_loading_info=True)
+    return (model.eval(), info) if loading_info else model.eval()
+
+
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """transformers' logging (its load report with ANSI colours, config warnings) below ERROR and its progress bars
+    off while the block runs, as they were afterwards: what it would say, the caller turns into its own message."""
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
 
 
 def kv_shape(config: Any) -> tuple[int, int, int]:
@@ -39,6 +65,7 @@ def past_kv_module(model: Any) -> Any:
     from them inside, so the traced graph holds no Python cache object)."""
     import torch
     from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
 
     layers, _, _ = kv_shape(model.config)
 
@@ -48,7 +75,11 @@ def past_kv_module(model: Any) -> Any:
             self.m = model
 
         def forward(self, input_ids, *past):
-            cache = DynamicCache(config=self.m.config)
+            # full layers, never a sliding window's: the past/present tensors keep every position, and the model's
+            # own mask (sliding or not) picks what each layer sees - a sliding layer's cache would drop positions
+            # by their count, which tracing bakes in for the example's lengths
+            cache = DynamicCache()
+            cache.layers = [DynamicLayer() for _ in range(layers)]
             for i in range(layers):
                 layer = cache.layers[i]
                 if hasattr(layer, "lazy_initialization"):  # seeded directly: a fresh layer's cat onto an empty

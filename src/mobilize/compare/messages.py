@@ -74,6 +74,8 @@ class Failed:
     trace: str = ""
     internal: bool = False
     """True when the failure is a bug in mobilize (not in the model, a runtime or the user's input)."""
+    outcome: str | None = None
+    """What the error says it is (:meth:`Outcome.for_error`: an engine's refusal is UNSUPPORTED); None: the stage's."""
 
 
 @dataclasses.dataclass

@@ -69,11 +69,12 @@ def main(conn, job: Job) -> None:
             serve(conn, job, enter)
     except BaseException as exc:  # the process boundary: everything goes to the parent with its stage
         from mobilize.core.errors import MobilizeError, headline, is_bug
+        from mobilize.core.outcome import Outcome
 
         internal = is_bug(exc)
         text = str(exc) if isinstance(exc, MobilizeError) else f"{type(exc).__name__}: {headline(exc)}"
         try:
-            conn.send(Failed(stage, text, traceback.format_exc(), internal))
+            conn.send(Failed(stage, text, traceback.format_exc(), internal, str(Outcome.for_error(stage, exc))))
         except (BrokenPipeError, OSError):
             pass
     finally:

@@ -51,7 +51,8 @@ class Worker:
                 self.stage = msg.name
             elif isinstance(msg, Failed):
                 self._clock(time.monotonic())
-                raise StageFailure(Outcome.for_stage(msg.stage), msg.stage, msg.message + self.child.log_tail(),
+                outcome = Outcome(msg.outcome) if msg.outcome else Outcome.for_stage(msg.stage)
+                raise StageFailure(outcome, msg.stage, msg.message + self.child.log_tail(),
                                    msg.trace, msg.internal)
             elif isinstance(msg, kind):
                 self._clock(time.monotonic())

@@ -44,6 +44,11 @@ class UnsupportedModelError(UserError):
     """The model cannot be loaded, scripted, traced or exported as asked."""
 
 
+class UnsupportedByEngineError(UnsupportedModelError):
+    """An engine's tool cannot take this model (its architecture, an attention or a shape the tool lacks) and says
+    so before trying, naming what it takes: the variant is UNSUPPORTED, not a failed export."""
+
+
 class ExportError(UserError):
     """An exporter failed; ``stage`` says where (export, lower, serialize, ...)."""
 

@@ -46,10 +46,10 @@ def test_litert_int4_names_its_recipe(decoder_file):
 def test_litert_decoder_refuses_other_architectures(tmp_path):
     from transformers import GPT2Config, LlamaConfig
 
-    from mobilize.core.errors import UnsupportedModelError
+    from mobilize.core.errors import UnsupportedByEngineError as UnsupportedModelError  # UNSUPPORTED, not EXPORT_FAIL
 
     GPT2Config().save_pretrained(tmp_path / "gpt2")
-    with pytest.raises(UnsupportedModelError, match="Llama-architecture models only; this model is GPT2"):
+    with pytest.raises(UnsupportedModelError, match=r"converts Llama, Mistral and Qwen2 \(.*\) only; this model is GPT2"):
         FP32.build(tmp_path / "gpt2", tmp_path / "out")
     LlamaConfig(max_position_embeddings=131072, rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                               "original_max_position_embeddings": 8192}).save_pretrained(tmp_path / "llama3")

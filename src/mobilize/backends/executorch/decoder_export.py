@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from mobilize.core.errors import UnsupportedModelError
+from mobilize.core.errors import UnsupportedByEngineError
 from mobilize.lowering.decoder import kv_shape
 
 CACHE_LEN_CAP = 1024
@@ -52,8 +52,9 @@ def check_supported(config: Any) -> None:
     if getattr(config, "attn_logit_softcapping", None):
         found.append(f"attn_logit_softcapping={config.attn_logit_softcapping}")
     if found:
-        raise UnsupportedModelError(f"ExecuTorch custom SDPA computes full causal attention; this model has "
-                                    f"{', '.join(found)}")
+        raise UnsupportedByEngineError(f"the ExecuTorch decoder's custom SDPA computes full causal attention only "
+                                       f"(no sliding window shorter than its cache, no attention soft-capping); "
+                                       f"this model has {', '.join(found)}")
 
 
 def quantize_8da4w(model: Any, group: int = GROUP) -> int | None:
@@ -154,7 +155,7 @@ def program_bytes(model: Any) -> bytes:
 
 
 def _check_custom_ops(module: Any, ids: Any, reference: Any) -> None:
-    """Raise UnsupportedModelError unless the custom-op module, eager, gives ``reference`` (the model's logits with
+    """Raise UnsupportedByEngineError unless the custom-op module, eager, gives ``reference`` (the model's logits with
     its own attention); then empty the cache again."""
     import torch
 
@@ -166,7 +167,7 @@ def _check_custom_ops(module: Any, ids: Any, reference: Any) -> None:
         if name.startswith(("k_cache_", "v_cache_")):
             buf.zero_()
     if not math.isfinite(diff) or diff > SDPA_TOLERANCE * scale + 1e-6:
-        raise UnsupportedModelError(f"ExecuTorch custom SDPA does not reproduce this model's attention "
+        raise UnsupportedByEngineError(f"ExecuTorch custom SDPA does not reproduce this model's attention "
                                     f"(max logit difference {diff:.3g} against {scale:.3g})")
 
 

@@ -1,8 +1,8 @@
-"""LiteRT decoders: a transformers Llama re-authored and converted by litert-torch's generative path (see
-:mod:`mobilize.backends.litert.decoder_convert`) into one ``.tflite`` with ``prefill_<L>`` and ``decode``
-signatures and the KV cache as their inputs and outputs, run by the ai-edge-litert interpreter (XNNPACK) in
-float32 (``litert-fp32``) or with litert-torch's ``dynamic_int4_block32`` recipe: int4 weights, one scale per 32
-input features, activations quantized on the fly (``litert-int4``).
+"""LiteRT decoders: a transformers Llama, Mistral or Qwen2 re-authored and converted by litert-torch's generative
+path (see :mod:`mobilize.backends.litert.decoder_convert`; other architectures are refused, UNSUPPORTED) into one
+``.tflite`` with ``prefill_<L>`` and ``decode`` signatures and the KV cache as their inputs and outputs, run by the
+ai-edge-litert interpreter (XNNPACK) in float32 (``litert-fp32``) or with litert-torch's ``dynamic_int4_block32``
+recipe: int4 weights, one scale per 32 input features, activations quantized on the fly (``litert-int4``).
 
     >>> FP32.name, INT4.weights, INT4.promise
     ('litert-fp32', 'int4', <Promise.QUANTIZED: 'quantized'>)
@@ -121,8 +121,8 @@ class LiteRTDecoderSession(CachedDecoderSession):
         self._kv = {}
 
 
-_RUN = ("litert-torch generative conversion (Llama re-authored, prefill_<L> + decode signatures, external KV "
-        "cache), ai-edge-litert interpreter with XNNPACK")
+_RUN = ("litert-torch generative conversion (Llama, Mistral or Qwen2 re-authored, prefill_<L> + decode signatures, "
+        "external KV cache), ai-edge-litert interpreter with XNNPACK")
 
 FP32 = DecoderVariant(
     name="litert-fp32", engine="litert", weights="fp32", promise=Promise.FLOAT,

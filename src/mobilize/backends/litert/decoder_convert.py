@@ -1,6 +1,6 @@
-"""A transformers Llama folder -> a ``.tflite`` decoder with litert-torch's generative path: the model re-authored
-with the Edge Generative API layers (``model_builder.build_decoder_only_model`` reads the folder's weights by their
-transformers names), converted by ``converter.convert_to_tflite`` into one file with a ``prefill_<L>`` signature per
+"""A transformers Llama, Mistral or Qwen2 folder -> a ``.tflite`` decoder with litert-torch's generative path: the
+model re-authored with the Edge Generative API layers (``model_builder.build_decoder_only_model`` reads the folder's
+weights by their transformers names), converted by ``converter.convert_to_tflite`` into one file with a ``prefill_<L>`` signature per
 length in :func:`prefill_lens` and one ``decode`` signature, the KV cache an input and an output of each
 (``kv_cache_k_<i>``/``kv_cache_v_<i>``, ``cache_len`` positions), the causal mask built inside.
 
@@ -19,7 +19,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterator
 
-from mobilize.core.errors import UnsupportedModelError, headline, translate_errors
+from mobilize.core.errors import UnsupportedByEngineError, UnsupportedModelError, headline, translate_errors
 
 CACHE_LEN_CAP = 1024
 """The KV cache holds the model's ``max_position_embeddings`` tokens, at most this many (it is a fixed-size input
@@ -75,22 +75,34 @@ def generative() -> tuple[Any, Any, Any, Any]:
     return model_config, model_builder, converter, ExportConfig
 
 
-def llama_refusal(config: Any) -> str | None:
-    """Why litert-torch's decoder-only Llama recipe does not describe this transformers config, or None."""
+QKV_BIAS = {"llama": False, "mistral": False, "qwen2": True}
+"""The transformers architectures litert-torch's decoder-only recipe describes (``model_type`` -> q/k/v projections
+with biases): RMSNorm, gated SiLU MLP, rotary positions, the Llama tensor names (Qwen 2.5's own litert-torch
+example is this recipe with q/k/v biases)."""
+TAKES = "Llama, Mistral and Qwen2 (RMSNorm, gated SiLU MLP, default rotary positions, full attention)"
+
+
+def refusal(config: Any, cache_len: int = CACHE_LEN_CAP) -> str | None:
+    """Why litert-torch's decoder-only recipe does not describe this transformers config, or None."""
     arch = ", ".join(getattr(config, "architectures", None) or []) or type(config).__name__
-    if getattr(config, "model_type", None) != "llama":
-        return f"the LiteRT decoder converts Llama-architecture models only; this model is {arch}"
+    model_type = getattr(config, "model_type", None)
+    if model_type not in QKV_BIAS:
+        return f"the LiteRT decoder converts {TAKES} only; this model is {arch} (model_type {model_type})"
     rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
     found = [f"{k}={getattr(config, k)}" for k in ("attention_bias", "mlp_bias") if getattr(config, k, False)]
     if getattr(config, "hidden_act", "silu") != "silu":
         found.append(f"hidden_act={config.hidden_act}")
     if rope.get("rope_type", rope.get("type", "default")) != "default":
         found.append(f"rope_type={rope.get('rope_type', rope.get('type'))}")
-    return f"the LiteRT decoder's Llama recipe has no {', '.join(found)} ({arch})" if found else None
+    window = getattr(config, "sliding_window", None)
+    if window and getattr(config, "use_sliding_window", True) and window < min(cache_len, CACHE_LEN_CAP):
+        found.append(f"sliding_window={window}")
+    return f"the LiteRT decoder converts {TAKES}; this {arch} has {', '.join(found)}" if found else None
 
 
 def model_config(config: Any, cache_len: int) -> Any:
-    """litert-torch's ``ModelConfig`` for a transformers Llama config (its RMSNorm epsilon, not litert's 1e-5)."""
+    """litert-torch's ``ModelConfig`` for a transformers Llama, Mistral or Qwen2 config (its RMSNorm epsilon, not
+    litert's 1e-5)."""
     from mobilize.lowering.decoder import kv_shape
 
     cfg = generative()[0]
@@ -100,7 +112,8 @@ def model_config(config: Any, cache_len: int) -> Any:
     block = cfg.TransformerBlockConfig(
         attn_config=cfg.AttentionConfig(
             num_heads=config.num_attention_heads, head_dim=head_dim, num_query_groups=kv_heads,
-            rotary_base=rope.get("rope_theta", getattr(config, "rope_theta", 10000.0)), rotary_percentage=1.0),
+            rotary_base=rope.get("rope_theta", getattr(config, "rope_theta", 10000.0)), rotary_percentage=1.0,
+            qkv_use_bias=QKV_BIAS[config.model_type]),
         ff_config=cfg.FeedForwardConfig(type=cfg.FeedForwardType.GATED,
                                         activation=cfg.ActivationConfig(cfg.ActivationType.SILU),
                                         intermediate_size=config.intermediate_size),
@@ -111,23 +124,25 @@ def model_config(config: Any, cache_len: int) -> Any:
 
 
 def convert(folder: Path, out_dir: Path, quantize: str) -> Path:
-    """The folder's Llama as a ``.tflite`` (``quantize``: litert-torch's recipe name, ``none`` or
-    ``dynamic_int4_block32``)."""
+    """The folder's decoder (one of :data:`QKV_BIAS`'s architectures, else refused) as a ``.tflite``
+    (``quantize``: litert-torch's recipe name, ``none`` or ``dynamic_int4_block32``)."""
     from transformers import AutoConfig
 
+    from mobilize.lowering.decoder import quiet_transformers
     from mobilize.lowering.onnx_export import native_output
 
     folder, out_dir = Path(folder), Path(out_dir)
-    config = AutoConfig.from_pretrained(str(folder))
-    refusal = llama_refusal(config)
-    if refusal:
-        raise UnsupportedModelError(refusal)
+    with quiet_transformers():
+        config = AutoConfig.from_pretrained(str(folder))
+    cache_len = min(int(getattr(config, "max_position_embeddings", None) or CACHE_LEN_CAP), CACHE_LEN_CAP)
+    why = refusal(config, cache_len)
+    if why:
+        raise UnsupportedByEngineError(why)
     block = next((b for b, name in INT4_RECIPES.items() if name == quantize), None)
     if block and (config.hidden_size % block or config.intermediate_size % block):
-        raise UnsupportedModelError(f"litert-torch's {quantize} needs every linear's input features to be a "
-                                    f"multiple of {block} (hidden {config.hidden_size}, intermediate "
-                                    f"{config.intermediate_size})")
-    cache_len = min(int(getattr(config, "max_position_embeddings", None) or CACHE_LEN_CAP), CACHE_LEN_CAP)
+        raise UnsupportedByEngineError(f"litert-torch's {quantize} needs every linear's input features to be a "
+                                       f"multiple of {block} (hidden {config.hidden_size}, intermediate "
+                                       f"{config.intermediate_size})")
     _, builder, converter, export_config = generative()
     names = builder.TENSOR_NAMES if config.tie_word_embeddings else builder.TENSOR_NAMES_WITH_SEPARATE_LM_HEAD
     out_dir.mkdir(parents=True, exist_ok=True)

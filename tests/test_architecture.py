@@ -336,10 +336,8 @@ BASE_PACKAGES = {"torch": "mobilize's own dependency (the eager reference), not 
 ENGINE_NAME_EXCLUDED = {
     ("mobilize.lowering.onnx_export", "torchscript"): "torch.onnx.export's TorchScript-based exporter (the onnx "
                                                       "exporter's `exporter` option), not the torchscript engine",
-    ("mobilize.compare.entry", "eager"): "compare's entry is being rewritten (#45): a model given as code is "
-                                         "ModelSource.format, not the engine's name",
 }
-"""(module, name) -> why that module may compare that engine name.  The last entries are in files being rewritten."""
+"""(module, name) -> why that module may compare that engine name."""
 
 
 def engine_names() -> dict[str, str]:

@@ -139,3 +139,81 @@ def test_a_planted_engine_needs_no_edit_elsewhere(tmp_path):
     contract = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                      "tests/contract/test_registries.py", "-k", "toy and (runtime_contract or exporter_contract)"], env)
     assert contract.returncode == 0 and "2 passed" in contract.stdout, contract.stdout[-3000:] + contract.stderr[-2000:]
+
+
+DECODER_ENGINE = {
+    "__init__.py": '''"""Toydec: a decoder-only engine planted by the architecture test (one decoder variant, nothing else)."""
+
+from mobilize.backends import BACKENDS
+from mobilize.core.backend import Backend
+
+BACKENDS.register("toydec")(Backend(
+    name="toydec",
+    formats={},
+    decoders={"toydec-fp32": "decoder:FP32"},
+))
+''',
+    "decoder.py": '''"""Toydec's decoder: the saved transformers folder copied, run with no cache (each step a full forward over every
+token so far), planted by the architecture test."""
+
+import shutil
+from pathlib import Path
+
+from mobilize.core.decoder import CachedDecoderSession, DecoderVariant, Promise
+
+
+def build(folder: Path, out_dir: Path) -> Path:
+    target = Path(out_dir) / "model-toydec"
+    shutil.copytree(folder, target, dirs_exist_ok=True)
+    return target
+
+
+class ToydecSession(CachedDecoderSession):
+    def __init__(self, path: Path, threads: int, max_len: int):
+        from transformers import AutoModelForCausalLM
+
+        self.lm = AutoModelForCausalLM.from_pretrained(str(path)).float().eval()
+        self.max_len, self.ids = max_len, []
+
+    def _start(self) -> None:
+        self.ids = []
+
+    def _forward(self, ids, start):
+        import torch
+
+        self.ids = self.ids[:start] + list(ids)
+        with torch.no_grad():
+            logits = self.lm(input_ids=torch.tensor([self.ids]), use_cache=False).logits[0]
+        return logits[-len(ids):].float().numpy()
+
+    def close(self) -> None:
+        self.lm = None
+
+
+FP32 = DecoderVariant(name="toydec-fp32", engine="toydec", weights="fp32", promise=Promise.FLOAT, build=build,
+                      load=ToydecSession, packages=("torch", "transformers"), how="the transformers model, no cache")
+''',
+}
+
+
+def test_a_planted_decoder_only_engine_joins_the_generation_plan(tmp_path):
+    """A decoder-only engine (one folder, ``Backend.decoders`` and nothing else) is a variant of the generation plan:
+    ``compare --task generation`` builds, judges and times its file beside eager's, and the decoder contract tests
+    hold it to the same refusals - with no edit outside its folder."""
+    copy, env = plant(tmp_path, "toydec", DECODER_ENGINE)
+    assert not violations(sources(copy), load_map(copy))
+    out = tmp_path / "out"
+    ran = _run([sys.executable, "-m", "mobilize", "compare", "zoo:tiny_lm", "--variant", "eager-fp32", "--variant",
+                "toydec-fp32", "--prompt-len", "4", "--gen-len", "4", "--eval-len", "16", "--rounds", "2",
+                "--time-budget", "1", "--threads", "1", "-o", str(out)], env)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    import json
+
+    report = json.loads((out / "report.json").read_text())
+    [toy] = [v for v in report["variants"] if v["name"] == "toydec-fp32"]
+    assert toy["outcome"] == "OK" and toy["tokens"]["engine"] == "toydec", toy
+    assert toy["verdict"]["fidelity"]["rule"] == "float-sqnr" and toy["tokens"]["decode_tokens_per_s"] > 0
+    assert (out / "artifacts" / "toydec-fp32" / "mobilize.json").is_file()  # a package like every engine's
+    contract = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/contract/test_decoders.py",
+                     "-k", "toydec"], env)
+    assert contract.returncode == 0 and " passed" in contract.stdout, contract.stdout[-3000:] + contract.stderr[-2000:]

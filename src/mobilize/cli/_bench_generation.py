@@ -26,7 +26,7 @@ def decoder_loader(reference: str) -> tuple[Any, Path, str]:
     from mobilize.generation.plan import generation_variants
 
     here = Path(reference)
-    if (here / MANIFEST).is_file() or (here.is_file() and (here.parent / MANIFEST).is_file()):
+    if (here / MANIFEST).is_file() or (here.parent / MANIFEST).is_file():
         package = open_package(here)  # a package compare or optimize wrote: its manifest names the variant
         [variant] = generation_variants([package.variant])
         return variant, package.file, f"{package.variant} ({package.engine}'s decoder session)"

@@ -115,7 +115,7 @@ def build(job: Job) -> Built:
     fmt = formats[0] if formats else variant.engine
     details = {"engine": variant.engine, "weights": variant.weights, "how": variant.how,
                "build_s": time.perf_counter() - t0, **({"group": variant.group} if variant.group else {})}
-    notes = write_package(model_folder(job), path, variant, None)  # what runs it, beside it (mobilize generate)
+    notes = write_package(model_folder(job), path, variant, None, out)  # what runs it, beside it (mobilize generate)
     return Built(str(path), fmt, file_bytes(path, exclude=PACKAGE_FILES), str(variant.promise), notes, details)
 
 

@@ -14,6 +14,7 @@ from mobilize.core.paths import check_output_dir
 from mobilize.report.json_report import SCHEMA_VERSION
 from mobilize.plans.facts import calibration_for, check_data_fits, default_data, model_facts_isolated
 from mobilize.generation.detect import wants_generation
+from mobilize.sources.models import ModelSource
 from mobilize.sources.reference import ModelRef
 
 
@@ -48,7 +49,7 @@ def compare(model: str | None = None, plan: Any = "default", config: Any = None,
     plan, plan_notes = _load_plan(model, plan, variants, facts["format"])
     specs = _input_specs(model, cfg.input_specs or facts["input_specs"])
     names = facts["input_names"]
-    if fit and facts["format"] == "eager":
+    if fit and facts["format"] == ModelSource.format:
         plan, plan_notes = _fit_default_plan(plan, facts, specs)
     _check_frames(cfg.frames, specs)
     data = cfg.data or default_data(model, specs)
@@ -112,7 +113,7 @@ def _load_plan(model: str, plan: Any, variants: Sequence[str], model_format: str
 
     plan_notes: list[str] = []
     default = plan == "default"
-    if model_format != "eager":  # a file made elsewhere is the reference; the variants are what builds from it
+    if model_format != ModelSource.format:  # a file made elsewhere is the reference; the variants are what builds from it
         from mobilize.plans.file import plan_for_file
 
         plan, left_out = plan_for_file(plan, model_format)
@@ -120,7 +121,7 @@ def _load_plan(model: str, plan: Any, variants: Sequence[str], model_format: str
         plan_notes.append(f"reference: {model} itself, run in its default runtime (lint reads PyTorch modules only)")
     plan = plan if isinstance(plan, Plan) else load_plan(plan)
     if variants:
-        if default and model_format == "eager":  # what fitting the default plan would add can be asked for by name
+        if default and model_format == ModelSource.format:  # what fitting the default plan would add can be asked for by name
             from mobilize.plans.fit import with_fitted_additions
 
             plan = with_fitted_additions(plan)

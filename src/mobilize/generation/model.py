@@ -19,7 +19,7 @@ from mobilize.core.errors import ConfigError, UnsupportedModelError
 from mobilize.sources.reference import ModelRef, RefKind
 
 CONTINUATION_PROMPT = 16
-"""Tokens of each continuation prompt."""
+"""Tokens of each continuation prompt (fewer when ``--prompt-len`` is shorter)."""
 
 
 @dataclasses.dataclass
@@ -184,7 +184,8 @@ def prepare(ref: ModelRef, folder: Path, settings: dict[str, Any], trust_pickle:
         notes.append(f"held-out window: {s['eval_tokens']} tokens, the model's context less one (--eval-len sets it)")
     ids, text_source = _eval_ids(ref, source_folder, folder, int(lm.config.vocab_size), s, notes)
     prompt = [int(t) for t in ids[0, :s["prompt_tokens"]]]
-    continuation_prompts = [[int(t) for t in ids[1 + i % (len(ids) - 1), :CONTINUATION_PROMPT]]
+    head = min(CONTINUATION_PROMPT, s["prompt_tokens"])  # so a continuation fits the cache the prompt's run does
+    continuation_prompts = [[int(t) for t in ids[1 + i % (len(ids) - 1), :head]]
                             for i in range(s["continuations"])] if len(ids) > 1 else []
     reference = FullForward(lm, s["max_len"])
     with torch.no_grad():

@@ -45,15 +45,14 @@ def copy_tokenizer(source: Path | None, folder: Path, fallback: Path | None = No
     return copied
 
 
-def write_package(model_folder: Path, path: Path, variant: Any, max_len: int | None) -> list[str]:
-    """Beside the built file ``path`` (or inside it, for a folder file): the tokenizer and configs of the model it
-    was built from, and the manifest.  Returns notes (what a user cannot get from this package)."""
-    path = Path(path)
-    folder = path if path.is_dir() else path.parent
+def write_package(model_folder: Path, path: Path, variant: Any, max_len: int | None, folder: Path) -> list[str]:
+    """Into ``folder`` (the variant's own, holding the built file or folder ``path``): the tokenizer and configs of
+    the model it was built from, and the manifest.  Returns notes (what a user cannot get from this package)."""
+    path, folder = Path(path), Path(folder)
     for name in (*TOKENIZER_FILES, *CONFIG_FILES):
         if (model_folder / name).is_file() and not (folder / name).exists():
             shutil.copy2(model_folder / name, folder / name)
-    manifest = {"file": path.name if not path.is_dir() else ".", "variant": variant.name, "engine": variant.engine,
+    manifest = {"file": str(path.relative_to(folder)), "variant": variant.name, "engine": variant.engine,
                 "weights": variant.weights, "how": variant.how, "max_len": max_len,
                 "tokenizer": (folder / "tokenizer.json").is_file()}
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
@@ -81,7 +80,7 @@ def open_package(path: Path) -> Package:
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"{path} does not exist", hint="give a folder under artifacts/ that compare or optimize wrote")
-    folder = path if path.is_dir() else path.parent
+    folder = path if path.is_dir() and (path / MANIFEST).is_file() else path.parent  # the package, or its file
     manifest_path = folder / MANIFEST
     if not manifest_path.is_file():
         raise ConfigError(f"{path} is no decoder package: {folder} has no {MANIFEST}",

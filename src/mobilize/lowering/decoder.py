@@ -47,6 +47,26 @@ def quiet_transformers() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
+def conv1d_as_linear(model: Any) -> int:
+    """transformers' ``Conv1D`` (GPT-2's attention and MLP projections: ``x @ W + b`` with ``W`` [in, out]) swapped in
+    place for the ``nn.Linear`` it computes (``W`` transposed), so a quantizer that takes linears (torchao) quantizes
+    those projections too, not only ``lm_head``; returns how many were swapped (a state dict keeps its keys)."""
+    import torch
+    from transformers.pytorch_utils import Conv1D
+
+    swapped = 0
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, Conv1D):
+                linear = torch.nn.Linear(child.weight.shape[0], child.nf, bias=child.bias is not None)
+                linear.weight = torch.nn.Parameter(child.weight.detach().t().contiguous())
+                if child.bias is not None:
+                    linear.bias = child.bias
+                setattr(parent, name, linear)
+                swapped += 1
+    return swapped
+
+
 def kv_shape(config: Any) -> tuple[int, int, int]:
     """(layers, KV heads, head dim) of a transformers decoder config."""
     heads = config.num_attention_heads

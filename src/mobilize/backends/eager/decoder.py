@@ -40,7 +40,7 @@ def build_int8wo(folder: Path, out_dir: Path) -> Path:
     """torchao ``quantize_(model, Int8WeightOnlyConfig())``; the quantized state dict beside the model's config."""
     import torch
 
-    from mobilize.lowering.decoder import load_hf_decoder
+    from mobilize.lowering.decoder import conv1d_as_linear, load_hf_decoder
 
     require(INT8_PACKAGES, "the eager decoder")
     from torchao.quantization import Int8WeightOnlyConfig, quantize_
@@ -49,6 +49,7 @@ def build_int8wo(folder: Path, out_dir: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     with translate_errors(UnsupportedModelError, f"torchao int8 weight-only quantization of {folder}"):
         model = load_hf_decoder(folder)
+        conv1d_as_linear(model)  # GPT-2's projections are Conv1D: as linears, torchao quantizes them
         quantize_(model, Int8WeightOnlyConfig())
         torch.save(model.state_dict(), out / INT8_WEIGHTS)
     for name in _CONFIG_FILES:
@@ -61,7 +62,7 @@ def _load_model(path: Path) -> Any:
     """The transformers model a build wrote: the saved folder, or the config with the int8 state dict assigned."""
     import torch
 
-    from mobilize.lowering.decoder import load_hf_decoder
+    from mobilize.lowering.decoder import conv1d_as_linear, load_hf_decoder, quiet_transformers
 
     if not (path / INT8_WEIGHTS).is_file():
         return load_hf_decoder(path)
@@ -70,7 +71,9 @@ def _load_model(path: Path) -> Any:
     from transformers import AutoConfig, AutoModelForCausalLM
 
     # built on CPU, not "meta": the rotary embedding's buffers are not in the state dict
-    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(str(path)), dtype=torch.float32)
+    with quiet_transformers():
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(str(path)), dtype=torch.float32)
+    conv1d_as_linear(model)  # as the build quantized it
     model.load_state_dict(torch.load(path / INT8_WEIGHTS, weights_only=True), assign=True)
     return model.eval()
 

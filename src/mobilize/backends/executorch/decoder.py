@@ -26,7 +26,7 @@ QUANT_PACKAGES = FLOAT_PACKAGES + ("torchao",)
 def _build(folder: Path, out_dir: Path, quantize: bool, group: int | None = None) -> Path:
     """Load the saved model, quantize it (8da4w) when asked, and write its .pte into ``out_dir``."""
     from mobilize.backends.executorch.decoder_export import GROUP, check_supported, program_bytes, quantize_8da4w
-    from mobilize.lowering.decoder import load_hf_decoder
+    from mobilize.lowering.decoder import conv1d_as_linear, load_hf_decoder
 
     require(QUANT_PACKAGES if quantize else FLOAT_PACKAGES, "the ExecuTorch decoder")
     name = "model-fp32.pte"
@@ -34,6 +34,7 @@ def _build(folder: Path, out_dir: Path, quantize: bool, group: int | None = None
         model = load_hf_decoder(folder)
         check_supported(model.config)  # a refusal before any quantization
         if quantize:
+            conv1d_as_linear(model)  # GPT-2's projections are Conv1D: as linears, torchao quantizes them
             got = quantize_8da4w(model, group or GROUP)
             name = f"model-8da4w-{f'g{got}' if got else 'perchannel'}.pte"  # the file says which
         data = program_bytes(model)

@@ -6,7 +6,8 @@ when first used (PEP 562), so ``import mobilize.core.errors`` never loads the co
 
 import sys
 import types
-from typing import TYPE_CHECKING
+
+TYPE_CHECKING = False  # not typing's: the CLI installs its interrupt handler after this import, so it stays small
 
 _PUBLIC = {
     "Kind": "mobilize.accuracy.verify", "Policy": "mobilize.accuracy.verify", "Verdict": "mobilize.accuracy.verify",

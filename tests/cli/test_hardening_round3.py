@@ -72,12 +72,7 @@ LOAD = ("import threading\ndef spin():\n    while True:\n        pass\n"
 """Another job keeping two threads busy (the machine the issue saw it on was loaded)."""
 
 
-IMPORT_RACE = pytest.mark.xfail(strict=False, reason=(
-    "known race, pre-existing (reported in the closing note): a SIGTERM landing while the command modules import "
-    "is sometimes lost (a hang) or ends the process by SIGINT after 'mobilize: interrupted'"))
-
-
-@pytest.mark.parametrize("moment", [pytest.param("start-up", marks=IMPORT_RACE), "Starting benchmark.", "Main runs."])
+@pytest.mark.parametrize("moment", ["start-up", "Starting benchmark.", "Main runs."])
 def test_sigterm_during_bench_is_honoured_within_5_s_under_load(moment):
     load = subprocess.Popen([sys.executable, "-c", LOAD])
     proc = None

@@ -4,9 +4,16 @@ nothing, a metric's time limit and three messages - each through the real comman
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+
 import numpy as np
 import pytest
 
+from tests.cli.test_hardening import ROOT, all_dead, children, start
 from tests.conftest import assert_one_line_error
 
 LINEAR = """
@@ -177,3 +184,62 @@ def test_an_empty_value_is_refused_not_read_as_not_given(run_cli_process, tmp_pa
     code, _, err = run_cli_process(*argv, "-o" if argv[0] == "compare" else "--json", out)
     assert_one_line_error(code, err, f"{flag} is empty")
     assert not out.exists()
+
+
+# -- item 7: an interrupt in the first second: one line, never a traceback ----------------------------------------
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupt_while_bench_starts_is_one_line_at_once(signum):
+    """Sent 0.05-1.0 s after start, while the CLI's modules and torch import: a KeyboardInterrupt raised inside an
+    import printed a traceback, was lost (the bench then ran on) or ended the process by SIGINT after "interrupted"."""
+    for delay_s in (0.05, 0.1, 0.2, 0.3, 0.45, 0.6, 0.8, 1.0):
+        proc = start("bench", "zoo:conv_bn_relu", "--input_dims", "1,3,16,16", "--iter", "1000000000")
+        time.sleep(delay_s)
+        workers = children(proc.pid)
+        os.kill(proc.pid, signum)
+        sent = time.monotonic()
+        try:
+            _, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:  # a lost interrupt must not leave a bench spinning
+                proc.kill()
+                proc.wait()
+        took_s = time.monotonic() - sent
+        if proc.returncode == -signum:  # Python's own start-up, before any code of mobilize ran: ended by it
+            assert err == "", (delay_s, err)
+        else:
+            assert (proc.returncode, err.strip().splitlines()) == (130, ["mobilize: interrupted"]), (delay_s, err)
+        assert took_s < 2, f"exited {took_s:.1f} s after the signal sent at {delay_s} s"
+        assert all_dead(workers + children(proc.pid))
+
+
+SLOW_IMPORT = """
+import os, signal, sys, threading, time
+sys.path.insert(0, sys.argv[1])
+from mobilize.core import interrupts
+interrupts.install()
+if sys.argv[2] == "working":
+    interrupts.work_begins()
+threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGTERM)).start()
+try:
+    import slow_module  # noqa: F401
+    time.sleep(30)
+    print("the interrupt was lost", flush=True)
+except KeyboardInterrupt:
+    print("interrupted; imported whole:", getattr(sys.modules.get("slow_module"), "DONE", False), flush=True)
+    sys.exit(130)
+"""
+
+
+@pytest.mark.parametrize("state", ["starting", "working"])
+def test_an_interrupt_inside_an_import_never_lands_in_it(tmp_path, state):
+    """Before any work the process ends at once with the one line; once it has made something to clean up the
+    interrupt waits for the import to end, then arrives as a KeyboardInterrupt."""
+    (tmp_path / "slow_module.py").write_text("import time\ntime.sleep(1.0)\nDONE = True\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    proc = subprocess.run([sys.executable, "-c", SLOW_IMPORT, str(tmp_path), state], capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert proc.returncode == 130 and "Traceback" not in proc.stderr, proc.stderr
+    if state == "starting":
+        assert (proc.stdout, proc.stderr) == ("", "mobilize: interrupted\n")
+    else:
+        assert proc.stdout.splitlines() == ["interrupted; imported whole: True"], proc.stdout

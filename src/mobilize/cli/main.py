@@ -7,18 +7,20 @@
 
 from __future__ import annotations
 
-import argparse
-import logging
 import sys
-import traceback
-from typing import Sequence
 
-from mobilize.core.errors import InternalError, MobilizeError
+from mobilize.core import interrupts
+
+TYPE_CHECKING = False  # typing, argparse and the rest are imported once the interrupt handler is in place
+if TYPE_CHECKING:
+    import argparse
+    from typing import Sequence
 
 SUBCOMMANDS = ("bench", "optimize", "compare", "generate", "list", "lint", "sweep", "tune", "verify")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
     import importlib
 
     from mobilize import __version__
@@ -41,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _quiet_library_loggers() -> None:
     """torch and the engines' packages (``Backend.packages``: torchao, onnxscript ...) configure their own loggers
     and warn about internals users cannot act on."""
+    import logging
+
     from mobilize.core.backend import engine_packages
 
     for name in ("torch", "torch.utils._pytree", *engine_packages()):
@@ -48,20 +52,24 @@ def _quiet_library_loggers() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    _terminate_like_interrupt()  # first: a SIGTERM while the commands' modules import is an interrupt too
+    """SIGTERM (what `timeout` and CI cancellation send) is handled like Ctrl-C: the work in flight is recorded as
+    interrupted, temporary files are removed, and the command says where its results are.  One handler for both
+    (:mod:`mobilize.core.interrupts`), installed before anything else is imported, so an interrupt is never lost in
+    a window, never raised inside an import and never cuts the start of a child process in two."""
+    interrupts.install()
     try:
         return _main(list(sys.argv[1:] if argv is None else argv))
     except KeyboardInterrupt:  # before the command started (its own interrupts are handled in _dispatch)
-        print("mobilize: interrupted", file=sys.stderr)
+        print(interrupts.INTERRUPTED, file=sys.stderr)
         return 130
     finally:
         if argv is None:  # the `mobilize` process itself (not a test calling main): what follows is its exit
-            from mobilize.pipeline.process import exiting
-
-            exiting()
+            interrupts.exiting()
 
 
 def _main(argv: list[str]) -> int:
+    import logging
+
     debug = "--debug" in argv
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("mobilize").setLevel(logging.DEBUG if debug else logging.WARNING)
@@ -77,7 +85,8 @@ def _main(argv: list[str]) -> int:
 
     outputs = Outputs()
     try:
-        with filtered_terminal(enabled=not (debug or getattr(args, "verbose", False))):
+        with interrupts.on_abandon(outputs.abandon), \
+                filtered_terminal(enabled=not (debug or getattr(args, "verbose", False))):
             code = _dispatch(args, outputs, debug, parser)
     finally:
         outputs.release()  # also on an interrupt that lands after the command's own handling
@@ -90,6 +99,9 @@ def _dispatch(args: argparse.Namespace, outputs, debug: bool, parser: argparse.A
     """Check the command's inputs and outputs (declared with ``set_defaults(inputs=[(dest, flag)],
     outputs=[(dest, flag, "folder"|"file")])``) before any work, lock its output folders against a second run,
     run it, and turn every error into one line and an exit code."""
+    import traceback
+
+    from mobilize.core.errors import InternalError, MobilizeError
     from mobilize.core.paths import check_input_path
 
     try:
@@ -115,7 +127,7 @@ def _dispatch(args: argparse.Namespace, outputs, debug: bool, parser: argparse.A
         print(f"mobilize: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("mobilize: interrupted", file=sys.stderr)
+        print(interrupts.INTERRUPTED, file=sys.stderr)
         return 130
     except Exception as exc:  # the last resort: anything else escaping a command is a bug in mobilize
         return _internal(exc, debug)
@@ -124,6 +136,8 @@ def _dispatch(args: argparse.Namespace, outputs, debug: bool, parser: argparse.A
 def _refuse_empty_values(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """A value given as '' (or blanks) is refused: no option means anything by it, and read as "not given" (``compare
     --frames ''`` ran without frames) the command did something other than what was typed."""
+    import argparse
+
     from mobilize.core.errors import ConfigError
 
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
@@ -143,26 +157,11 @@ def _child_traceback(exc: BaseException) -> None:
         print(f"In the child process:\n{trace}", file=sys.stderr, end="")
 
 
-def _terminate_like_interrupt() -> None:
-    """SIGTERM (what `timeout` and CI cancellation send) is handled like Ctrl-C: the work in flight is
-    recorded as interrupted, temporary files are removed, and the command says where its results are.
-    One handler for both (:func:`mobilize.pipeline.process.on_interrupt`), installed before anything else, so an
-    interrupt is never lost in a window and never cuts the start of a child process in two."""
-    import signal
-    import threading
-
-    from mobilize.pipeline.process import on_interrupt
-
-    if threading.current_thread() is not threading.main_thread():
-        return
-    signal.signal(signal.SIGTERM, on_interrupt)
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where the shell made it ignored
-        signal.signal(signal.SIGINT, on_interrupt)
-
-
 def _internal(exc: BaseException, debug: bool) -> int:
     """A bug in mobilize: one line that says so, exit 1; the traceback with --debug."""
-    from mobilize.core.errors import headline
+    import traceback
+
+    from mobilize.core.errors import InternalError, headline
 
     if debug:
         traceback.print_exc()

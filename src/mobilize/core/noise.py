@@ -23,6 +23,8 @@ import sys
 import threading
 from typing import Any, Iterable, Iterator
 
+from mobilize.core.interrupts import interrupts_deferred, on_abandon
+
 SHARED_NOISE = (
     "Quantizer.cpp:",  # torch: quantized tensor creation is deprecated (every load of an int8 TorchScript file)
     "torch/utils/_pytree.py", "_pytree._register_pytree_node is deprecated",  # transformers on this torch
@@ -196,7 +198,29 @@ def filtered_terminal(enabled: bool = True) -> Iterator[collections.deque]:
     if not enabled:
         yield dropped
         return
-    known = patterns()
+    held: list = []  # (the terminal's fd 2, the reader) once set up
+
+    def restore() -> None:
+        if held:
+            saved, reader = held.pop()
+            sys.stderr.flush()
+            os.dup2(saved, 2)  # closes this process's last write end of the pipe: the reader sees its end
+            os.close(saved)
+            reader.join(timeout=2.0)  # a child still holding the pipe keeps it open: it stays a daemon
+
+    with on_abandon(restore):  # an interrupt that ends the process at once hands the terminal back too
+        try:
+            with interrupts_deferred():  # set up whole, so whatever comes undoes it
+                held.append(_forward_stderr(patterns(), dropped))
+            with _marking_user_lines():
+                yield dropped
+        finally:
+            restore()
+
+
+def _forward_stderr(known: Any, dropped: collections.deque) -> tuple[int, threading.Thread]:
+    """fd 2 into a pipe whose reader thread forwards each line but noise to the terminal; returns (the terminal's fd,
+    the reader)."""
     saved = os.dup(2)
     terminal = os.dup(saved)  # the reader's own copy: it outlives ``saved`` if a child keeps the pipe open
     read_end, write_end = os.pipe()
@@ -223,14 +247,7 @@ def filtered_terminal(enabled: bool = True) -> Iterator[collections.deque]:
 
     reader = threading.Thread(target=forward, name="mobilize-stderr", daemon=True)
     reader.start()
-    try:
-        with _marking_user_lines():
-            yield dropped
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)  # closes this process's last write end of the pipe: the reader sees its end
-        os.close(saved)
-        reader.join(timeout=2.0)  # a child still holding the pipe keeps it open: it stays a daemon
+    return saved, reader
 
 
 @contextlib.contextmanager

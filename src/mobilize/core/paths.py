@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from mobilize.core.errors import ConfigError
+from mobilize.core.interrupts import work_begins
 
 _OWNED = re.compile(r"(?:\..*\.|\.)?mobilize-(tmp|compare|staging|probe|sweep|child|bound)-(\d+)-")
 """Names of mobilize's temporaries (the whole start of the name): the kind, then the owning process's id."""
@@ -92,11 +93,13 @@ def remove_stale(folder: str | os.PathLike, depth: int = 2) -> list[Path]:
 def make_temp_dir(kind: str) -> Path:
     """A private folder in the system temp folder, named after this process; stale ones of killed runs go first."""
     remove_stale(tempfile.gettempdir(), depth=1)
+    work_begins()  # an interrupt must now unwind to remove it (and what is made with it: a child's folder)
     return Path(tempfile.mkdtemp(prefix=temp_prefix(kind)))
 
 
 def staging_dir(out: Path) -> Path:
     """A hidden folder inside ``out`` where a run writes its files until all of them are good."""
+    work_begins()
     return Path(tempfile.mkdtemp(prefix=f".{temp_prefix('staging')}", dir=out))
 
 
@@ -310,6 +313,12 @@ class Outputs:
             os.unlink(probe)
         except OSError as exc:
             raise ConfigError(f"cannot write {flag} {what}: {exc.strerror} in {folder}") from None
+
+    def abandon(self) -> None:
+        """An interrupt ends the process before the run has made anything else (:mod:`mobilize.core.interrupts`): the
+        folders let go of, and those this run created removed."""
+        self.release()
+        self.discard()
 
     def discard(self) -> list[Path]:
         """After a failed run: remove the folders this run created that hold no file with content

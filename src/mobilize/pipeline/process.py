@@ -15,14 +15,14 @@ by how it died (the signal and what it usually means).
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
 import os
 import signal
 import threading
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
+from mobilize.core.interrupts import interrupts_deferred
 
 PRELOAD = ("mobilize.pipeline.process", "torch", "mobilize.compare.worker")
 """What the fork server of ``preload`` children imports once.  The server is started from :func:`start_ignoring_sigint`
@@ -186,49 +186,6 @@ def start_ignoring_sigint(process, on_start: Callable[[], None] | None = None) -
                 on_start()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
-_deferring = 0
-_pending: int | None = None
-_exiting = False
-
-
-def exiting() -> None:
-    """The command has ended and the interpreter exits now (it joins threads and runs atexit clean-ups): an interrupt
-    from here on ends the process at once, quietly, instead of raising a KeyboardInterrupt into that clean-up (which
-    Python prints as a traceback after "mobilize: interrupted")."""
-    global _exiting
-    _exiting = True
-
-
-def on_interrupt(signum: int, frame: Any) -> None:
-    """The CLI's handler of SIGINT and SIGTERM: a KeyboardInterrupt, at once or, inside
-    :func:`interrupts_deferred`, as soon as that section ends; after :func:`exiting`, the end of the process."""
-    global _pending
-    if _exiting:
-        os._exit(130)
-    if _deferring:
-        _pending = signum
-        return
-    raise KeyboardInterrupt
-
-
-@contextlib.contextmanager
-def interrupts_deferred() -> Iterator[None]:
-    """A section of the main thread that an interrupt must not cut in two (in other threads: no effect,
-    Python runs signal handlers on the main thread only).  Needs :func:`on_interrupt` installed."""
-    global _deferring, _pending
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    _deferring += 1
-    try:
-        yield
-    finally:
-        _deferring -= 1
-        if not _deferring and _pending is not None:
-            _pending = None
-            raise KeyboardInterrupt
 
 
 def death(code: int | None) -> str:

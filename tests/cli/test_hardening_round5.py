@@ -243,3 +243,94 @@ def test_an_interrupt_inside_an_import_never_lands_in_it(tmp_path, state):
         assert (proc.stdout, proc.stderr) == ("", "mobilize: interrupted\n")
     else:
         assert proc.stdout.splitlines() == ["interrupted; imported whole: True"], proc.stdout
+
+
+# -- items 6, 9 and 12: a metric's children, its deletions and its time are its own -------------------------------
+METRICS = """
+import os, time
+
+def forks(outputs, reference, labels):
+    pid = os.fork()
+    if pid == 0:
+        os.execvp("sleep", ["sleep", "300"])
+    with open(os.environ["FORKED"], "a") as fh:
+        fh.write(f"{pid}\\n")
+    return 1.0
+
+def deletes(outputs, reference, labels):
+    for root, _, files in os.walk(os.environ["OUT"]):
+        for name in files:
+            if name.endswith(".pt"):
+                os.remove(os.path.join(root, name))
+    return 1.0
+
+def hangs(outputs, reference, labels):
+    while True:
+        time.sleep(1)
+"""
+
+
+def compare_with_metric(tmp_path, metric: str, *extra: str, env: dict | None = None) -> tuple[int, str, str]:
+    (tmp_path / "lin.py").write_text(LINEAR)
+    (tmp_path / "metrics.py").write_text(METRICS)
+    exe = os.path.join(os.path.dirname(sys.executable), "mobilize")
+    proc = subprocess.run([exe, "compare", f"{tmp_path / 'lin.py'}:Lin", "--plan", "quick", "--accuracy-samples", "2",
+                           "--metric", f"{tmp_path / 'metrics.py'}:{metric}", "-o", str(tmp_path / "out"), *extra],
+                          capture_output=True, text=True, timeout=300, env=dict(os.environ, **(env or {})))
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_what_a_metric_forks_ends_with_its_worker(tmp_path):
+    """Each call forked a `sleep 300`; they were left running, re-parented to init, after compare exited."""
+    forked = tmp_path / "forked"
+    code, _, err = compare_with_metric(tmp_path, "forks", env={"FORKED": str(forked)})
+    assert code == 0, err
+    pids = [int(p) for p in forked.read_text().split()]
+    assert pids and all_dead(pids, timeout_s=5), [p for p in pids if os.path.exists(f"/proc/{p}")]
+
+
+def test_files_a_metric_deletes_are_not_reported_as_written(tmp_path):
+    code, out, err = compare_with_metric(tmp_path, "deletes", env={"OUT": str(tmp_path / "out")})
+    error = err.strip().splitlines()[-1]  # after the note --metric always gives
+    assert code == 2 and "Traceback" not in err and error.startswith("mobilize: error: 1 file(s) "), err
+    assert "report.json names were deleted during the run" in error and "torchscript-frozen.pt" in error
+    assert "wrote " not in out
+
+
+def test_a_metric_that_never_returns_is_named_with_the_limit_in_force(tmp_path):
+    """Blamed on "the float reference" with "try --timeout 32", after a note promising a 120 s limit."""
+    code, _, err = compare_with_metric(tmp_path, "hangs", "--timeout", "8")
+    lines = err.strip().splitlines()
+    assert code == 2 and "Traceback" not in err, err
+    assert "under a 8 s limit (--timeout, the limit of the stage it runs in)" in lines[0], lines[0]
+    assert f"--metric {tmp_path / 'metrics.py'}:hangs gave no answer within 8 s (--timeout)" in lines[-1], lines[-1]
+    assert "try --timeout" not in lines[-1]
+
+
+# -- item 8: what the model writes to fd 2 in a runtime's format is kept, and the run says where -------------------
+NOISY = """
+import os
+import torch
+
+class Noisy(torch.nn.Module):
+    input_specs = [(1, 16)]
+
+    def __init__(self):
+        super().__init__()
+        os.write(2, b"[W1127 12:00:00.000 Quantizer.cpp:111] Warning: calibration table my_table.bin loaded\\n")
+        self.fc = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc(x)
+"""
+
+
+@pytest.mark.parametrize("command", [("bench", "--iter", "2", "--warmup", "0"), ("lint", "--target", "none")])
+def test_a_model_line_in_a_runtime_log_format_is_kept_and_said(run_cli_process, tmp_path, command):
+    (tmp_path / "noisy.py").write_text(NOISY)
+    code, out, err = run_cli_process(command[0], f"{tmp_path / 'noisy.py'}:Noisy", *command[1:])
+    assert code == 0, err
+    note = next(line for line in out.splitlines() if "were kept off the terminal" in line)
+    path = note.rpartition("they are in ")[2]
+    assert "calibration table my_table.bin loaded" in open(path).read()
+    os.remove(path)

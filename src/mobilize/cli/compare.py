@@ -188,9 +188,24 @@ def run(args: argparse.Namespace) -> int:
     for note in report.get("notes", []):
         print(f"note: {note}")
     out = Path(args.output)
+    gone = files_gone(report)
+    if gone:  # the results stand, but the files they name are not there to ship
+        print(f"mobilize: error: {len(gone)} file(s) {out / 'report.json'} names were deleted during the run, after "
+              f"they were built and checked: {', '.join(gone[:3])}{' ...' if len(gone) > 3 else ''} (your --metric "
+              f"or model code runs with your permissions and can write under -o); run again to build them",
+              file=sys.stderr)
+        return 2
     print(f"wrote {out / 'report.json'} and {out / 'report.html'}")
     _say_logs(out)
     return 0
+
+
+def files_gone(report: dict) -> list[str]:
+    """The files the final report names (each variant's artifact) that are not on disk."""
+    from pathlib import Path
+
+    named = [v.get("artifact") for v in report.get("variants", [])]
+    return [path for path in named if isinstance(path, str) and not Path(path).is_file()]
 
 
 def _say_logs(out: Path) -> None:

@@ -50,8 +50,11 @@ def task_from_args(args: argparse.Namespace) -> tuple[str | None, str | None]:
         from mobilize.accuracy.tasks import metric_timeout_s
 
         load_metric(args.metric)
+        limit, why = metric_timeout_s(), "a metric's own limit; MOBILIZE_METRIC_TIMEOUT_S sets it"
+        if getattr(args, "timeout", None) is not None and args.timeout < limit:  # the stage's ends it first
+            limit, why = args.timeout, "--timeout, the limit of the stage it runs in"
         print(f"mobilize: note: --metric {args.metric} is your own code: it runs with your permissions (as a "
-              f"trusted pickle would), in an isolated child, under a {metric_timeout_s():g} s limit", file=sys.stderr)
+              f"trusted pickle would), in an isolated child, under a {limit:g} s limit ({why})", file=sys.stderr)
     return args.task, args.metric
 
 

@@ -86,13 +86,28 @@ def _main(argv: list[str]) -> int:
     outputs = Outputs()
     try:
         with interrupts.on_abandon(outputs.abandon), \
-                filtered_terminal(enabled=not (debug or getattr(args, "verbose", False))):
+                filtered_terminal(enabled=not (debug or getattr(args, "verbose", False))) as dropped:
             code = _dispatch(args, outputs, debug, parser)
     finally:
         outputs.release()  # also on an interrupt that lands after the command's own handling
+    _say_where_dropped_lines_went(dropped)
     if code != 0:
         outputs.discard()  # a failed run leaves no empty folder it created behind
     return code
+
+
+def _say_where_dropped_lines_went(dropped: Sequence[str]) -> None:
+    """Lines the terminal filter kept off the screen (a runtime's log format: the model's own code may write in it
+    too) are kept in a file, and the run says where: nothing written to stderr is lost without a word."""
+    if not dropped:
+        return
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix="mobilize-stderr-", suffix=".log")
+    with open(fd, "w") as fh:
+        fh.write("\n".join(dropped) + "\n")
+    print(f"note: {len(dropped)} line(s) written to stderr in a library's log format (a runtime's, or the model's "
+          f"own in that form) were kept off the terminal: they are in {path}")
 
 
 def _dispatch(args: argparse.Namespace, outputs, debug: bool, parser: argparse.ArgumentParser) -> int:

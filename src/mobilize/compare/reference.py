@@ -24,7 +24,9 @@ def run_reference(run: PlanRun) -> None:
         run.seconds.worker("reference", "reference", ref.seconds)  # into the report saved below
         ref.finish()
         hint = None
-        if exc.outcome == Outcome.TIMEOUT:
+        if exc.outcome == Outcome.TIMEOUT and exc.stage == "metric":  # the user's metric, not the model, took the time
+            hint = "your metric's time is the stage's: make it return sooner, or give it a longer --timeout"
+        elif exc.outcome == Outcome.TIMEOUT:
             hint = f"try --timeout {max(60, round(4 * run.cfg.timeout_s))}; it was {run.cfg.timeout_s:g} s per stage"
         run.reference_failure = {"stage": exc.stage, "outcome": str(exc.outcome), "message": exc.message,
                                  "timeout_s": run.cfg.timeout_s, "hint": hint}

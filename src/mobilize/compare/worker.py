@@ -20,12 +20,15 @@ from mobilize.core.runtime_options import one_thread
 
 
 def main(conn, job: Job) -> None:
+    global _enter
     stage = "start"
 
     def enter(name: str) -> None:
         nonlocal stage
         stage = name
         conn.send(Stage(name))
+
+    _enter = enter
 
     try:
         import warnings
@@ -273,9 +276,16 @@ def _reference(job: Job, run, names_of, state_dict: dict | None = None) -> Refer
                          degenerate_reference(outs, task=task["name"]), task)  # the same rule for a module or a file
 
 
+_enter: Any = lambda name: None
+"""Tells the parent the stage this worker enters (set by :func:`main`): code below the stage functions (the user's
+metric) announces itself with it, so a metric that never returns is named, not the stage around it."""
+
+
 def _task(job: Job, outs: list, ys, names) -> dict:
     from mobilize.accuracy.tasks import reference_task
 
+    if job.metric:
+        _enter("metric")  # the user's code from here on: a timeout is theirs
     return reference_task(job.task, job.metric, outs, ys, names).to_json()
 
 
@@ -380,6 +390,8 @@ def serve(conn, job: Job, enter) -> None:
     ys = reference["labels"]  # one per judged row (None where the rows could not be told apart)
     comparison = compare_outputs(outs, reference["outputs"], ys, names=reference["names"])
     _mark_stream(job, comparison, len(xs))
+    if job.metric:
+        enter("metric")
     apply_task(comparison, job.task, outs, reference["outputs"], ys, job.metric)
     size = getattr(target, "size_bytes", None) or _param_bytes(target)
     backend = backend_for_format(str(target.format)) if job.artifact else None

@@ -42,8 +42,9 @@ class Worker:
             except Lost as lost:
                 self._clock(time.monotonic())
                 if lost.timed_out:
-                    raise StageFailure(Outcome.TIMEOUT, self.stage,
-                                       f"no answer within {timeout_s:g} s in stage '{self.stage}'") from None
+                    said = f"--metric {self.job.metric} gave no answer within {timeout_s:g} s (--timeout)" \
+                        if self.stage == "metric" else f"no answer within {timeout_s:g} s in stage '{self.stage}'"
+                    raise StageFailure(Outcome.TIMEOUT, self.stage, said) from None
                 raise StageFailure(Outcome.for_stage(self.stage), self.stage, f"the process {lost} in stage "
                                    f"'{self.stage}'{self.child.log_tail()}") from None
             if isinstance(msg, Stage):

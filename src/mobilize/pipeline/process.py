@@ -15,6 +15,7 @@ by how it died (the signal and what it usually means).
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -151,6 +152,7 @@ class Child:
             if self.process.is_alive():
                 self.process.kill()
             self.process.join(10)
+            end_group(self.process.pid)  # what the child's own code started (a metric's fork) ends with it
         if self.temp_dir is not None and not self.process.is_alive():
             import shutil
 
@@ -188,6 +190,15 @@ def start_ignoring_sigint(process, on_start: Callable[[], None] | None = None) -
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+def end_group(pid: int) -> None:
+    """SIGKILL what is left of the process group of the ended child ``pid`` (every child is its group's leader): the
+    processes its code forked or spawned (a user metric's worker pool, a model's helper), which would otherwise go on
+    running after the command, re-parented to init.  Linux keeps a pid from being reused while a group of that
+    number exists, so the number names this child's group or none."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
 def death(code: int | None) -> str:
     """How a child that sent no answer ended, in words."""
     if code is not None and code < 0:
@@ -209,6 +220,8 @@ def _bootstrap(conn, target: Callable[..., None], args: tuple, parent_pid: int, 
     import tempfile
 
     _die_with_parent(parent_pid)
+    with contextlib.suppress(OSError):  # its own process group: what it starts is ended with it (:func:`end_group`)
+        os.setpgid(0, 0)
     os.environ["TMPDIR"] = tempfile.tempdir = temp_dir  # the parent removes it when this process ends
     if log_path:
         _stderr_to(log_path)

@@ -100,7 +100,7 @@ def test_data_that_does_not_fit_the_model(run_cli, tmp_path):
 
     np.savez(tmp_path / "vectors.npz", x=np.zeros((4, 7), dtype=np.float32))
     code, _, err = run_cli("compare", "zoo:toy_classifier", "--data", tmp_path / "vectors.npz", "-o", tmp_path / "o2")
-    assert_one_line_error(code, err, "samples of shape (7,) do not match the model input (1,3,224,224)")
+    assert_one_line_error(code, err, "samples of shape (7) do not match the model input (1,3,224,224) float: ")
     assert not (tmp_path / "o2" / "report.json").exists()
 
 

@@ -384,7 +384,7 @@ class NpzSource(DataSource):
         if spec.shape and spec.shape[0] == 1 and image.shape == tuple(spec.shape):
             return image[0]  # stored as whole inputs of a batch of one: one row each
         if image.ndim != 3 or len(spec.shape) != 4:
-            raise ConfigError(f"{self.reference}: samples of shape {shape_text(image.shape)} do not fit the model "
+            raise ConfigError(f"{self.reference}: samples of shape {shape_text(image.shape)} do not match the model "
                               f"input {spec}: {_differs(image.shape, tuple(spec.shape))}",
                               hint="store model inputs (N,C,H,W / N,features) or images (N,H,W[,C]) in 'x'")
         if image.ndim == 3 and image.shape[0] in (1, 3) and image.shape[-1] not in (1, 3):

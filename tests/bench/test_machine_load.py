@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from mobilize.bench.load import BUSY_OTHERS_SHARE, LoadWatch, MachineLoad
 from mobilize.bench.racing import Race
 from mobilize.compare.recommend import recommend
@@ -17,7 +19,9 @@ from mobilize.report.results import VariantResult
 BURN = "import time\nend = time.monotonic() + 2.0\nwhile time.monotonic() < end: pass\n"
 
 
+@pytest.mark.slow
 def test_other_processes_burning_the_cores_make_the_machine_busy():
+    """Timing behaviour (slow: it burns every core for 2 s and reads the machine's counters)."""
     cores = os.cpu_count() or 1
     # not our children: started through a shell that exits at once (setsid), so they are "other processes"
     for _ in range(cores):

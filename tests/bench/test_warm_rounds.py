@@ -17,15 +17,29 @@ def _recorder():
     return fn, calls
 
 
-def test_the_warm_up_lasts_its_runs_and_its_time():
+class _Clock:
+    """``time`` for the harness, whose ``perf_counter`` moves ``step_s`` at every read: the loop's decisions on given
+    times, not on the machine's pace."""
+
+    perf_counter_ns = staticmethod(time.perf_counter_ns)
+
+    def __init__(self, step_s: float):
+        self.now, self.step_s = 0.0, step_s
+
+    def perf_counter(self) -> float:
+        self.now += self.step_s
+        return self.now
+
+
+def test_the_warm_up_lasts_its_runs_and_its_time(monkeypatch):
+    from mobilize.bench import harness
+
     fn, calls = _recorder()
-    start = time.perf_counter()
-    runs = warm_up(fn, None, runs=3, seconds=0.03)
-    # a fast function: the time decides (measured on return: the loop checks the clock after each run, so its last
-    # run may start a hair before 0.03 s, seen 0.02999995)
-    assert runs == len(calls) >= 3 and time.perf_counter() - start >= 0.03
+    monkeypatch.setattr(harness, "time", _Clock(0.01))
+    # the end is 0.04 (read at 0.01, plus 0.03): 3 runs, then the clock reads 0.02 and 0.03 (two more), then 0.04
+    assert warm_up(fn, None, runs=3, seconds=0.03) == 5 == len(calls)
     fn, calls = _recorder()
-    assert warm_up(lambda _: (fn(None), time.sleep(0.02)), None, runs=4, seconds=0.0) == 4 == len(calls)
+    assert warm_up(fn, None, runs=4, seconds=0.0) == 4 == len(calls)  # no time asked: the runs decide
 
 
 def test_a_round_times_only_its_iterations_after_the_warm_up():

@@ -19,12 +19,13 @@ SLOW_S = 0.004
 
 
 class _FakeSession:
-    """A Session-shaped stand-in: ``prepare`` is the conversion (slow when planted), ``run_prepared`` is quick."""
+    """A Session-shaped stand-in: ``prepare`` is the conversion (slow when ``slow``), ``run_prepared`` is quick; each
+    run records whether a conversion came right before it (``converted``: the timed loops' calls, in order)."""
 
     name = "fake"
 
-    def __init__(self, converts: bool):
-        self.converts = converts
+    def __init__(self, converts: bool, slow: bool = False):
+        self.converts, self.slow, self.pending, self.converted = converts, slow, False, []
 
     def interface(self) -> Interface:
         if self.converts:
@@ -33,10 +34,14 @@ class _FakeSession:
         return float_interface(None)
 
     def prepare(self, inputs):
-        time.sleep(SLOW_S)
+        if self.slow:
+            time.sleep(SLOW_S)
+        self.pending = True
         return [np.asarray(x) for x in inputs]
 
     def run_prepared(self, native):
+        self.converted.append(self.pending)
+        self.pending = False
         return native
 
     def run_float(self, inputs):
@@ -47,14 +52,30 @@ def _median_ms(times_ns):
     return statistics.median(times_ns) / 1e6
 
 
-def test_a_planted_slow_conversion_is_in_the_same_work_time_not_the_file_alone_time():
-    unit = TimedUnit(_FakeSession(converts=True), [np.zeros((1, 3, 4, 4), np.float32)], "same-work")
+def test_the_conversion_is_in_the_same_work_loop_and_not_in_the_file_alone_loop():
+    """Which calls each loop times, not how long they took: every same-work run converts first, no file-alone run
+    does (its one warm-up run and five timed ones come last in the round)."""
+    session = _FakeSession(converts=True)
+    unit = TimedUnit(session, [np.zeros((1, 3, 4, 4), np.float32)], "same-work")
+    session.converted.clear()
     times = unit.round(Bench(6, warmup=1))
-    assert times.file_times_ns is not None and len(times.file_times_ns) == 5  # half the iterations, at least 5
+    assert len(times.times_ns) == 6 and times.file_times_ns is not None and len(times.file_times_ns) == 5
+    same, alone = session.converted[:-6], session.converted[-6:]
+    assert len(same) >= 7 and all(same) and not any(alone), session.converted
+
+
+def test_the_file_alone_figure_is_the_median_of_its_own_loop():
+    figures = file_alone([4_000_000, 4_100_000, 3_900_000], [1_000_000, 1_200_000, 900_000])
+    assert figures["latency_ms_p50_file"] == 1.0 and not figures["latency_file_same_call"]
+
+
+@pytest.mark.slow
+def test_a_planted_slow_conversion_is_in_the_same_work_time_not_the_file_alone_time():
+    """Timing behaviour (slow: it reads the clock): a 4 ms conversion shows in one figure only."""
+    unit = TimedUnit(_FakeSession(converts=True, slow=True), [np.zeros((1, 3, 4, 4), np.float32)], "same-work")
+    times = unit.round(Bench(6, warmup=1))
     assert _median_ms(times.times_ns) >= SLOW_S * 1e3
     assert _median_ms(times.file_times_ns) < SLOW_S * 1e3 / 2
-    figures = file_alone(times.times_ns, times.file_times_ns)
-    assert figures["latency_ms_p50_file"] < SLOW_S * 1e3 / 2 and not figures["latency_file_same_call"]
 
 
 def test_a_float_interface_file_has_one_call_for_both_figures():
@@ -110,23 +131,34 @@ def test_a_litert_int8_file_states_its_interface_and_answers_the_same_in_both_un
         assert torch.equal(session.outputs_to_torch(same)[0], session.run(x)[0])
 
 
-def test_a_litert_int8_files_slow_quantize_shows_in_the_same_work_time_only(int8_tflite, monkeypatch):
+def _count_quantizes(monkeypatch) -> list[int]:
+    """Count LiteRT's conversion from float (quantize, transpose) as it runs: ``[calls]``."""
     from mobilize.backends.litert import runtime as litert
+
+    quantize, calls = litert.LiteRTSession.prepare, [0]
+
+    def counted(self, inputs):
+        calls[0] += 1
+        return quantize(self, inputs)
+
+    monkeypatch.setattr(litert.LiteRTSession, "prepare", counted)
+    return calls
+
+
+def test_a_litert_int8_files_quantize_runs_in_the_same_work_loop_only(int8_tflite, monkeypatch):
     from mobilize.runtimes.base import open_session
     from tests.conftest import tiny_input
 
-    quantize = litert.LiteRTSession.prepare
-
-    def slow_prepare(self, inputs):  # the conversion from float: quantize (and transpose), made slow
-        time.sleep(SLOW_S)
-        return quantize(self, inputs)
-
-    monkeypatch.setattr(litert.LiteRTSession, "prepare", slow_prepare)
+    calls = _count_quantizes(monkeypatch)
     with open_session(int8_tflite, threads=1) as session:
         unit = TimedUnit(session, [tiny_input().numpy()], "same-work")
+        before = calls[0]
         times = unit.round(Bench(10, warmup=1))
-    assert _median_ms(times.times_ns) >= SLOW_S * 1e3
-    assert _median_ms(times.file_times_ns) < SLOW_S * 1e3 / 2
+        in_same_work = calls[0] - before
+        assert len(times.file_times_ns) == 5
+        alone_before = calls[0]
+        unit.alone[0](unit.alone[1])  # the file-alone call: the prepared input, no conversion
+    assert in_same_work >= 11 and calls[0] == alone_before  # the 10 timed runs and the warm-up's, each quantizing
 
 
 # -- the pick's scope: the unit and the CPU ----------------------------------------------------------------------
@@ -173,27 +205,21 @@ def test_an_avx2_only_cpu_and_an_arm64_core_name_their_own_isa():
 
 def test_the_bare_loop_of_p1_and_pick_stability_times_the_unit_compare_picked_on(int8_tflite, monkeypatch):
     """benchmarks/p1.py's ``time_files`` (which pick_stability.py re-measures with, on the report's unit): the same
-    work carries the int8 file's planted slow conversion, the file-alone loop does not."""
+    work converts in every timed run, the file-alone loop in none (counted, not timed)."""
     import sys
     from pathlib import Path
 
-    from mobilize.backends.litert import runtime as litert
     from tests.conftest import tiny_input
 
     monkeypatch.syspath_prepend(str(Path(__file__).parents[2] / "benchmarks"))
     time_files = __import__("p1").time_files
-    quantize = litert.LiteRTSession.prepare
-
-    def slow_prepare(self, inputs):
-        time.sleep(SLOW_S)
-        return quantize(self, inputs)
-
-    monkeypatch.setattr(litert.LiteRTSession, "prepare", slow_prepare)
+    calls = _count_quantizes(monkeypatch)
     files = {"int8": Path(int8_tflite.path)}
     xs, ys = [[tiny_input()]], [0]
-    _, same, _ = time_files(files, xs, ys, threads=1, rounds=2, iterations=5, unit="same-work")
-    _, alone, _ = time_files(files, xs, ys, threads=1, rounds=2, iterations=5, unit="file")
-    assert min(same["int8"]) >= SLOW_S * 1e3 and max(alone["int8"]) < SLOW_S * 1e3 / 2
+    time_files(files, xs, ys, threads=1, rounds=2, iterations=5, unit="same-work")
+    same, calls[0] = calls[0], 0
+    time_files(files, xs, ys, threads=1, rounds=2, iterations=5, unit="file")
+    assert same >= 2 * 5 + 2 and calls[0] <= 2, (same, calls[0])  # a file: prepared once, and the top-1 run
     sys.modules.pop("p1", None)
 
 

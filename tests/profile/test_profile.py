@@ -68,16 +68,23 @@ def test_one_slow_fallback_is_warned_though_the_op_count_looks_fine(pool_ptes):
     assert f"runs {counted.delegated_ops} of {counted.total_ops}" in warning
     text = "\n".join(p.lines())
     assert "aten.avg_pool2d" in text and "XNNPACK delegate call" in text and text.endswith(warning)
-    # the trace's run time is the program's real time (a plain run, timed outside ExecuTorch, agrees)
-    wall = _wall_ms(slow, sample())
-    assert 0.3 * wall < p.total_us / 1e3 < 2.0 * wall, (p.total_us, wall)
 
-    # control: the same network with a pool XNNPACK takes is fully delegated, faster, and not warned
+    # control: the same network with a pool XNNPACK takes is fully delegated and not warned
     q = profile_file(fast, [sample()], threads=1, runs=10)
     assert q.available and all(o.inside for o in q.ops) and q.outside_percent == 0
     assert q.warning() is None
-    assert q.total_us < p.total_us
     assert TimeProfile.from_json(json.loads(json.dumps(p.to_json()))).warning() == warning
+
+
+@pytest.mark.slow
+def test_the_traces_time_is_the_programs_real_time(pool_ptes):
+    """Timing behaviour (slow: wall-clock ratios hold on a quiet machine only): the trace's run time agrees with a
+    plain run timed outside ExecuTorch, and the fully delegated control is faster."""
+    slow, fast = pool_ptes
+    p = profile_file(slow, [sample()], threads=1, runs=10)
+    wall = _wall_ms(slow, sample())
+    assert 0.3 * wall < p.total_us / 1e3 < 2.0 * wall, (p.total_us, wall)
+    assert profile_file(fast, [sample()], threads=1, runs=10).total_us < p.total_us
 
 
 def test_onnx_runtime_profile_names_ops_and_providers(tmp_path):

@@ -90,12 +90,13 @@ def _not_causal(tmp_path: Path) -> dict[str, tuple[Path, str]]:
             "unknown": (tmp_path / "unknown", "does not know model_type 'frobnik'")}
 
 
-@pytest.mark.parametrize("task", [None, "generation"])
-def test_a_folder_that_is_no_causal_lm_is_refused_in_one_line(run_cli, tmp_path, task):
+@pytest.mark.parametrize("command", [["compare"], ["compare", "--task", "generation"], ["bench", "--task", "generation"]])
+def test_a_folder_that_is_no_causal_lm_is_refused_in_one_line(run_cli, tmp_path, command):
     """Refused from its config.json before anything loads (a BertModel was loaded as BertLMHeadModel with an
     untrained head and timed, exit 0)."""
     for folder, fragment in _not_causal(tmp_path).values():
-        code, _, err = run_cli("compare", folder, *(["--task", task] if task else []), "-o", tmp_path / "o")
+        out = ["-o", tmp_path / "o"] if command[0] == "compare" else []
+        code, _, err = run_cli(command[0], folder, *command[1:], *out)
         assert_one_line_error(code, err, fragment)
         assert not (tmp_path / "o" / "artifacts").exists()
 
@@ -106,7 +107,7 @@ def test_weights_missing_or_unreadable_are_refused_with_the_reason(random_folder
     from safetensors.torch import load_file, save_file
 
     from mobilize.core.errors import UnsupportedModelError
-    from mobilize.generation.model import load_causal_lm
+    from mobilize.lowering.causal_lm import load_causal_lm
 
     cases = {}
     for case in ("none", "truncated", "headless"):

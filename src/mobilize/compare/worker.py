@@ -16,6 +16,7 @@ import traceback
 from typing import Any
 
 from mobilize.compare.messages import Built, Failed, Job, LintDone, Ready, ReferenceDone, Stage
+from mobilize.core.outcome import Outcome
 from mobilize.core.runtime_options import one_thread
 
 
@@ -72,7 +73,6 @@ def main(conn, job: Job) -> None:
             serve(conn, job, enter)
     except BaseException as exc:  # the process boundary: everything goes to the parent with its stage
         from mobilize.core.errors import MobilizeError, headline, is_bug
-        from mobilize.core.outcome import Outcome
 
         internal = is_bug(exc)
         text = str(exc) if isinstance(exc, MobilizeError) else f"{type(exc).__name__}: {headline(exc)}"

@@ -52,7 +52,7 @@ def causal_lm(ref: ModelRef, trust_pickle: bool = False) -> Any:
     """The transformers causal LM a reference names - a zoo decoder's ``.lm``, a saved folder, a module that is or
     holds (as ``.lm``) a model transformers' ``AutoModelForCausalLM`` builds - float32, eval; refused in one line
     otherwise, before any build."""
-    from mobilize.generation.detect import CAUSAL_LM_HINT, is_causal_lm
+    from mobilize.lowering.causal_lm import CAUSAL_LM_HINT, is_causal_lm, load_causal_lm
     from mobilize.sources.models import resolve_model
 
     if ref.kind == RefKind.FILE:
@@ -70,39 +70,6 @@ def causal_lm(ref: ModelRef, trust_pickle: bool = False) -> Any:
                                     f"AutoModelForCausalLM builds, or a module holding one as .lm)",
                                     hint=CAUSAL_LM_HINT)
     return lm.float().eval()
-
-
-def load_causal_lm(folder: Path) -> Any:
-    """The causal LM saved in ``folder``: its config checked first (:func:`~mobilize.generation.detect.
-    check_causal_lm_folder`), then loaded with transformers quiet; weights missing from the files (a head left
-    untrained), weights the model has no place for, or files that cannot be read are refused in one line."""
-    from mobilize.core.errors import headline, translate_errors
-    from mobilize.generation.detect import check_causal_lm_folder
-    from mobilize.lowering.decoder import load_hf_decoder
-
-    check_causal_lm_folder(folder)
-    if not any(next(folder.glob(pattern), None) for pattern in WEIGHT_FILES):
-        raise UnsupportedModelError(f"{folder} holds no weights (no {', '.join(WEIGHT_FILES)})",
-                                    hint="save the model with model.save_pretrained(folder)")
-    with translate_errors(UnsupportedModelError, f"{folder}'s weights",
-                          message=lambda exc: f"{folder}: its weights cannot be loaded: {headline(exc)[:300]}"):
-        lm, info = load_hf_decoder(folder, loading_info=True)
-    found = [f"{len(keys)} weight(s) {what} ({_some(keys)})" for what, keys in (
-        ("missing from its files", info.get("missing_keys")), ("in its files the model has no place for",
-         info.get("unexpected_keys")), ("of another shape", info.get("mismatched_keys"))) if keys]
-    if found:
-        raise UnsupportedModelError(f"{folder} does not hold this {type(lm).__name__}'s weights: {'; '.join(found)}",
-                                    hint="give the folder save_pretrained wrote for the whole causal LM, head included")
-    return lm
-
-
-WEIGHT_FILES = ("*.safetensors", "*.bin")
-"""The weight files ``save_pretrained`` writes (one, or shards with an index)."""
-
-
-def _some(keys: Any, shown: int = 3) -> str:
-    names = sorted(str(k if isinstance(k, str) else k[0]) for k in keys)
-    return ", ".join(names[:shown]) + (f", ... {len(names) - shown} more" if len(names) > shown else "")
 
 
 def context_length(config: Any) -> int | None:

@@ -9,42 +9,17 @@ ONNX Runtime and OpenVINO run a decoder with.
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 
-def load_hf_decoder(folder: str | Path, loading_info: bool = False) -> Any:
-    """A transformers causal LM from a folder ``save_pretrained`` wrote (config.json + weights), float32, eval;
-    transformers' own load report and progress bars kept quiet.  ``loading_info``: (model, transformers' dict of
-    ``missing_keys``, ``unexpected_keys``, ``mismatched_keys``) instead."""
-    import torch
-    from transformers import AutoModelForCausalLM
+def load_hf_decoder(folder: str | Path) -> Any:
+    """A transformers causal LM from a folder ``save_pretrained`` wrote (config.json + weights), float32, eval; a
+    folder that is not one, or whose weights are not this model's, refused in one line
+    (:func:`mobilize.lowering.causal_lm.load_causal_lm`)."""
+    from mobilize.lowering.causal_lm import load_causal_lm
 
-    with quiet_transformers():
-        model, info = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32, output_loading_info=True)
-    return (model.eval(), info) if loading_info else model.eval()
-
-
-@contextlib.contextmanager
-def quiet_transformers() -> Iterator[None]:
-    """transformers' logging (its load report with ANSI colours, config warnings) below ERROR and its progress bars
-    off while the block runs, as they were afterwards: what it would say, the caller turns into its own message."""
-    import warnings
-
-    from transformers.utils import logging as hf_logging
-
-    level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        hf_logging.set_verbosity(level)
-        if bars:
-            hf_logging.enable_progress_bar()
+    return load_causal_lm(folder)
 
 
 def conv1d_as_linear(model: Any) -> int:

@@ -62,7 +62,8 @@ def _load_model(path: Path) -> Any:
     """The transformers model a build wrote: the saved folder, or the config with the int8 state dict assigned."""
     import torch
 
-    from mobilize.lowering.decoder import conv1d_as_linear, load_hf_decoder, quiet_transformers
+    from mobilize.lowering.causal_lm import quiet_transformers
+    from mobilize.lowering.decoder import conv1d_as_linear, load_hf_decoder
 
     if not (path / INT8_WEIGHTS).is_file():
         return load_hf_decoder(path)

@@ -128,7 +128,7 @@ def convert(folder: Path, out_dir: Path, quantize: str) -> Path:
     (``quantize``: litert-torch's recipe name, ``none`` or ``dynamic_int4_block32``)."""
     from transformers import AutoConfig
 
-    from mobilize.lowering.decoder import quiet_transformers
+    from mobilize.lowering.causal_lm import quiet_transformers
     from mobilize.lowering.onnx_export import native_output
 
     folder, out_dir = Path(folder), Path(out_dir)

@@ -168,6 +168,27 @@ def test_an_engine_that_cannot_take_an_architecture_says_which_it_takes(name, va
     assert Outcome.for_error("export", info.value) == Outcome.UNSUPPORTED
 
 
+def test_compare_reports_an_engines_refusal_as_unsupported(run_cli_process, random_folders, tmp_path):
+    """The build worker's refusal reaches report.json as UNSUPPORTED (stage export), its note one line naming what
+    the engine takes - not EXPORT_FAIL, which reads as a crash."""
+    from mobilize.generation.plan import generation_variants, unavailable
+    from mobilize.report.json_report import validate
+
+    if unavailable(generation_variants(["litert-fp32"])[0]):
+        pytest.skip("litert-fp32 cannot run here")
+    out = tmp_path / "o"
+    code, _, err = run_cli_process("compare", random_folders["gpt2"], "--variant", "litert-fp32", "--prompt-len", "8",
+                                   "--gen-len", "4", "--eval-len", "16", "--rounds", "1", "--time-budget", "1", "-o",
+                                   out)
+    assert code == 0, err[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    validate(report)
+    [v] = report["variants"]
+    assert (v["outcome"], v["stage"]) == ("UNSUPPORTED", "export")
+    [note] = v["notes"]
+    assert "converts Llama, Mistral and Qwen2" in note and "GPT2LMHeadModel" in note and "\n" not in note
+
+
 # -- one fast case per architecture ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", ARCHITECTURES)

@@ -4,8 +4,8 @@ their folder, every engine builds each or refuses it in one line (UNSUPPORTED, n
 fp32 files reproduce the model - past the sliding window too.  A folder that is not a causal LM is refused in one
 line, with the reason, before anything is built.
 
-Default suite: the detection, the refusals and one in-process case per architecture (eager and OpenVINO fp32 files
-against the model, a few seconds each).  ``slow``: ``mobilize compare FOLDER --task generation`` on each
+Default suite (OPT, GPT-NeoX and Llama with GQA and rope scaling too): the detection, the refusals and one
+in-process case per architecture (eager and OpenVINO fp32 files against the model, a few seconds each).  ``slow``: ``mobilize compare FOLDER --task generation`` on each
 architecture trained a few hundred steps on Python source (so its reference is no uniform guess), every fp32
 file's greedy continuations equal to the model's.
 """
@@ -34,7 +34,7 @@ SMALL = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "n
 
 
 def configs() -> dict[str, Any]:
-    """One small config per architecture (hidden 64, 2 layers, vocab 192)."""
+    """One small config per architecture (hidden 64, 2 layers, vocab 192; Llama with GQA and linear rope scaling)."""
     t = transformers
     gemma = dict(SMALL, head_dim=16, sliding_window=WINDOW)
     return {
@@ -44,6 +44,10 @@ def configs() -> dict[str, Any]:
         "mistral": t.MistralConfig(**SMALL, sliding_window=WINDOW),
         "gemma2": t.Gemma2Config(**gemma, attn_logit_softcapping=10.0, final_logit_softcapping=10.0),
         "gemma3": t.Gemma3TextConfig(**gemma),
+        "opt": t.OPTConfig(vocab_size=VOCAB, hidden_size=64, ffn_dim=128, num_hidden_layers=2, num_attention_heads=4,
+                           max_position_embeddings=POSITIONS, word_embed_proj_dim=64, **SPECIAL),
+        "gpt_neox": t.GPTNeoXConfig(**{k: v for k, v in SMALL.items() if k != "num_key_value_heads"}),
+        "llama": t.LlamaConfig(**SMALL, rope_scaling={"rope_type": "linear", "factor": 2.0}),
     }
 
 
@@ -269,7 +273,7 @@ def trained(tmp_path_factory) -> tuple[dict[str, Path], Path]:
     measured.write_text(_source(TRAIN_MODULES[0]))
     torch.set_num_threads(1)
     folders = {}
-    for name in ARCHITECTURES:
+    for name in SWEEP:
         folders[name] = root / name
         train(name, folders[name], ids, tokenizer)
     return folders, measured
@@ -291,7 +295,7 @@ REFUSED = {("gpt2", "litert-fp32"), ("mistral", "executorch-fp32"), ("mistral", 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ARCHITECTURES)
+@pytest.mark.parametrize("name", list(SWEEP))
 def test_compare_builds_or_refuses_every_architecture(name, trained, run_cli_process, tmp_path):
     from mobilize.generation.plan import generation_variants, unavailable
     from mobilize.report.json_report import validate

@@ -205,7 +205,7 @@ def files_gone(report: dict) -> list[str]:
     from pathlib import Path
 
     named = [v.get("artifact") for v in report.get("variants", [])]
-    return [path for path in named if isinstance(path, str) and not Path(path).is_file()]
+    return [path for path in named if isinstance(path, str) and not Path(path).exists()]  # a decoder file may be a folder
 
 
 def _say_logs(out: Path) -> None:

@@ -35,7 +35,8 @@ from mobilize.compare.worker_handle import Worker
 from mobilize.core.errors import InternalError
 from mobilize.core.outcome import Outcome
 
-FAILED = (Outcome.EXPORT_FAIL, Outcome.LOAD_FAIL, Outcome.RUN_FAIL, Outcome.TIMEOUT, Outcome.INTERRUPTED)
+FAILED = (Outcome.EXPORT_FAIL, Outcome.LOAD_FAIL, Outcome.RUN_FAIL, Outcome.TIMEOUT, Outcome.INTERRUPTED,
+          Outcome.UNSUPPORTED, Outcome.UNAVAILABLE)
 """Outcomes with no time: a variant that failed in the timed rounds keeps none of its earlier rounds."""
 from mobilize.core.paths import make_temp_dir, remove_stale
 from mobilize.report.results import VariantResult

@@ -32,45 +32,7 @@ def main(conn, job: Job) -> None:
     _enter = enter
 
     try:
-        import warnings
-
-        warnings.simplefilter("ignore")
-        if job.kind == "time":  # the lean timing worker: its runtime only
-            from mobilize.compare.timing import time_file
-
-            time_file(conn, job, enter)
-            return
-        import torch
-
-        # Untimed work (the reference, exports, passes, accuracy) runs on one intra-op thread: a check runs beside
-        # an export, and on a busy 2-core machine two OpenMP threads wait on each other at every op (measured on
-        # the default model: 3 s per sample with 2 threads, 27-96 ms with 1).  Timed runs use job.threads.
-        torch.set_num_threads(job.threads if job.kind.startswith("time") else 1)
-        if job.decoding is not None and job.kind in ("reference", "build", "run"):  # a causal decoder's jobs
-            from mobilize.compare.decoder_worker import serve_decoder
-
-            serve_decoder(conn, job, enter)
-        elif job.kind == "time-torch":
-            from mobilize.compare.timing import time_file
-
-            time_file(conn, job, enter)
-        elif job.kind == "time-host":  # the shared timing host of the torch-timed variants
-            from mobilize.compare.host import serve_host
-
-            serve_host(conn, job, enter)
-        elif job.kind == "reference":
-            enter("reference")
-            done, module = make_reference(job)
-            conn.send(done)
-            enter("lint")  # the parent goes on with the variants meanwhile
-            t0 = time.monotonic()
-            lint, error = _lint_section(module, job) if module is not None else (None, None)
-            conn.send(LintDone(lint, error, time.monotonic() - t0))
-        elif job.kind == "build":
-            enter("export")
-            conn.send(build_variant(job))
-        else:
-            serve(conn, job, enter)
+        _run_job(conn, job, enter)
     except BaseException as exc:  # the process boundary: everything goes to the parent with its stage
         from mobilize.core.errors import MobilizeError, headline, is_bug
 
@@ -82,6 +44,49 @@ def main(conn, job: Job) -> None:
             pass
     finally:
         conn.close()
+
+
+def _run_job(conn, job: Job, enter) -> None:
+    """The job's stages in this worker process (``main`` is its boundary)."""
+    import warnings
+
+    warnings.simplefilter("ignore")
+    if job.kind == "time":  # the lean timing worker: its runtime only
+        from mobilize.compare.timing import time_file
+
+        time_file(conn, job, enter)
+        return
+    import torch
+
+    # Untimed work (the reference, exports, passes, accuracy) runs on one intra-op thread: a check runs beside
+    # an export, and on a busy 2-core machine two OpenMP threads wait on each other at every op (measured on
+    # the default model: 3 s per sample with 2 threads, 27-96 ms with 1).  Timed runs use job.threads.
+    torch.set_num_threads(job.threads if job.kind.startswith("time") else 1)
+    if job.decoding is not None and job.kind in ("reference", "build", "run"):  # a causal decoder's jobs
+        from mobilize.compare.decoder_worker import serve_decoder
+
+        serve_decoder(conn, job, enter)
+    elif job.kind == "time-torch":
+        from mobilize.compare.timing import time_file
+
+        time_file(conn, job, enter)
+    elif job.kind == "time-host":  # the shared timing host of the torch-timed variants
+        from mobilize.compare.host import serve_host
+
+        serve_host(conn, job, enter)
+    elif job.kind == "reference":
+        enter("reference")
+        done, module = make_reference(job)
+        conn.send(done)
+        enter("lint")  # the parent goes on with the variants meanwhile
+        t0 = time.monotonic()
+        lint, error = _lint_section(module, job) if module is not None else (None, None)
+        conn.send(LintDone(lint, error, time.monotonic() - t0))
+    elif job.kind == "build":
+        enter("export")
+        conn.send(build_variant(job))
+    else:
+        serve(conn, job, enter)
 
 
 def _specs(job: Job):

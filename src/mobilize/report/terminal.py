@@ -241,7 +241,7 @@ def unit_legend(report: dict[str, Any]) -> str:
 def _headline(v: dict[str, Any]) -> str:
     """The one note that matters most for the table: a failure, a warning, else the first note."""
     notes = v.get("notes") or []
-    for key in ("MISMATCH", "OVER_BUDGET", "VACUOUS", "FAIL", "TIMEOUT", "INTERRUPTED", "WARNING"):
+    for key in ("MISMATCH", "OVER_BUDGET", "VACUOUS", "FAIL", "UNSUPPORTED", "TIMEOUT", "INTERRUPTED", "WARNING"):
         for n in notes:
             if key in n:
                 return n

@@ -58,6 +58,12 @@ class Exporter(abc.ABC):
         """What the file promises against the module it was exported from (the one tolerance method)."""
         return Expectation(Kind.FLOAT)
 
+    def decided(self, ctx: Context) -> dict[str, Any]:
+        """The options this config leaves to the context (``--target``) and what the context decides for them, by
+        field name: the recipe recorded beside the file pins them, so it rebuilds the same file whatever machine or
+        target it is built for next ({} when nothing is left)."""
+        return {}
+
     def check_available(self) -> None:
         require(self.packages, f"exporter '{self.name}'")
 

@@ -7,9 +7,10 @@ from on the same inputs and lets the verify core judge them by what the exporter
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from mobilize.accuracy.verify import DEFAULT_POLICY, Kind, Policy, Verdict, compare_outputs, judge
 from mobilize.core.artifact import Artifact
@@ -35,6 +36,9 @@ class BuildResult:
     """The prepared module (after the passes), or the source artifact when the recipe had no passes."""
     context: Context
     artifacts: list[Built]
+    recipe: Recipe | None = None
+    """The recipe as built (``made_by`` when given), every option the context decided written in
+    (:meth:`~mobilize.exporters.base.Exporter.decided`): what rebuilds these files, and what their manifests record."""
 
     @property
     def quantized(self) -> bool:
@@ -76,19 +80,52 @@ def build(model: Any, recipe: Recipe, ctx: Context, stem: str | Path | None,
     from mobilize.exporters import EXPORTERS
     from mobilize.pipeline.calibration import StateCarrier
 
-    ctx.state_carrier = ctx.state_carrier or StateCarrier(model, ctx.input_specs, ctx.input_names)
-    module = prepare(model, recipe, ctx, echo)
-    built = []
     if recipe.exports and stem is None:
         raise ConfigError(f"recipe '{recipe.name}' exports files but no output path was given")
-    for step in recipe.exports:
-        if echo:
-            echo(f"export {step.name}")
-        exporter = EXPORTERS.get(step.name)(step.config)
-        art = exporter.export(module, ctx, Path(stem), (made_by or recipe).to_dict())
-        expectation = exporter.expectation(ctx)
-        built.append(Built(art, expectation.kind, dict(getattr(exporter, "details", None) or {})))
-    return BuildResult(module, ctx, built)
+    ctx.state_carrier = ctx.state_carrier or StateCarrier(model, ctx.input_specs, ctx.input_names)
+    exporters = [EXPORTERS.get(step.name)(step.config) for step in recipe.exports]
+    pinned = dataclasses.replace(made_by or recipe, exports=tuple(
+        _pin(step, exporter.decided(ctx)) for step, exporter in zip(recipe.exports, exporters)))
+    with reproducible():
+        module = prepare(model, recipe, ctx, echo)
+        built = []
+        for step, exporter in zip(recipe.exports, exporters):
+            if echo:
+                echo(f"export {step.name}")
+            art = exporter.export(module, ctx, Path(stem), pinned.to_dict())
+            expectation = exporter.expectation(ctx)
+            built.append(Built(art, expectation.kind, dict(getattr(exporter, "details", None) or {})))
+    return BuildResult(module, ctx, built, pinned)
+
+
+def _pin(step: Any, decided: dict[str, Any]) -> Any:
+    """``step`` with the options the context decided for it written into its config."""
+    return dataclasses.replace(step, config=dataclasses.replace(step.config, **decided)) if decided else step
+
+
+BUILD_SEED = 0
+"""The seed of torch's generator while a recipe builds (restored after): anything random in a pass or an exporter draws
+the same numbers at every build."""
+
+
+@contextlib.contextmanager
+def reproducible() -> Iterator[None]:
+    """A recipe rebuilds the same file bit for bit on the same machine.  Its passes and exporters run here on one
+    torch thread (how a convolution's sums are split follows the thread count, and a torch session sets the process's
+    count as it opens: a calibration maximum one ulp apart would move a scale), with torch's generator seeded
+    (:data:`BUILD_SEED`), on the samples in the data's own order; ONNX Runtime calibrates on one thread too
+    (:func:`mobilize.backends.onnxruntime.quant.calibrate`), OpenVINO's counter-made node names are renumbered
+    (:func:`mobilize.backends.openvino.exporter.canonical_names`), and what the target decided is written into the
+    recipe (:attr:`BuildResult.recipe`: tune's int8 winner for --target x86-avx2 left reduce_range to the target and
+    rebuilt one quantization step apart on a VNNI host).  The caller's thread count and generator state are restored
+    afterwards."""
+    import torch
+
+    from mobilize.core.runtime_options import one_thread
+
+    with one_thread(), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(BUILD_SEED)
+        yield
 
 
 def verify_inputs(ctx: Context, count: int = 4) -> list[list]:

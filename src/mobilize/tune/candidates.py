@@ -48,6 +48,9 @@ class Candidate:
     """95% bootstrap interval of ``top1`` over the samples."""
     pruned: dict[str, Any] | None = None
     """For a pruned candidate: MACs and parameters before/after, the fine-tune (:func:`mobilize.tune.prune.facts`)."""
+    built_recipe: Any = None
+    """``recipe`` as built, what the target decided written in (:attr:`mobilize.pipeline.build.BuildResult.recipe`):
+    the winner's recipe file is this one, so it rebuilds the winner's file on any machine."""
 
     @property
     def within_budget(self) -> bool:
@@ -55,7 +58,7 @@ class Candidate:
 
     def to_json(self) -> dict[str, Any]:
         data = {"name": self.name, "runtime": self.runtime, "kind": str(self.kind),
-                "path": str(self.path) if self.path else None, "recipe": self.recipe.to_dict(),
+                "path": str(self.path) if self.path else None, "recipe": (self.built_recipe or self.recipe).to_dict(),
                 "verdict": self.verdict.to_json() if self.verdict else None, "top1": self.top1,
                 "top1_ci": list(self.top1_ci) if self.top1_ci else None, "top1_drop_points": self.drop_points, "top1_drop_ci": list(self.drop_ci) if self.drop_ci else None,
                 "cosine": self.cosine, "excluded_nodes": list(self.excluded), "latency_ms_p50": self.latency_ms_p50,

@@ -169,7 +169,7 @@ def _finish(search: Search, candidates: list[Candidate], layers: dict[str, list[
         artifact = out / f"{stem}-tune{winner.path.suffix}"
         shutil.copyfile(winner.path, artifact)
         recipe = out / f"{stem}-tune.yaml"
-        dump_recipe(winner.recipe, recipe)
+        dump_recipe(winner.built_recipe or winner.recipe, recipe)  # what the target decided written in
         result.files += [artifact, recipe]
     if not interrupted and not out_of_time("no time profiles"):
         result.profiles = profiles(candidates, search, echo)

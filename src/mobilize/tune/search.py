@@ -66,7 +66,7 @@ class Search:
                                    "and --min-cosine")
         if top1 and self.labels is not None:
             self.reference_correct = [int(r[0].reshape(-1).argmax()) == y for r, y in zip(self.reference, self.labels)]
-        self.cache: dict[str, tuple[Path, Kind]] = {}
+        self.cache: dict[str, tuple[Path, Kind, Any]] = {}
         self.longest_s = 0.0
         """The longest a candidate (build + judge) has taken: the time budget stops before a step this long."""
         self.fp32_after: dict[tuple[str, str], Path] = {}
@@ -117,8 +117,8 @@ class Search:
             built = result.artifacts[0]
             # what it promises vs the float model: a pruned model, and every file made from it, is changed
             kind = Kind.CHANGED if pruning else result.kind
-            self.cache[key] = (built.artifact.path, kind)
-        c.path, c.kind = self.cache[key]
+            self.cache[key] = (built.artifact.path, kind, result.recipe)
+        c.path, c.kind, c.built_recipe = self.cache[key]
         c.pruned = self.pruned.get(pruning) if pruning else None
         if fp32:
             self.fp32_after[(c.runtime, passes)] = c.path

@@ -192,6 +192,12 @@ class OnnxExporter(Exporter):
         self._notes(q.quantize_static_qdq(src, out, feed, opts, batch))
         return out
 
+    def decided(self, ctx: Context) -> dict[str, Any]:
+        """reduce_range left to the target (None): what the target decides (see :meth:`_reduce_range`)."""
+        if self.config.quantize == Quantize.NONE or self.config.reduce_range is not None:
+            return {}
+        return {"reduce_range": bool(ctx.target.reduce_range)}
+
     def _reduce_range(self, ctx: Context) -> bool:
         """x64 without VNNI sums pairs of uint8 x int8 products in int16 (vpmaddubsw), which saturates.
         The *target* decides (``--target``), never silently the machine that builds the file."""

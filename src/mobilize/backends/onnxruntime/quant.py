@@ -216,8 +216,13 @@ def calibrate(model_path: Path, feed: BatchFeed, method: str, ops: list[str], tm
     """Run calibration a chunk of batches at a time; returns ORT TensorsData (ranges per tensor)."""
     from onnxruntime.quantization.calibrate import create_calibrator
 
+    from mobilize.backends.onnxruntime.sessions import ort_session, session_options
+
     calibrator = create_calibrator(model_path, ops, augmented_model_path=str(tmp / "augmented.onnx"),
                                    calibrate_method=ort_calibration_method(method))
+    # its session on one thread, so the ranges (and the file) are the same at every build on this machine
+    calibrator.infer_session = ort_session(calibrator.augmented_model_path, session_options(1, level="disable"),
+                                           providers=calibrator.execution_providers)  # as it makes it: no optimization
     per_chunk = max(1, CHUNK_SAMPLES // max(batch, 1))
     if not feed.has_more():
         raise ConfigError("no calibration data", hint="give --data with at least one sample")

@@ -138,6 +138,7 @@ class OpenVinoExporter(Exporter):
             for text in notes:
                 self.note(text)
         model.set_rt_info(str(cfg.inference_precision), PRECISION_KEY)
+        canonical_names(model)
         final = self._final or path
         with tempfile.TemporaryDirectory(prefix=".mobilize-ov-", dir=path.parent) as tmp:
             xml = Path(tmp) / "model.xml"
@@ -206,3 +207,21 @@ class OpenVinoExporter(Exporter):
         if cfg.quantize == Quantize.INT8:
             int8 = constants.get("i8", 0) + constants.get("u8", 0)
             self.note(f"int8: {ops.get('FakeQuantize', 0)} FakeQuantize ops, {int8} int8 weight tensors in the IR")
+
+
+def canonical_names(model: Any) -> None:
+    """OpenVINO names what a conversion or NNCF adds from counters of the whole process (``Constant_235303``,
+    ``Multiply_12015/fq_weights_1``, the model ``Model356``): renumbered in the graph's order (each number the
+    same new one wherever it appears, so distinct names stay distinct), a recipe writes the same .xml at every
+    build, whatever the process built before.  The inputs keep their names (.npz arrays are matched by them)."""
+    import re
+
+    numbers: dict[str, str] = {}
+
+    def renumber(text: str) -> str:
+        return re.sub(r"_(\d+)", lambda m: "_" + numbers.setdefault(m.group(1), str(len(numbers))), text)
+
+    for op in model.get_ordered_ops():
+        if op.get_type_name() != "Parameter":
+            op.set_friendly_name(renumber(op.get_friendly_name()))
+    model.set_friendly_name(re.sub(r"\d+$", "", model.get_friendly_name()) or "Model")

@@ -302,10 +302,11 @@ def generate(package: str | Path, prompt: str, *, max_new_tokens: int = 64, temp
     :class:`mobilize.generation.generate.Generated` (text, token ids, why it stopped, time to first token, tokens/s).
 
         >>> import mobilize
-        >>> out = mobilize.generate("no/such/folder", "import os")
-        Traceback (most recent call last):
-        ...
-        mobilize.core.errors.ConfigError: no/such/folder does not exist
+        >>> try:
+        ...     mobilize.generate("no/such/folder", "import os")
+        ... except mobilize.ConfigError as exc:
+        ...     print(str(exc).split(" (")[0])
+        no/such/folder does not exist
     """
     from mobilize.generation.generate import GenerateConfig, Sampling, generate as run
 

@@ -22,7 +22,8 @@ def _tokens(engine: str, weights: str, ms: float, ttft: float, ppl: float, ci: f
             "ttft_ms_p50": ttft, "ttft_ms_rounds": [ttft * 0.98, ttft, ttft * 1.05],
             "decode_ms_per_token_p50": ms, "decode_ms_per_token_p90": ms * 1.08, "decode_tokens_per_s": 1000.0 / ms,
             "bound_tokens_per_s": None if bound is None else 1000.0 / ms / bound * 100,
-            "percent_of_bound": bound, "cache_resident": bound is None, "ppl_reference": 12.31,
+            "percent_of_bound": bound, "cache_resident": bound is None, "bytes_per_token": 4_000_000,
+            "ppl_reference": 12.31,
             "ppl_candidate": 12.31 * (1 + ppl / 100), "ppl_increase_percent": ppl,
             "ppl_increase_percent_low": ppl - ci, "ppl_increase_percent_high": ppl + ci, "top1_agreement": agree,
             "continuation_match_tokens": matched, "continuation_tokens": 32, "cache_sqnr_db": 61.0 if weights == "fp32"

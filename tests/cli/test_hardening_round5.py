@@ -204,8 +204,9 @@ def test_an_interrupt_while_bench_starts_is_one_line_at_once(signum):
                 proc.kill()
                 proc.wait()
         took_s = time.monotonic() - sent
-        if proc.returncode == -signum:  # Python's own start-up, before any code of mobilize ran: ended by it
-            assert err == "", (delay_s, err)
+        if proc.returncode != 130:  # before any code of mobilize ran (the interpreter's start-up, or the exec above):
+            # Python's own handling, which mobilize cannot change - but no frame of mobilize's may be in it
+            assert proc.returncode in (-signum, 1) and "/mobilize/" not in err, (delay_s, proc.returncode, err)
         else:
             assert (proc.returncode, err.strip().splitlines()) == (130, ["mobilize: interrupted"]), (delay_s, err)
         assert took_s < 2, f"exited {took_s:.1f} s after the signal sent at {delay_s} s"

@@ -187,7 +187,11 @@ def run(args: argparse.Namespace) -> int:
             print(line)
     for note in report.get("notes", []):
         print(f"note: {note}")
-    out = Path(args.output)
+    return _wrote(report, Path(args.output))
+
+
+def _wrote(report: dict, out) -> int:
+    """Say what was written and where the stages' stderr went; exit 2 when files the report names are gone."""
     gone = files_gone(report)
     if gone:  # the results stand, but the files they name are not there to ship
         print(f"mobilize: error: {len(gone)} file(s) {out / 'report.json'} names were deleted during the run, after "

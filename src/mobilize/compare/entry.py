@@ -28,9 +28,6 @@ def compare(model: str | None = None, plan: Any = "default", config: Any = None,
 
     import mobilize
     from mobilize.compare.config import CompareConfig
-    from mobilize.compare.plan_run import run_plan
-    from mobilize.core.paths import remove_previous
-    from mobilize.report.json_report import write_reports
     from mobilize.core.target import Target, host_cpu
     from mobilize.zoo import DEFAULT_MODEL
 
@@ -66,18 +63,7 @@ def compare(model: str | None = None, plan: Any = "default", config: Any = None,
             **({"bound_args": dict(cfg.bound_args)} if cfg.bound_args else {}),
             "notes": ([note] if note else []) + plan_notes}
 
-    def save(report: dict[str, Any]) -> None:
-        for key, value in meta.items():
-            report.setdefault(key, value)
-        write_reports(report, out)
-
-    # The folder holds this run's results only: an older report (or its artifacts) beside a new one misleads.
-    removed = remove_previous(out, RUN_FILES)
-    if removed:
-        meta["notes"].append(f"removed the previous run's {', '.join(removed)} from {out} before this run")
-    report = run_plan(cfg, plan, progress=progress, on_update=save, ref=ref)
-    save(report)
-    return report
+    return _run_and_write(cfg, plan, out, meta, progress, ref)
 
 
 def _check_numbers(cfg: Any) -> None:
@@ -166,11 +152,8 @@ def _generation(ref: ModelRef, cfg: Any, plan: Any, variants: Sequence[str],
     """A causal LM: the generation task through the same run as every task (:class:`~mobilize.compare.plan_run.
     PlanRun`): every engine's decoder file built, judged token by token and timed in tokens; reports written as it
     goes."""
-    from mobilize.compare.plan_run import run_plan
-    from mobilize.core.paths import remove_previous
     from mobilize.generation.model import check_decoder_lengths
     from mobilize.generation.plan import decoder_plan
-    from mobilize.report.json_report import write_reports
 
     if cfg.frames:
         raise ConfigError("--frames times camera frames through an image model; a causal LM is timed in tokens",
@@ -192,6 +175,17 @@ def _generation(ref: ModelRef, cfg: Any, plan: Any, variants: Sequence[str],
     meta["notes"] = notes
     meta["inputs"] = f"text:{cfg.data}" if cfg.data else "held-out text (see generation.held_out)"
 
+    return _run_and_write(cfg, decoders, out, meta, progress, ref, decoding)
+
+
+def _run_and_write(cfg: Any, plan: Any, out: Any, meta: dict[str, Any], progress: Any, ref: ModelRef,
+                   decoding: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run the plan with report.json and report.html written after every step, ``meta`` filled in; the folder holds
+    this run's results only (an older report or its artifacts beside a new one misleads)."""
+    from mobilize.compare.plan_run import run_plan
+    from mobilize.core.paths import remove_previous
+    from mobilize.report.json_report import write_reports
+
     def save(report: dict[str, Any]) -> None:
         for key, value in meta.items():
             report.setdefault(key, value)
@@ -200,6 +194,6 @@ def _generation(ref: ModelRef, cfg: Any, plan: Any, variants: Sequence[str],
     removed = remove_previous(out, RUN_FILES)
     if removed:
         meta["notes"].append(f"removed the previous run's {', '.join(removed)} from {out} before this run")
-    report = run_plan(cfg, decoders, progress=progress, on_update=save, ref=ref, decoding=decoding)
+    report = run_plan(cfg, plan, progress=progress, on_update=save, ref=ref, decoding=decoding)
     save(report)
     return report

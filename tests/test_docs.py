@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 TWO_COMMANDS = [
     "bash scripts/setup.sh && .venv/bin/mobilize compare          # the main job: every variant of the default model, "
     "side by side",
-    "bash scripts/setup.sh && .venv/bin/python -m pytest -q -n 2 --dist worksteal   # the tests (what .ci/run runs)",
+    "bash scripts/setup.sh && bash scripts/setup-llamacpp.sh && .venv/bin/python -m pytest -q -n 2 --dist worksteal"
+    "   # the tests (what .ci/run runs)",
 ]
 
 

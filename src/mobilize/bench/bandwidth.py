@@ -92,7 +92,7 @@ def decode_bound(gb_per_s: float, weight_bytes: float) -> float:
 
 def bytes_per_token(shapes: dict[str, Any], weights: str, group: int | None) -> int:
     """What decoding one token reads of a file's weights, from the model's shapes (``decoder_shapes``) and the file's
-    weight type: every linear at its width (int4: half a byte and one 4-byte scale per ``group`` weights, 32 where
+    weight type: every linear at its width (fp16: two bytes; int4: half a byte and one 4-byte scale per ``group`` weights, 32 where
     the engine's stock group is not named; int8: one byte and a 4-byte scale per output channel), the embedding
     table one row (a gather), the norms float32.  A table tied to the output head is read once, as the head.
 
@@ -101,6 +101,6 @@ def bytes_per_token(shapes: dict[str, Any], weights: str, group: int | None) -> 
         (4096, 724)
     """
     linear = shapes["linear"]
-    width = {"fp32": 4 * linear, "int8": linear + 4 * shapes["linear_rows"],
+    width = {"fp32": 4 * linear, "fp16": 2 * linear, "int8": linear + 4 * shapes["linear_rows"],
              "int4": linear // 2 + 4 * -(-linear // (group or 32))}.get(weights, 4 * linear)
     return int(width + 4 * shapes["embedding_row"] + 4 * shapes["other"])

@@ -18,7 +18,7 @@ def decoder_loader(reference: str) -> tuple[Any, Path, str]:
     """(the engine's decoder variant, the path to load, how it was found) for a file, folder or zoo model."""
     import tempfile
 
-    from mobilize.core.backend import backend_for_format, entries
+    from mobilize.core.backend import all_backends, backend_for_format, entries
     from mobilize.core.errors import ConfigError
     from mobilize.sources.reference import ModelRef, RefKind
 
@@ -42,7 +42,8 @@ def decoder_loader(reference: str) -> tuple[Any, Path, str]:
     from mobilize.core.artifact import format_for_path
 
     fmt = format_for_path(Path(ref.path))
-    backend = backend_for_format(fmt)
+    backend = backend_for_format(fmt) or next(  # a decoder-only engine's format (GGUF) has no tensor runtime
+        (b for b in all_backends() if b.decoders and fmt in b.suffixes.values()), None)
     if backend is None or not backend.decoders:
         raise ConfigError(f"no engine here runs {a(str(fmt))} file as a decoder with a KV cache",
                           hint="--task generation times files that mobilize compare --task generation built")

@@ -110,6 +110,10 @@ class DecoderVariant:
     file with group N; ``build`` then takes ``group=N``).  Empty: no group to choose (fp32, per-channel int8)."""
     group: int | None = None
     """The group this variant is built with when named ``NAME@gN`` (None: the engine's stock group)."""
+    bytes_read: Callable[[Path], int] | None = None
+    """What decoding one token reads of the built file's weights, from the file itself (a format that lists each
+    tensor's stored size: GGUF); None: from the model's shapes and ``weights``
+    (:func:`mobilize.bench.bandwidth.bytes_per_token`)."""
     groups_pad: bool = False
     """Its tool pads a linear whose in-features a group does not divide (ONNX Runtime's MatMulNBits blocks), so every
     group it offers fits every model; else a group that does not divide some linear is left off tune's ladder (the

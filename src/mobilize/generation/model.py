@@ -144,8 +144,8 @@ def prepare(ref: ModelRef, folder: Path, settings: dict[str, Any], trust_pickle:
     from mobilize.generation.package import copy_tokenizer
     from mobilize.zoo import tiny_lm
 
-    copy_tokenizer(source_folder, folder, tiny_lm.TOKENIZER if ref.kind == RefKind.ZOO and ref.attribute == "tiny_lm"
-                   else None)  # every package built from this folder carries it
+    zoo_lm = ref.kind == RefKind.ZOO and ref.attribute == "tiny_lm"
+    copy_tokenizer(tiny_lm.WEIGHTS_DIR if zoo_lm else source_folder, folder)  # every package built from it carries it
     notes: list[str] = []
     if s["eval_tokens"] != settings["eval_tokens"]:
         notes.append(f"held-out window: {s['eval_tokens']} tokens, the model's context less one (--eval-len sets it)")

@@ -31,17 +31,14 @@ PACKAGE_FILES = (*TOKENIZER_FILES, MANIFEST, "generation_config.json")
 """What a package adds beside a decoder file (not the model: left out of the file's size)."""
 
 
-def copy_tokenizer(source: Path | None, folder: Path, fallback: Path | None = None) -> list[str]:
-    """The tokenizer's files from ``source`` (a saved model folder) into ``folder``; else ``fallback`` (a zoo
-    model's ``tokenizer.json``).  Returns the names copied."""
+def copy_tokenizer(source: Path | None, folder: Path) -> list[str]:
+    """The tokenizer's files from ``source`` (a saved model folder, or the zoo decoder's own) into ``folder``.
+    Returns the names copied."""
     copied = []
     for name in TOKENIZER_FILES:
         if source is not None and (source / name).is_file():
             shutil.copy2(source / name, folder / name)
             copied.append(name)
-    if not copied and fallback is not None and fallback.is_file():
-        shutil.copy2(fallback, folder / "tokenizer.json")
-        copied.append("tokenizer.json")
     return copied
 
 

@@ -41,8 +41,9 @@ class TokenFigures:
     decode_tokens_per_s: float | None = None
     """1000 / decode_ms_per_token_p50."""
     bytes_per_token: int | None = None
-    """What decoding one token reads of the file's weights, from the model's shapes and the file's weight type
-    (embeddings one row, a tied table once: :func:`mobilize.bench.bandwidth.bytes_per_token`)."""
+    """What decoding one token reads of the file's weights (embeddings one row, a tied table once): from the file's
+    own tensor sizes where its engine reads them (GGUF), else from the model's shapes and the file's weight type
+    (:func:`mobilize.bench.bandwidth.bytes_per_token`)."""
     cache_resident: bool | None = None
     """The bytes read per token fit in the last-level cache: no DRAM bound (``bound_tokens_per_s`` is then None)."""
     bound_tokens_per_s: float | None = None
@@ -74,7 +75,7 @@ class TokenFigures:
         from mobilize.bench.bandwidth import bytes_per_token, decode_bound
 
         rate = 1000.0 / p50_ms if p50_ms else None
-        read = bytes_per_token(shapes, self.weights, self.group) if shapes else None
+        read = self.bytes_per_token or (bytes_per_token(shapes, self.weights, self.group) if shapes else None)
         llc, gb_per_s = bandwidth.get("last_level_cache_bytes"), bandwidth.get("gb_per_s")
         resident = bool(read and llc and read <= llc) if read else None
         bound = decode_bound(gb_per_s, read) if gb_per_s and read and not resident else None
@@ -94,7 +95,8 @@ class TokenFigures:
                    ppl_increase_percent_high=t.ppl_increase_percent_high, top1_agreement=t.top1_agreement,
                    continuation_match_tokens=list(c.continuation_match_tokens),
                    continuation_tokens=c.continuation_tokens, cache_sqnr_db=c.cache.get("sqnr_db"),
-                   logits_sqnr_db=c.logits_sqnr_db, check_peak_rss_mb=details.get("check_peak_rss_mb"))
+                   logits_sqnr_db=c.logits_sqnr_db, check_peak_rss_mb=details.get("check_peak_rss_mb"),
+                   bytes_per_token=details.get("bytes_per_token"))
 
 
 @dataclasses.dataclass

@@ -386,6 +386,12 @@ def runtime_for(fmt: Format) -> type[Session]:
 
     name = default_runtime(fmt)
     if name is None:
+        from mobilize.core.backend import all_backends
+
+        if any(b.decoders and str(fmt) in b.suffixes.values() for b in all_backends()):  # GGUF: a whole decoder
+            raise ConfigError(f"a {fmt} file holds a generative decoder, not a tensor program: it is timed in tokens",
+                              hint="time it with mobilize bench FILE --task generation; compare MODEL --task "
+                                   "generation builds one from the transformers model")
         raise ConfigError(f"no runtime runs format '{fmt}'")
     return RUNTIMES.get(name)
 

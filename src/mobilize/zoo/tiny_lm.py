@@ -119,6 +119,22 @@ def held_out_ids(n_sequences: int = 64, seq_len: int = SEQ_LEN, tokenizer=None, 
     return torch.tensor(ids[:need], dtype=torch.int64).view(n_sequences, seq_len)
 
 
+def folder_files(vocab_size: int, fields: dict) -> dict[str, str]:
+    """The JSON files beside the weights that make ``weights/tiny_lm`` a standard transformers folder, the kind the
+    field's own tools take (``AutoModelForCausalLM``/``AutoTokenizer``, llama.cpp's converter, onnxruntime-genai's
+    builder, optimum): the config with its architecture and model type, the tokenizer's config (a fast tokenizer
+    whose one special token, ``<|endoftext|>``, is also end of sequence) and the generation config."""
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab_size, **fields}
+    tokenizer = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": END_OF_TEXT, "eos_token": END_OF_TEXT,
+                 "pad_token": END_OF_TEXT, "add_bos_token": False, "add_eos_token": False,
+                 "model_max_length": fields.get("max_position_embeddings", SEQ_LEN),
+                 "clean_up_tokenization_spaces": False}
+    generation = {"bos_token_id": fields.get("bos_token_id", 0), "eos_token_id": fields.get("eos_token_id", 0),
+                  "pad_token_id": fields.get("pad_token_id", 0)}
+    return {name: json.dumps(value, indent=2) + "\n" for name, value in
+            [(CONFIG.name, config), ("tokenizer_config.json", tokenizer), ("generation_config.json", generation)]}
+
+
 def build_config(folder: Path | None = WEIGHTS_DIR, **fields):
     """The ``LlamaConfig`` saved in ``folder`` (None: a fresh one of ``fields``, to train)."""
     from transformers import LlamaConfig

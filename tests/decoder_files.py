@@ -24,18 +24,43 @@ STEPS = 8
 
 @pytest.fixture(scope="session")
 def tiny_llama(tmp_path_factory):
-    """A random Llama (2 layers, hidden 32, 4 heads, 2 KV heads, 128 tokens, 64 positions), saved as
-    ``save_pretrained`` writes it."""
+    """A random Llama (2 layers, hidden 64, 4 heads of 16, 2 KV heads, 128 tokens, 64 positions; ONNX Runtime's
+    GroupQueryAttention takes head sizes that are multiples of 16), saved as ``save_pretrained`` writes it, with a
+    byte-level BPE tokenizer beside it."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
 
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
-        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        vocab_size=VOCAB, hidden_size=64, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, max_position_embeddings=MAX_LEN))
     path = tmp_path_factory.mktemp("tiny-llama")
     model.save_pretrained(path)
+    save_byte_tokenizer(path)
     return path
+
+
+def save_byte_tokenizer(folder: Any) -> None:
+    """A byte-level BPE tokenizer of the bytes below 120 and 8 merges (GPT-2's byte-to-character map and split),
+    saved beside a model as ``tokenizer.json`` + ``tokenizer_config.json``: an engine whose file carries the
+    tokenizer (llama.cpp's GGUF) needs one to build."""
+    import json
+
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    chars, extra = {}, 0
+    for byte in range(256):  # GPT-2's bytes_to_unicode
+        chars[byte] = chr(byte) if byte in printable else chr(256 + extra)
+        extra += byte not in printable
+    pairs = [("a", "b"), ("c", "d"), ("e", "f"), ("g", "h"), ("i", "j"), ("k", "l"), ("m", "n"), ("o", "p")]
+    vocab = {chars[b]: b for b in range(VOCAB - len(pairs))}  # the bytes below 120, then 8 merged pairs
+    vocab.update({a + b: VOCAB - len(pairs) + i for i, (a, b) in enumerate(pairs)})
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=pairs))  # llama.cpp's BPE vocabulary needs merges
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}))
 
 
 @pytest.fixture(scope="session")

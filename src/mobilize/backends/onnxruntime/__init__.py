@@ -18,10 +18,11 @@ BACKENDS.register("onnxruntime")(Backend(
     why_slow={"onnx": "why_slow:why_not_faster"},
     tune={"onnxruntime": "tune_route:ROUTE"},
     file_plans={"onnx": "onnx-file"},
-    decoders={"onnx-fp32": "decoder:FP32", "onnx-int4": "decoder:INT4"},
+    decoders={"onnx-fp32": "decoder:FP32", "onnx-int4": "decoder:INT4", "onnx-genai-fp32": "genai:FP32",
+              "onnx-genai-int4": "genai:INT4", "onnx-genai-int4-fp32act": "genai:INT4_FP32_ACCURACY"},
     conv_fused_activations=("relu", "relu6", "hardtanh", "sigmoid", "tanh", "leaky_relu", "hardsigmoid"),
     noise=("[E:onnxruntime:", "[W:onnxruntime:"),  # a failed session's reason also reaches its exception
     tools={"lint_timing": "lint_timing:measure_time", "bind_inputs": "bound:bind_inputs"},
-    packages=("onnxruntime", "onnx", "onnxscript"),
+    packages=("onnxruntime", "onnx", "onnxscript", "onnxruntime_genai"),
     dynamic_int8=({"name": "onnx-dynamic", "recipe": "onnx-dynamic"},),
 ))

@@ -1,0 +1,141 @@
+"""ONNX Runtime decoders as ONNX Runtime's own generation stack makes them: onnxruntime-genai's model builder
+(``python -m onnxruntime_genai.models.builder -i FOLDER -o OUT -p int4 -e cpu``) writes ``model.onnx`` with
+GroupQueryAttention over a KV buffer shared between past and present, fused QKV, SkipLayerNorm and MatMulNBits, plus
+``genai_config.json`` and the tokenizer; the file is run by onnxruntime-genai's own ``Generator`` (the cache stays
+inside it, never copied through Python).
+
+    >>> INT4.name, INT4_FP32_ACCURACY.weights, FP32.promise
+    ('onnx-genai-int4', 'int4', <Promise.FLOAT: 'float'>)
+
+The builder's int4 default on CPU is accuracy level 4: MatMulNBits quantizes each activation row to int8 before the
+int4 x int8 product (fastest; it costs perplexity). ``onnx-genai-int4-fp32act`` keeps activations float32 (level 1):
+closer to the float model, slower per token - compare says how much of each on the CPU it runs on.  The builder
+takes the architectures it knows (Llama, Mistral, Qwen, Phi, Gemma, ...); another one (GPT-2, OPT) is refused in one
+line with the builder's own reason, and the torch.onnx-exported ``onnx-fp32``/``onnx-int4`` still take it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from mobilize.core.decoder import CachedDecoderSession, DecoderVariant, Promise
+from mobilize.core.errors import ConfigError, UnsupportedByEngineError, UnsupportedModelError, headline, \
+    translate_errors
+from mobilize.core.packages import require
+
+PACKAGES = ("onnxruntime_genai", "onnxruntime", "transformers", "onnx")
+BLOCK = 32
+"""The builder's default int4 block (weights per scale)."""
+CONFIG = "genai_config.json"
+
+
+def _reason(log: str) -> str:
+    """The builder's own last error line."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    errors = [line for line in lines if line.split(":")[0].endswith(("Error", "Exception", "NotImplementedError"))]
+    return (errors or lines or ["no output"])[-1][:300]
+
+
+def build(folder: Path, out_dir: Path, precision: str, extra: dict[str, Any] | None = None,
+          group: int | None = None) -> Path:
+    """Run the builder on the saved folder into ``out_dir/genai`` (the folder is what a GenAI app opens)."""
+    require(PACKAGES, "the onnxruntime-genai decoder")
+    config = json.loads((Path(folder) / "config.json").read_text())
+    heads = config.get("num_attention_heads") or 1
+    head_size = config.get("head_dim") or (config.get("hidden_size") or 0) // heads
+    if head_size % 16:
+        raise UnsupportedByEngineError(f"ONNX Runtime's GroupQueryAttention on CPU takes head sizes that are "
+                                       f"multiples of 16; this model's is {head_size}")
+    out = Path(out_dir) / "genai"
+    options = {**(extra or {}), **({"block_size": group} if group else {})}
+    with tempfile.TemporaryDirectory(prefix="mobilize-genai-") as cache:
+        argv = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(folder), "-o", str(out), "-p",
+                precision, "-e", "cpu", "-c", cache,
+                *(["--extra_options", *[f"{k}={v}" for k, v in options.items()]] if options else [])]
+        done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode != 0 or not (out / "model.onnx").is_file():
+        raise UnsupportedByEngineError(f"onnxruntime-genai's model builder cannot take this model: "
+                                       f"{_reason(done.stderr + done.stdout)}")
+    return out
+
+
+def build_fp32(folder: Path, out_dir: Path) -> Path:
+    return build(folder, out_dir, "fp32")
+
+
+def build_int4(folder: Path, out_dir: Path, group: int | None = None) -> Path:
+    return build(folder, out_dir, "int4", group=group)
+
+
+def build_int4_fp32_accuracy(folder: Path, out_dir: Path, group: int | None = None) -> Path:
+    return build(folder, out_dir, "int4", {"accuracy_level": 1}, group=group)
+
+
+class GenaiDecoderSession(CachedDecoderSession):
+    """A builder's folder opened by onnxruntime-genai: one ``Model`` (its ONNX Runtime session on ``threads``
+    threads), a fresh ``Generator`` (greedy, ``max_len`` tokens) for each sequence; every step's logits read from the
+    model's ``logits`` output."""
+
+    def __init__(self, path: Path, threads: int, max_len: int):
+        require(PACKAGES[:2], "the onnxruntime-genai decoder")
+        import onnxruntime_genai as og
+
+        self.og = og
+        self.path = Path(path)
+        folder = self.path if self.path.is_dir() else self.path.parent
+        if not (folder / CONFIG).is_file():
+            raise UnsupportedModelError(f"{self.path} is not an onnxruntime-genai model folder (no {CONFIG})")
+        context = json.loads((folder / CONFIG).read_text())["model"].get("context_length")
+        if context and max_len > int(context):
+            raise ConfigError(f"{folder.name} was built for {context} tokens, not {max_len}",
+                              hint=f"keep the prompt and the tokens generated under {context}")
+        what = f"onnxruntime-genai could not load {folder}"
+        with translate_errors(UnsupportedModelError, what, message=lambda exc: f"{what}: {headline(exc)[:300]}"):
+            config = og.Config(str(folder))
+            config.overlay(json.dumps({"model": {"decoder": {"session_options": {
+                "intra_op_num_threads": threads, "inter_op_num_threads": 1}}}}))
+            self.model = og.Model(config)
+        self.max_len, self.threads = max_len, threads
+        self.generator: Any = None
+        self.notes: list[str] = []
+
+    def _start(self) -> None:
+        params = self.og.GeneratorParams(self.model)
+        params.set_search_options(max_length=self.max_len, do_sample=False)
+        self.generator = self.og.Generator(self.model, params)
+
+    def _forward(self, ids: list[int], start: int) -> Any:
+        import numpy as np
+
+        self.generator.append_tokens(np.asarray([ids], dtype=np.int32))
+        logits = self.generator.get_output("logits")
+        return np.asarray(logits[0, -len(ids):], dtype=np.float32)
+
+    def close(self) -> None:
+        self.generator = self.model = None
+
+
+_HOW = ("onnxruntime-genai's model builder (GroupQueryAttention, a KV buffer shared by past and present, fused QKV), "
+        "run by its Generator")
+
+FP32 = DecoderVariant(
+    name="onnx-genai-fp32", engine="onnxruntime", weights="fp32", promise=Promise.FLOAT,
+    build=build_fp32, load=GenaiDecoderSession, packages=PACKAGES, how=f"float32, {_HOW}",
+)
+INT4 = DecoderVariant(
+    name="onnx-genai-int4", engine="onnxruntime", weights="int4", promise=Promise.QUANTIZED,
+    build=build_int4, load=GenaiDecoderSession, packages=PACKAGES, groups=(128, 64, 32, 16), groups_pad=True,
+    how=f"MatMulNBits int4 (symmetric, block {BLOCK}, lm_head too), activations int8 in the matmuls (accuracy "
+        f"level 4, the builder's CPU default), {_HOW}",
+)
+INT4_FP32_ACCURACY = DecoderVariant(
+    name="onnx-genai-int4-fp32act", engine="onnxruntime", weights="int4", promise=Promise.QUANTIZED,
+    build=build_int4_fp32_accuracy, load=GenaiDecoderSession, packages=PACKAGES, groups=(128, 64, 32, 16),
+    groups_pad=True,
+    how=f"MatMulNBits int4 (symmetric, block {BLOCK}, lm_head too), activations float32 (accuracy level 1), {_HOW}",
+)

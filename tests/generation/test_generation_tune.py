@@ -77,7 +77,7 @@ def test_tune_picks_a_decoder_file_within_the_budget(run_cli_process, tmp_path):
     tried = [s["name"] for s in report["tune"]["steps"]]
     # every ONNX Runtime file: the float ones, and each int4 ladder's first rung - g128 is within a 50% budget, so
     # the finer groups are not built
-    assert sorted(tried) == ["onnx-fp32", "onnx-genai-fp32", "onnx-genai-int4-fp32act@g128", "onnx-genai-int4@g128",
+    assert sorted(tried) == ["onnx-fp32", "onnx-genai-fp32", "onnx-genai-int4-mixed@g128", "onnx-genai-int4@g128",
                              "onnx-int4@g128"]
     winner = report["tune"]["winner"]
     assert winner in tried and f"winner: {winner}" in stdout

@@ -1,7 +1,7 @@
 """The onnxruntime-genai decoder variants beyond the contract every decoder meets (tests/contract/test_decoders.py):
-the builder's graph really is ONNX Runtime's generation graph (GroupQueryAttention, MatMulNBits at the accuracy level
-each variant names, far fewer nodes than the torch.onnx export), and a model the builder does not know is refused
-in one line with its reason."""
+the builder's graph really is ONNX Runtime's generation graph (GroupQueryAttention, MatMulNBits, far fewer nodes than
+the torch.onnx export), the mixed file keeps its head in int8 where the default has it in int4, and a model the
+builder does not know is refused in one line with its reason."""
 
 from __future__ import annotations
 
@@ -22,14 +22,17 @@ def _ops(folder):
     return model, collections.Counter(node.op_type for node in model.graph.node)
 
 
-@pytest.mark.parametrize("name, level", [("onnx-genai-int4", 4), ("onnx-genai-int4-fp32act", 1)])
-def test_the_builder_writes_grouped_query_attention_and_the_named_accuracy_level(decoder_file, name, level):
+def _bits(model, node_name_part):
+    return {a.i for n in model.graph.node if n.op_type == "MatMulNBits" and node_name_part in n.name
+            for a in n.attribute if a.name == "bits"}
+
+
+@pytest.mark.parametrize("name, head_bits", [("onnx-genai-int4", {4}), ("onnx-genai-int4-mixed", {8})])
+def test_the_builder_writes_grouped_query_attention_and_the_named_head_width(decoder_file, name, head_bits):
     _, folder = decoder_file(name)
     model, ops = _ops(folder)
     assert ops["GroupQueryAttention"] == 2 and ops["MatMulNBits"] >= 2 * 4 + 1  # qkv, o, gate/up, down; lm_head
-    levels = {a.i for n in model.graph.node if n.op_type == "MatMulNBits" for a in n.attribute
-              if a.name == "accuracy_level"}
-    assert levels == {level}
+    assert _bits(model, "lm_head") == head_bits
     _, exported = decoder_file("onnx-int4")
     assert sum(ops.values()) < sum(_ops_of_file(exported).values()) / 2  # the generation graph, not the export
 

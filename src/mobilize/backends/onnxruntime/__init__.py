@@ -19,7 +19,7 @@ BACKENDS.register("onnxruntime")(Backend(
     tune={"onnxruntime": "tune_route:ROUTE"},
     file_plans={"onnx": "onnx-file"},
     decoders={"onnx-fp32": "decoder:FP32", "onnx-int4": "decoder:INT4", "onnx-genai-fp32": "genai:FP32",
-              "onnx-genai-int4": "genai:INT4", "onnx-genai-int4-fp32act": "genai:INT4_FP32_ACCURACY"},
+              "onnx-genai-int4": "genai:INT4", "onnx-genai-int4-mixed": "genai:INT4_MIXED"},
     conv_fused_activations=("relu", "relu6", "hardtanh", "sigmoid", "tanh", "leaky_relu", "hardsigmoid"),
     noise=("[E:onnxruntime:", "[W:onnxruntime:"),  # a failed session's reason also reaches its exception
     tools={"lint_timing": "lint_timing:measure_time", "bind_inputs": "bound:bind_inputs"},

@@ -1,0 +1,115 @@
+"""Decoders of a real phone-class size, where decode time is the weights streamed from memory: Qwen2.5-0.5B's
+architecture (24 layers, hidden 896, 14 heads / 2 KV heads, vocabulary 151,936, tied embeddings) with random
+weights, saved as a transformers folder with a small byte-level tokenizer, then ``mobilize compare`` on it with the
+int4 files of each engine - llama.cpp's Q4_K_M and Q4_0 (its own converter and quantizer), onnxruntime-genai's
+builder file, mobilize's ExecuTorch 8da4w and ONNX Runtime int4 - timed in one interleaved run.
+
+Random weights: the verdicts are VACUOUS (nothing to be faithful to) and only the times count; quality is judged on
+the trained zoo:tiny_lm (benchmarks/llm.py).  Each file's percentage of the DRAM bound is its tokens/s over the
+memory bandwidth measured in the same run on the decode's threads divided by the bytes one token reads.
+
+    .venv/bin/python benchmarks/llm_shapes.py [--threads 2] [--rounds 5] [--prompt 128] [--gen 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+QWEN25_05B = dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                  num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=32768, rope_theta=1000000.0,
+                  tie_word_embeddings=True, rms_norm_eps=1e-6, bos_token_id=0, eos_token_id=1)
+VARIANTS = ("eager-fp32", "executorch-8da4w", "onnx-int4", "onnx-genai-int4", "llamacpp-q4_0", "llamacpp-q4_k_m")
+
+
+def byte_tokenizer(folder: Path) -> None:
+    """GPT-2's byte-level BPE over the 256 bytes and a few merges (llama.cpp's converter needs a tokenizer and
+    libllama a merge list); the model's other ids have no text."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    chars, extra = {}, 0
+    for byte in range(256):
+        chars[byte] = chr(byte) if byte in printable else chr(256 + extra)
+        extra += byte not in printable
+    vocab = {chars[b]: b for b in range(256)}
+    merges = [("t", "h"), ("e", "r"), ("i", "n")]
+    vocab.update({a + b: 256 + i for i, (a, b) in enumerate(merges)})
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}))
+
+
+def main() -> None:
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from mobilize.core.target import host_cpu
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--prompt", type=int, default=128)
+    ap.add_argument("--gen", type=int, default=64)
+    ap.add_argument("--variant", action="append", help=f"default: {', '.join(VARIANTS)}")
+    args = ap.parse_args()
+    cpu = host_cpu()
+    flags = ", ".join(f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_int8") if f in cpu.flags)
+    work = Path(tempfile.mkdtemp(prefix="mobilize-llm-shapes-"))
+    folder = work / "qwen2.5-0.5b-random"
+    t0 = time.time()
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(Qwen2Config(**QWEN25_05B))
+    params = sum(p.numel() for p in model.parameters())
+    model.save_pretrained(str(folder))
+    byte_tokenizer(folder)
+    del model
+    print(f"CPU: {cpu.model} ({flags}); {time.strftime('%Y-%m-%d')}; Qwen2.5-0.5B shape, random weights, "
+          f"{params / 1e6:.0f}M parameters, saved in {time.time() - t0:.0f} s; prompt {args.prompt}, decode "
+          f"{args.gen}, {args.threads} thread(s), {args.rounds} interleaved rounds")
+    out = work / "compare"
+    argv = [sys.executable, "-m", "mobilize", "compare", str(folder), "--task", "generation", "--threads",
+            str(args.threads), "--prompt-len", str(args.prompt), "--gen-len", str(args.gen), "--eval-len", "32",
+            "--rounds", str(args.rounds), "-o", str(out),
+            *[a for v in (args.variant or VARIANTS) for a in ("--variant", v)]]
+    t0 = time.time()
+    done = subprocess.run(argv, capture_output=True, text=True)
+    print(f"compare: exit {done.returncode} in {time.time() - t0:.0f} s (builds, checks, timing)")
+    if not (out / "report.json").is_file():
+        sys.exit(done.stderr[-3000:])
+    report = json.loads((out / "report.json").read_text())
+    print(f"{'file':<20} {'outcome':<11} {'MB':>7} {'build s':>8} {'ms/tok':>7} {'tok/s':>6} {'TTFT ms':>8} "
+          f"{'read/tok MB':>11} {'bound tok/s':>11} {'% bound':>7} {'RSS MB':>7}")
+    for v in report["variants"]:
+        t = v.get("tokens") or {}
+
+        def cell(key: str, fmt: str, width: int) -> str:
+            return format(t[key], fmt).rjust(width) if t.get(key) is not None else "-".rjust(width)
+
+        print(f"{v['name']:<20} {v['outcome']:<11} {(v.get('size_bytes') or 0) / 1e6:7.0f} "
+              f"{(v.get('build_s') or 0):8.0f} {cell('decode_ms_per_token_p50', '.2f', 7)} "
+              f"{cell('decode_tokens_per_s', '.1f', 6)} {cell('ttft_ms_p50', '.0f', 8)} "
+              f"{(t.get('bytes_per_token') or 0) / 1e6:11.1f} {cell('bound_tokens_per_s', '.1f', 11)} "
+              f"{cell('percent_of_bound', '.0f', 7)} {cell('check_peak_rss_mb', '.0f', 7)}")
+    bandwidth = (report.get("generation") or {}).get("bandwidth") or {}
+    print(f"bandwidth: {bandwidth.get('gb_per_s', float('nan')):.1f} GB/s on {args.threads} thread(s) "
+          f"({bandwidth.get('how', '')})")
+    sys.path.insert(0, str(Path(__file__).parent))
+    from llm import ratio
+
+    pick = (report.get("recommended") or {}).get("name")
+    print(f"pick: {pick}")
+    for peer in ("llamacpp-q4_k_m", "onnx-genai-int4"):
+        print("  " + ratio(report, pick or "executorch-8da4w", peer))
+    print(f"report: {out / 'report.json'}")
+
+
+if __name__ == "__main__":
+    main()

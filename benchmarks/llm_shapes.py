@@ -104,10 +104,15 @@ def main() -> None:
     sys.path.insert(0, str(Path(__file__).parent))
     from llm import ratio
 
-    pick = (report.get("recommended") or {}).get("name")
-    print(f"pick: {pick}")
-    for peer in ("llamacpp-q4_k_m", "onnx-genai-int4"):
-        print("  " + ratio(report, pick or "executorch-8da4w", peer))
+    timed = [v["name"] for v in report["variants"] if (v.get("tokens") or {}).get("decode_ms_per_token_p50")]
+    print("decode time per token against llama.cpp's Q4_K_M, paired rounds of this run (random weights: no pick, "
+          "every verdict VACUOUS):")
+    for name in timed:
+        if name != "llamacpp-q4_k_m":
+            print("  " + ratio(report, name, "llamacpp-q4_k_m"))
+    for v in report["variants"]:
+        if v["outcome"] in ("UNSUPPORTED", "EXPORT_FAIL", "LOAD_FAIL", "FAIL"):
+            print(f"  {v['name']}: {v['outcome']}: {' '.join(v.get('notes') or [])[:240]}")
     print(f"report: {out / 'report.json'}")
 
 

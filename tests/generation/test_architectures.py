@@ -281,8 +281,9 @@ def trained(tmp_path_factory) -> tuple[dict[str, Path], Path]:
 
 SWEEP = {
     "gpt2": ["eager-fp32", "onnx-fp32", "executorch-8da4w", "litert-fp32"],
-    "qwen2": ["eager-fp32", "onnx-fp32", "litert-fp32", "litert-int4", "openvino-int4"],
-    "phi3": ["eager-fp32", "onnx-fp32", "executorch-fp32", "openvino-int8"],
+    "qwen2": ["eager-fp32", "onnx-fp32", "litert-fp32", "litert-int4", "openvino-int4", "onnx-genai-int4",
+              "llamacpp-q4_k_m"],
+    "phi3": ["eager-fp32", "onnx-fp32", "executorch-fp32", "openvino-int8", "onnx-genai-fp32"],
     "mistral": ["eager-fp32", "onnx-fp32", "openvino-fp32", "executorch-fp32", "litert-fp32"],
     "gemma2": ["eager-fp32", "onnx-fp32", "onnx-int4", "eager-int8wo", "executorch-8da4w"],
     "gemma3": ["eager-fp32", "onnx-fp32", "openvino-fp32"],
@@ -324,3 +325,36 @@ def test_compare_builds_or_refuses_every_architecture(name, trained, run_cli_pro
             assert t["continuation_match_tokens"] == [t["continuation_tokens"]] * len(t["continuation_match_tokens"])
         else:
             assert v["outcome"] in ("OK", "OVER_BUDGET"), (variant, v["outcome"], v["notes"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ARCHITECTURES)
+@pytest.mark.parametrize("variant", ["llamacpp-q8_0", "onnx-genai-fp32"])
+def test_the_peers_tools_build_each_architecture_or_refuse_in_one_line(name, variant, random_folders, tmp_path):
+    """llama.cpp's converter and onnxruntime-genai's builder on every architecture (with a byte-level tokenizer
+    beside it): a file that runs, or UnsupportedByEngineError in one line with the tool's own reason."""
+    import shutil
+
+    from mobilize.core.errors import UnsupportedByEngineError
+    from mobilize.generation.plan import generation_variants, unavailable
+    from tests.decoder_files import save_byte_tokenizer
+
+    [v] = generation_variants([variant])
+    if unavailable(v):
+        pytest.skip(f"{variant}: {unavailable(v)}")
+    folder = tmp_path / name
+    shutil.copytree(random_folders[name], folder)
+    save_byte_tokenizer(folder)
+    try:
+        path = v.build_file(folder, tmp_path / "out")
+    except UnsupportedByEngineError as refused:
+        assert "\n" not in str(refused) and "\x1b" not in str(refused), str(refused)
+        return
+    ids = [int(t) for t in np.random.default_rng(1).integers(3, 120, 20)]
+    session = v.load(path, 1, 32)
+    try:
+        logits = session.prefill(ids[:12])
+        steps = np.stack([session.decode(t) for t in ids[12:]])
+    finally:
+        session.close()
+    assert np.isfinite(logits).all() and np.isfinite(steps).all() and steps.shape[-1] >= 120

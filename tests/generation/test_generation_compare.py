@@ -203,3 +203,22 @@ def test_compare_measures_perplexity_on_the_users_text_and_says_so(run_cli_proce
     report = json.loads((out / "report.json").read_text())
     assert "of your text" in report["generation"]["held_out"] and str(text) in report["generation"]["held_out"]
     assert report["generation"]["eval_tokens"] == 64
+
+
+@pytest.mark.parametrize("name", ["llamacpp-q4_k_m", "onnx-genai-int4-mixed"])
+def test_the_peers_files_are_packages_that_optimize_builds_and_generate_runs(run_cli_process, tmp_path, name):
+    """The files the peers' own tools build (llama.cpp's GGUF, onnxruntime-genai's model folder) are built and
+    judged by optimize like mobilize's own, and run by generate from their package."""
+    from mobilize.generation.plan import generation_variants, unavailable
+
+    why = unavailable(generation_variants([name])[0])
+    if why:
+        pytest.skip(f"{name}: {why}")
+    out = tmp_path / "opt"
+    code, stdout, err = run_cli_process("optimize", "zoo:tiny_lm", "--recipe", name, "-o", out)
+    assert code == 0 and "(rule budget-ppl-increase)" in stdout, err[-2000:]
+    prompt = "import os\n\n\ndef "
+    code, stdout, err = _mobilize("generate", out / "artifacts" / name, "--prompt", prompt, "--max-new-tokens", "12",
+                                  "--threads", "1")
+    assert code == 0 and stdout.startswith(prompt) and len(stdout) > len(prompt) + 4, err[-2000:]
+    assert f"({name}, " in err and "tokens/s" in err

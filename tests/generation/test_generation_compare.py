@@ -205,6 +205,7 @@ def test_compare_measures_perplexity_on_the_users_text_and_says_so(run_cli_proce
     assert report["generation"]["eval_tokens"] == 64
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["llamacpp-q4_k_m", "onnx-genai-int4-mixed"])
 def test_the_peers_files_are_packages_that_optimize_builds_and_generate_runs(run_cli_process, tmp_path, name):
     """The files the peers' own tools build (llama.cpp's GGUF, onnxruntime-genai's model folder) are built and

@@ -5,7 +5,7 @@ Nothing outside a backend imports its modules: exporters and runtimes are found 
 the native runners ask the lookups in :mod:`mobilize.core.backend`.  Adding an engine is one new folder.
 
     >>> sorted(BACKENDS.names())
-    ['eager', 'executorch', 'litert', 'nnapi', 'onnxruntime', 'openvino', 'torchscript']
+    ['eager', 'executorch', 'litert', 'llamacpp', 'nnapi', 'onnxruntime', 'openvino', 'torchscript']
     >>> format_for_suffix(".pte"), default_runtime("onnx")
     ('executorch', 'onnxruntime')
 """

@@ -18,8 +18,7 @@ from typing import Iterable
 
 from mobilize.core.errors import BackendUnavailableError
 
-PIP_NAMES = {"sklearn": "scikit-learn", "PIL": "Pillow", "cv2": "opencv-python", "yaml": "PyYAML",
-             "llama_cpp": "llama-cpp-python"}
+PIP_NAMES = {"sklearn": "scikit-learn", "PIL": "Pillow", "cv2": "opencv-python", "yaml": "PyYAML"}
 """Import names whose distribution is called something else (any other: the import name, ``_`` as ``-``)."""
 
 

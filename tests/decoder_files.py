@@ -40,8 +40,9 @@ def tiny_llama(tmp_path_factory):
     return path
 
 
-def save_byte_tokenizer(folder: Any) -> None:
-    """A byte-level BPE tokenizer of the bytes below 120 and 8 merges (GPT-2's byte-to-character map and split),
+def save_byte_tokenizer(folder: Any, vocab_size: int = VOCAB, eos_id: int | None = None) -> None:
+    """A byte-level BPE tokenizer of ``vocab_size`` ids: the lowest bytes and 8 merges (GPT-2's byte-to-character map
+    and split),
     saved beside a model as ``tokenizer.json`` + ``tokenizer_config.json``: an engine whose file carries the
     tokenizer (llama.cpp's GGUF) needs one to build."""
     import json
@@ -54,13 +55,16 @@ def save_byte_tokenizer(folder: Any) -> None:
         chars[byte] = chr(byte) if byte in printable else chr(256 + extra)
         extra += byte not in printable
     pairs = [("a", "b"), ("c", "d"), ("e", "f"), ("g", "h"), ("i", "j"), ("k", "l"), ("m", "n"), ("o", "p")]
-    vocab = {chars[b]: b for b in range(VOCAB - len(pairs))}  # the bytes below 120, then 8 merged pairs
-    vocab.update({a + b: VOCAB - len(pairs) + i for i, (a, b) in enumerate(pairs)})
+    vocab = {chars[b]: b for b in range(vocab_size - len(pairs))}  # the lowest bytes, then 8 merged pairs
+    vocab.update({a + b: vocab_size - len(pairs) + i for i, (a, b) in enumerate(pairs)})
     tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=pairs))  # llama.cpp's BPE vocabulary needs merges
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.save(str(folder / "tokenizer.json"))
-    (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}))
+    config = {"tokenizer_class": "PreTrainedTokenizerFast"}
+    if eos_id is not None:  # the model's end token, named by the tokenizer too (GenAI's config takes both)
+        config["eos_token"] = chars[eos_id]
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
 
 
 @pytest.fixture(scope="session")

@@ -292,7 +292,9 @@ SWEEP = {
 somewhere, and the refusals (LiteRT: Llama, Mistral and Qwen2 only, no sliding window; ExecuTorch: no sliding
 window, no soft-capping)."""
 REFUSED = {("gpt2", "litert-fp32"), ("mistral", "executorch-fp32"), ("mistral", "litert-fp32"),
-           ("gemma2", "executorch-8da4w")}
+           ("gemma2", "executorch-8da4w"),
+           ("qwen2", "llamacpp-q4_k_m"),  # a character BPE: llama.cpp's converter takes byte-level or SentencePiece
+           ("phi3", "onnx-genai-fp32")}  # the builder fails on this small Phi3 (KeyError 'multi_cache')
 
 
 @pytest.mark.slow

@@ -64,7 +64,22 @@ def build(folder: Path, out_dir: Path, precision: str, extra: dict[str, Any] | N
     if done.returncode != 0 or not (out / "model.onnx").is_file():
         raise UnsupportedByEngineError(f"onnxruntime-genai's model builder cannot take this model: "
                                        f"{_reason(done.stderr + done.stdout)}")
+    _drop_end_ids_past_the_vocabulary(out / CONFIG)
     return out
+
+
+def _drop_end_ids_past_the_vocabulary(path: Path) -> None:
+    """The builder adds the tokenizer's end token to the model's end ids; a tokenizer that names none gave an id
+    past the vocabulary (its size), which the Generator refuses at load ("eos_token_id (192) must be in range").
+    Such ids are dropped from genai_config.json; the model's own end ids stay."""
+    config = json.loads(path.read_text())
+    model = config["model"]
+    ids = model.get("eos_token_id")
+    vocab = int(model.get("vocab_size") or 0)
+    if isinstance(ids, list) and vocab and any(int(i) >= vocab for i in ids):
+        kept = [int(i) for i in ids if int(i) < vocab]
+        model["eos_token_id"] = kept if len(kept) != 1 else kept[0]
+        path.write_text(json.dumps(config, indent=4))
 
 
 def build_fp32(folder: Path, out_dir: Path) -> Path:

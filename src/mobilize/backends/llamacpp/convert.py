@@ -66,7 +66,11 @@ def convert(folder: Path, out: Path, outtype: str, timeout_s: float | None = Non
     done = subprocess.run([sys.executable, "-m", "mobilize.backends.llamacpp.convert", str(folder), str(out), outtype],
                           capture_output=True, text=True, timeout=timeout_s)
     if done.returncode != 0 or not out.is_file():
-        raise UnsupportedByEngineError(f"llama.cpp's converter cannot take this model: {reason(done.stderr)}")
+        why = reason(done.stderr)
+        if "tokenizer.model" in why and not (folder / "tokenizer.model").is_file():  # its last fallback, SentencePiece
+            why = (f"it does not recognise the tokenizer (a BPE it knows by a hash of its ids or a byte-level one with "
+                   f"GPT-2's split, else a SentencePiece tokenizer.model): {why}")
+        raise UnsupportedByEngineError(f"llama.cpp's converter cannot take this model: {why}")
     return out
 
 

@@ -94,10 +94,11 @@ def _not_causal(tmp_path: Path) -> dict[str, tuple[Path, str]]:
             "unknown": (tmp_path / "unknown", "does not know model_type 'frobnik'")}
 
 
-@pytest.mark.parametrize("command", [["compare"], ["compare", "--task", "generation"], ["bench", "--task", "generation"]])
+@pytest.mark.parametrize("command", [["compare"], ["compare", "--task", "generation"], ["bench", "--task", "generation"],
+                                     ["lint"]])
 def test_a_folder_that_is_no_causal_lm_is_refused_in_one_line(run_cli, tmp_path, command):
     """Refused from its config.json before anything loads (a BertModel was loaded as BertLMHeadModel with an
-    untrained head and timed, exit 0)."""
+    untrained head and timed, exit 0; outside the generation task - lint - it still was)."""
     for folder, fragment in _not_causal(tmp_path).values():
         out = ["-o", tmp_path / "o"] if command[0] == "compare" else []
         code, _, err = run_cli(command[0], folder, *command[1:], *out)

@@ -187,11 +187,9 @@ def _resolve_model_folder(path: Path, reference: str) -> ModelSource:
     """A saved transformers causal LM as a one-tensor module (token ids in, logits out); ``.lm`` is the model."""
     import torch
 
-    with translate_errors(UnsupportedModelError, f"loading the transformers model in {path}",
-                          message=lambda exc: f"loading the transformers model in {path} failed: {headline(exc)}"):
-        from transformers import AutoModelForCausalLM
+    from mobilize.lowering.causal_lm import load_causal_lm
 
-        lm = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32).eval()
+    lm = load_causal_lm(path)  # the generation task's one load: not a causal LM, a head missing - one line each
 
     class CausalLM(torch.nn.Module):
         def __init__(self):

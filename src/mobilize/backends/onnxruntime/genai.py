@@ -108,7 +108,11 @@ class GenaiDecoderSession(CachedDecoderSession):
         folder = self.path if self.path.is_dir() else self.path.parent
         if not (folder / CONFIG).is_file():
             raise UnsupportedModelError(f"{self.path} is not an onnxruntime-genai model folder (no {CONFIG})")
-        context = json.loads((folder / CONFIG).read_text())["model"].get("context_length")
+        try:
+            context = json.loads((folder / CONFIG).read_text())["model"].get("context_length")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise UnsupportedModelError(f"{folder / CONFIG} cannot be read as onnxruntime-genai's config: "
+                                        f"{headline(exc)[:200]}") from None
         if context and max_len > int(context):
             raise ConfigError(f"{folder.name} was built for {context} tokens, not {max_len}",
                               hint=f"keep the prompt and the tokens generated under {context}")

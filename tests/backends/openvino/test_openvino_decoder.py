@@ -1,6 +1,8 @@
 """The OpenVINO decoder variants beyond the contract every decoder meets (tests/contract/test_decoders.py): the
 weight types each promises (float32 saved as float32; NNCF int8; int4 with the embedding and lm_head int8), int8
-keeping the float model's greedy tokens, and a cache longer than converted refused."""
+keeping the float model's greedy tokens, a cache longer than converted refused, and the stateful form: the cache held
+in the plugin's variables with attention fused onto it (what made decode 4-5x faster), a float file's cache kept f32,
+and an IR saved in the earlier past/present form still loaded (made stateful) with the same logits."""
 
 from __future__ import annotations
 
@@ -53,3 +55,56 @@ def test_openvino_int8_keeps_the_greedy_tokens_and_fp32_its_cache_length(decoder
     assert path.name == "model-fp32.xml"
     with pytest.raises(ConfigError, match="converted for 64 tokens"):
         FP32.load(path, 1, 2 * MAX_LEN)
+
+
+def _runtime_layers(session):
+    return collections.Counter(op.get_rt_info()["layerType"].astype(str)
+                               for op in session.compiled.get_runtime_model().get_ops())
+
+
+def test_openvino_files_are_stateful_with_attention_fused_onto_the_cache(decoder_file, tiny_llama):
+    import openvino as ov
+
+    from mobilize.backends.openvino.decoder import INT4
+
+    _, path = decoder_file("openvino-fp32")
+    model = ov.Core().read_model(str(path))
+    assert sorted(port.get_any_name() for port in model.inputs) == ["beam_idx", "input_ids"]
+    assert [port.get_any_name() for port in model.outputs] == ["logits"]
+    assert sum(op.get_type_name() == "ReadValue" for op in model.get_ops()) == 2 * 2  # K and V of 2 layers
+    session = FP32.load(path, 1, MAX_LEN)
+    try:
+        layers = _runtime_layers(session)
+        # fused: one attention node per layer appending to the plugin's cache (decomposed, it is MatMul + Softmax)
+        assert layers["ScaledDotProductAttention"] == 2 and "Softmax" not in layers
+        assert session.compiled.get_property("KV_CACHE_PRECISION").get_type_name() == "f32"  # a float file stays float
+        assert session.notes == []
+    finally:
+        session.close()
+    _, path = decoder_file("openvino-int4")
+    session = INT4.load(path, 1, MAX_LEN)
+    try:
+        assert any("the CPU plugin's defaults for compressed weights: KV cache" in note for note in session.notes)
+    finally:
+        session.close()
+
+
+def test_a_past_present_ir_still_loads_and_matches_the_stateful_file(decoder_file, tiny_llama, tmp_path):
+    import openvino as ov
+
+    from mobilize.backends.openvino.decoder import convert_past_kv
+
+    _, path = decoder_file("openvino-fp32")
+    old = tmp_path / "old.xml"
+    ov.save_model(convert_past_kv(tiny_llama), str(old), compress_to_fp16=False)  # the earlier files' form
+    assert any(port.get_any_name() == "past_key_0" for port in ov.Core().read_model(str(old)).inputs)
+    logits = []
+    for file in (path, old):
+        session = FP32.load(file, 1, MAX_LEN)
+        try:
+            steps = [session.prefill(PROMPT)[-1]]
+            steps += [session.decode(int(steps[-1].argmax())) for _ in range(4)]
+            logits.append(np.stack(steps))
+        finally:
+            session.close()
+    np.testing.assert_allclose(logits[0], logits[1], atol=1e-4)

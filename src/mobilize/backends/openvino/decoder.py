@@ -1,17 +1,26 @@
 """OpenVINO decoders: a transformers causal LM converted straight from PyTorch by ``ov.convert_model`` with its KV
-cache as explicit inputs and outputs (``past_key_i``/``past_value_i`` in, ``present_*`` out, the sequence and past
-lengths dynamic), saved as IR with float32 weights (``openvino-fp32``) or with NNCF's data-free weight compression:
-int8 asymmetric per channel (``openvino-int8``) or int4 symmetric group 32 (``openvino-int4``); run on the CPU plugin
-compiled for latency with the session's threads and f32 inference precision.
+cache as explicit inputs and outputs, then made **stateful** the way optimum-intel's exporter does it (a ``beam_idx``
+input gathering each cache, OpenVINO's MakeStateful transformation turning each past/present pair into a
+ReadValue/Assign variable, each variable starting empty), saved as IR with float32 weights (``openvino-fp32``) or with
+NNCF's data-free weight compression: int8 asymmetric per channel (``openvino-int8``) or int4 symmetric group 32
+(``openvino-int4``); run on the CPU plugin compiled for latency with the session's threads and f32 inference precision.
 
     >>> FP32.name, INT8.weights, INT4.promise
     ('openvino-fp32', 'int8', <Promise.QUANTIZED: 'quantized'>)
 
-Converting from PyTorch rather than from the ONNX file gave a faster decode (0.58 against 1.5-2.5 ms/token on a
-tiny Llama, one thread).  The precision is pinned to f32 (also in the IR's ``runtime_options``): on CPUs with AMX or
-AVX512-BF16 OpenVINO's default is bf16.  What the plugin really computes in is in the session's ``notes`` when it is
-not f32.  The IR records the longest sequence it was converted for (``rt_info/mobilize/max_len``, the model's
-``max_position_embeddings``).
+Why stateful: with the cache as inputs and outputs every decode step changed the shapes of the whole graph, so the CPU
+plugin re-ran shape inference and kernel preparation each call (3.7 ms wall for 1.6 ms of kernels on zoo:tiny_lm) and
+decomposed attention into MatMul/Softmax over a copied cache.  A stateful IR whose caches are read through
+``beam_idx``'s Gather is the pattern the CPU plugin's StatefulSDPAFusion matches: attention becomes one
+ScaledDotProductAttentionWithKVCache node appending to a cache the plugin owns, and only the new token's shape
+changes (zoo:tiny_lm int4, one thread: 2.3-2.9 -> 0.55-0.6 ms/token).  An IR saved with the cache as inputs and outputs
+(this module's earlier files) is made stateful when loaded.
+
+Precision: the float variant pins f32 everywhere (inference, KV cache, no dynamic activation quantization: on CPUs with
+AMX or AVX512-BF16 OpenVINO's default is bf16, and its KV cache default is u8).  The compressed variants keep the CPU
+plugin's own defaults for compressed weights - what OpenVINO GenAI runs - and the session's ``notes`` say what they are
+on this CPU (here: a u8 KV cache, activations quantized to int8 in groups of 32 on the fly).  The IR records the
+longest sequence it was converted for (``rt_info/mobilize/max_len``, the model's ``max_position_embeddings``).
 """
 
 from __future__ import annotations
@@ -60,6 +69,37 @@ def convert_past_kv(folder: Path) -> Any:
     return converted
 
 
+def make_stateful(model: Any) -> Any:
+    """The past/present IR with its caches hidden as variables (in place; returned): optimum-intel's recipe
+    (``fuse_cache_reorder``, ``make_stateful``, ``build_state_initializer`` in optimum/exporters/openvino/stateful.py),
+    written here because optimum-intel pins another transformers and is not a dependency.  Inputs become
+    ``input_ids`` and ``beam_idx`` ([0] for one sequence); the output is ``logits``."""
+    import numpy as np
+    import openvino as ov
+    from openvino import opset13
+    from openvino._offline_transformations import apply_make_stateful_transformation
+
+    pasts = [port for port in model.inputs if port.get_any_name().startswith("past_")]
+    presents = [port for port in model.outputs if port.get_any_name().startswith("present_")]
+    beam = opset13.parameter(name="beam_idx", dtype=ov.Type.i32, shape=ov.PartialShape([1]))
+    beam.output(0).get_tensor().set_names({"beam_idx"})
+    model.add_parameters([beam])
+    for port in pasts:  # the Gather is what the CPU plugin's fusion pattern starts from
+        consumers = port.get_target_inputs()
+        gather = opset13.gather(port, beam, opset13.constant(0))
+        for consumer in consumers:
+            consumer.replace_source_output(gather.output(0))
+    model.validate_nodes_and_infer_types()
+    apply_make_stateful_transformation(model, {p.get_any_name(): o.get_any_name() for p, o in zip(pasts, presents)})
+    for op in model.get_ops():  # each variable starts as an empty cache (batch 1, 0 positions)
+        if op.get_type_name() == "ReadValue":
+            dims = [dim.get_min_length() for dim in op.get_output_partial_shape(0)]
+            op.set_arguments([opset13.broadcast(opset13.constant(0.0, dtype=op.get_output_element_type(0)),
+                                                opset13.constant(np.array(dims, np.int64)))])
+    model.validate_nodes_and_infer_types()
+    return model
+
+
 def compress(model: Any, mode: str, group: int = GROUP) -> Any:
     """NNCF data-free weight compression: ``int8`` (INT8_ASYM, per output channel) or ``int4`` (INT4_SYM, group
     ``group``, every linear it may take: NNCF keeps the embedding and the last linear in int8)."""
@@ -84,6 +124,7 @@ def _build(folder: Path, out_dir: Path, mode: str, group: int = GROUP) -> Path:
     model = convert_past_kv(Path(folder))
     if mode != "fp32":
         model = compress(model, mode, group)
+    make_stateful(model)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     xml = out / f"model-{mode}{f'-g{group}' if mode == 'int4' else ''}.xml"
@@ -103,8 +144,22 @@ def build_int4(folder: Path, out_dir: Path, group: int = GROUP) -> Path:
     return _build(folder, out_dir, "int4", group)
 
 
+def _compressed(model: Any) -> bool:
+    """Whether the IR's weights are stored compressed (integer constants of at least 32 x 32 elements)."""
+    import numpy as np
+
+    return any(op.get_type_name() == "Constant" and op.get_element_type().get_type_name() in ("i4", "u4", "i8", "u8", "nf4")
+               and np.prod(op.get_output_shape(0)) >= 32 * 32 for op in model.get_ops())
+
+
+def _property(compiled: Any, key: str) -> str:
+    value = compiled.get_property(key)
+    return value.get_type_name() if hasattr(value, "get_type_name") else str(value)
+
+
 class OpenVinoDecoderSession(CachedDecoderSession):
-    """A past/present decoder IR compiled on the CPU plugin: one stream, LATENCY hint, ``threads`` threads, f32."""
+    """A stateful decoder IR compiled on the CPU plugin: one stream, LATENCY hint, ``threads`` threads, f32 compute; the
+    cache lives in the request's variables (emptied by ``reset_state`` at each prefill)."""
 
     def __init__(self, path: Path, threads: int, max_len: int):
         import numpy as np
@@ -118,6 +173,12 @@ class OpenVinoDecoderSession(CachedDecoderSession):
         what = f"OpenVINO could not load {self.path}"
         with translate_errors(UnsupportedModelError, what, message=lambda exc: f"{what}: {headline(exc)[:300]}"):
             model = core.read_model(str(self.path))
+            names = {name for port in model.inputs for name in port.get_names()}
+            if "beam_idx" not in names:  # a past/present IR (saved before the files were made stateful)
+                make_stateful(model)
+            compressed = _compressed(model)
+            if not compressed:  # a float file stays float: the plugin's default KV cache is u8
+                config.update({"KV_CACHE_PRECISION": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": 0})
             self.compiled = core.compile_model(model, "CPU", config)
         if model.has_rt_info(MAX_LEN_KEY):
             built = int(model.get_rt_info(MAX_LEN_KEY).astype(str))
@@ -127,32 +188,34 @@ class OpenVinoDecoderSession(CachedDecoderSession):
         self.max_len = max_len
         self.threads = threads
         self.notes: list[str] = []
-        computes_in = self.compiled.get_property("INFERENCE_PRECISION_HINT")
-        computes_in = computes_in.get_type_name() if hasattr(computes_in, "get_type_name") else str(computes_in)
+        computes_in = _property(self.compiled, "INFERENCE_PRECISION_HINT")
         if computes_in not in ("f32", "float32"):
             self.notes.append(f"openvino: asked for f32 inference; the CPU plugin computes in {computes_in}")
+        if compressed:
+            kv, group = _property(self.compiled, "KV_CACHE_PRECISION"), _property(self.compiled, "DYNAMIC_QUANTIZATION_GROUP_SIZE")
+            self.notes.append(
+                f"openvino: the CPU plugin's defaults for compressed weights: KV cache {kv}, "
+                + (f"activations quantized to int8 on the fly in groups of {group}" if group not in ("0", "") else
+                   "activations kept float"))
         self.request = self.compiled.create_infer_request()
-        self._empty = [np.zeros((1, p.get_partial_shape()[1].get_length(), 0, p.get_partial_shape()[3].get_length()),
-                                np.float32) for p in self.compiled.inputs[1:]]
-        self._past: list[Any] = []
+        self._beam = np.zeros(1, np.int32)
 
     def _start(self) -> None:
-        self._past = list(self._empty)
+        self.request.reset_state()
 
     def _forward(self, ids: list[int], start: int) -> Any:
         import numpy as np
 
-        results = self.request.infer([np.asarray([ids], np.int64), *self._past])
-        outs = [results[port] for port in self.compiled.outputs]
-        self._past = [np.array(o) for o in outs[1:]]  # copies: the request reuses its output buffers
-        return np.array(outs[0][0], dtype=np.float32)
+        results = self.request.infer({"input_ids": np.asarray([ids], np.int64), "beam_idx": self._beam})
+        return np.array(results[self.compiled.outputs[0]][0], dtype=np.float32)  # a copy: the request reuses it
 
     def close(self) -> None:
         self.request = self.compiled = None
-        self._past = []
 
 
-_CACHE = "ov.convert_model from PyTorch, KV cache as past/present inputs and outputs, OpenVINO CPU plugin f32"
+_CACHE = ("ov.convert_model from PyTorch, made stateful (KV cache in the plugin's variables, attention fused with it), "
+          "OpenVINO CPU plugin f32")
+_DEFAULTS = "KV cache and activation precision as the CPU plugin's defaults for compressed weights (said in the notes)"
 
 FP32 = DecoderVariant(
     name="openvino-fp32", engine="openvino", weights="fp32", promise=Promise.FLOAT,
@@ -162,11 +225,11 @@ FP32 = DecoderVariant(
 INT8 = DecoderVariant(
     name="openvino-int8", engine="openvino", weights="int8", promise=Promise.QUANTIZED,
     build=build_int8, load=OpenVinoDecoderSession, packages=QUANT_PACKAGES,
-    how=f"NNCF compress_weights INT8_ASYM (data-free, per output channel, linears and embeddings), {_CACHE}",
+    how=f"NNCF compress_weights INT8_ASYM (data-free, per output channel, linears and embeddings), {_CACHE}; {_DEFAULTS}",
 )
 INT4 = DecoderVariant(
     name="openvino-int4", engine="openvino", weights="int4", promise=Promise.QUANTIZED,
     build=build_int4, load=OpenVinoDecoderSession, packages=QUANT_PACKAGES, groups=(128, 64, 32, 16),
     how=f"NNCF compress_weights INT4_SYM (data-free, group {GROUP} (tune: 128 to 16), ratio 1.0; embeddings and lm_head int8 "
-        f"asymmetric), {_CACHE}",
+        f"asymmetric), {_CACHE}; {_DEFAULTS}",
 )

@@ -58,3 +58,32 @@ def test_threads_size_the_pool_and_a_resize_reloads(decoder_file):
     finally:
         session.close()
         _size_pool(1)
+
+
+def test_custom_attention_is_checked_on_the_float_model_and_refuses_a_wrong_one(tiny_llama, tmp_path, monkeypatch):
+    """The custom-op attention is checked against the model's own on the float model, before 8da4w (on the quantized
+    one, float rounding flips int8 activation codes: a correct attention read 0.076 off on Qwen2.5-0.5B's shape and
+    was refused); an attention that computes something else is refused in one line."""
+    import torch
+
+    from mobilize.backends.executorch import decoder_export
+    from mobilize.core.errors import UnsupportedByEngineError
+    from mobilize.lowering.decoder import load_hf_decoder
+
+    seen = []
+    real = decoder_export.check_custom_attention
+
+    def spy(model):
+        seen.append(any(type(m.weight).__name__ != "Parameter" or m.weight.dtype != torch.float32
+                        for m in model.modules() if isinstance(m, torch.nn.Linear)))
+        real(model)
+
+    monkeypatch.setattr(decoder_export, "check_custom_attention", spy)
+    monkeypatch.setattr(decoder_export, "export_program", lambda module, vocab: b"")  # the check is what is tested
+    INT4_8DA4W.build(tiny_llama, tmp_path)
+    assert seen == [False], "checked once, on float linears"
+
+    off = decoder_export._custom_sdpa
+    monkeypatch.setattr(decoder_export, "_custom_sdpa", lambda *a, **k: (off(*a, **k)[0] * 1.1, None))
+    with pytest.raises(UnsupportedByEngineError, match="does not reproduce this model's attention"):
+        real(load_hf_decoder(tiny_llama))

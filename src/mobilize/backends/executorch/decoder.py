@@ -25,7 +25,8 @@ QUANT_PACKAGES = FLOAT_PACKAGES + ("torchao",)
 
 def _build(folder: Path, out_dir: Path, quantize: bool, group: int | None = None) -> Path:
     """Load the saved model, quantize it (8da4w) when asked, and write its .pte into ``out_dir``."""
-    from mobilize.backends.executorch.decoder_export import GROUP, check_supported, program_bytes, quantize_8da4w
+    from mobilize.backends.executorch.decoder_export import GROUP, check_custom_attention, check_supported, \
+        program_bytes, quantize_8da4w
     from mobilize.lowering.decoder import conv1d_as_linear, load_hf_decoder
 
     require(QUANT_PACKAGES if quantize else FLOAT_PACKAGES, "the ExecuTorch decoder")
@@ -33,11 +34,12 @@ def _build(folder: Path, out_dir: Path, quantize: bool, group: int | None = None
     with translate_errors(UnsupportedModelError, f"ExecuTorch could not export the decoder in {folder}"):
         model = load_hf_decoder(folder)
         check_supported(model.config)  # a refusal before any quantization
+        check_custom_attention(model)  # on the float model (why: check_custom_attention)
         if quantize:
             conv1d_as_linear(model)  # GPT-2's projections are Conv1D: as linears, torchao quantizes them
             got = quantize_8da4w(model, group or GROUP)
             name = f"model-8da4w-{f'g{got}' if got else 'perchannel'}.pte"  # the file says which
-        data = program_bytes(model)
+        data = program_bytes(model, checked=True)
     out = Path(out_dir) / name
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(data)

@@ -111,6 +111,23 @@ def test_a_one_value_logit_decides_at_zero_and_flipped_decisions_are_over_budget
     assert "at 0 (a logit)" in v.reason
 
 
+def test_a_one_value_mismatch_names_its_error_and_flipped_decisions_not_a_cosine():
+    """A one-value file below the SQNR floor (MISMATCH) says what decided it in its own terms (#48 item 5): its error
+    and the decisions it flipped, in the reason and in the numbers the err % column reads - never "mean cosine"."""
+    from mobilize.report.terminal import measure_text
+
+    ref = probabilities(shape=(1, 1))
+    g = torch.Generator().manual_seed(7)
+    off = [[torch.rand(t.shape, generator=g).clamp(1e-3, 1)] for (t,) in ref]  # a fp32 file that computes noise
+    v = assess(compare_outputs(off, ref), Kind.FLOAT).verdict
+    assert v.outcome == Outcome.MISMATCH and v.rule == "float-sqnr", v.reason
+    assert "mean cosine" not in v.reason and "flipped" in v.reason and "max error" in v.reason
+    flips = v.numbers["decision_flips"]
+    assert flips > 0 and f"({flips} flipped)" in v.reason
+    column = measure_text({}, variant={"verdict": v.to_json()})
+    assert column == f"{100 * v.numbers['one_value_relative_error']:.2f}"  # the error, not a cosine of 1.0000
+
+
 # -- near-empty maps -----------------------------------------------------------------------------------
 def text_maps(n: int = 16):
     """A text detector's probability map on photos without text: one sample has a few pixels, the rest are 0."""

@@ -30,7 +30,7 @@ def judge_shape(verdict: Verdict, first: FirstOutput | None, policy: Policy = DE
     empty sample is 0): the largest error over the output's scale (rule ``budget-near-zero-map``)."""
     if first is None or verdict.outcome != Outcome.OK:
         return None
-    if first.values_per_sample == 1 and first.decision_agreement is not None:
+    if is_one_value(first):
         return _one_value(verdict, first, policy)
     if near_empty_map(first, policy):
         err = first.max_abs / first.scale
@@ -92,13 +92,13 @@ def _scale_text(first: FirstOutput) -> str:
     return "scale 1 (a probability)" if first.scale == 1.0 and first.range <= 1.0 else f"range {first.scale:.3g}"
 
 
-def _one_value(verdict: Verdict, first: FirstOutput, policy: Policy) -> Verdict:
-    """One value per sample, or per call of a stateful model's stream (rules ``budget-stream-error``,
-    ``budget-stream-decisions``, ``budget-stream``: the decisions as the model makes them, its state carried)."""
+def one_value_facts(first: FirstOutput, policy: Policy = DEFAULT_POLICY) -> tuple[dict, str]:
+    """(numbers, words) of a first output with one value per sample (or per call of a stream): its largest error over
+    the float model's largest value and its decisions at the output's threshold - what judges it, where a cosine
+    is only its sign (also in a MISMATCH verdict's reason and numbers, where the SQNR floor decided)."""
     err, agree = first.relative_error, first.decision_agreement
-    rule = "budget-stream" if first.stream_calls else "budget-one-value"
     cut = "0.5 (a probability)" if first.decision_threshold == 0.5 else f"{first.decision_threshold:g} (a logit)"
-    numbers = {**verdict.numbers, "one_value_relative_error": _num(err),
+    numbers = {"one_value_relative_error": _num(err),
                "one_value_max_relative_error": policy.one_value_max_relative_error,
                "decision_threshold": first.decision_threshold, "decision_agreement": agree,
                "decision_flips": first.decision_flips,
@@ -110,6 +110,20 @@ def _one_value(verdict: Verdict, first: FirstOutput, policy: Policy) -> Verdict:
     else:
         what = (f"one value per sample (its cosine is only its sign): max error {err:.2%} of the float model's "
                 f"largest value, decisions at {cut} agree {agree:.1%} ({first.decision_flips} flipped)")
+    return numbers, what
+
+
+def is_one_value(first: FirstOutput | None) -> bool:
+    return first is not None and first.values_per_sample == 1 and first.decision_agreement is not None
+
+
+def _one_value(verdict: Verdict, first: FirstOutput, policy: Policy) -> Verdict:
+    """One value per sample, or per call of a stateful model's stream (rules ``budget-stream-error``,
+    ``budget-stream-decisions``, ``budget-stream``: the decisions as the model makes them, its state carried)."""
+    err, agree = first.relative_error, first.decision_agreement
+    rule = "budget-stream" if first.stream_calls else "budget-one-value"
+    facts, what = one_value_facts(first, policy)
+    numbers = {**verdict.numbers, **facts}
     decision = f"{rule}-decisions" if first.stream_calls else f"{rule}-decision"
     over_error = err > policy.one_value_max_relative_error
     over_decisions = agree < policy.one_value_min_decision_agreement

@@ -195,7 +195,7 @@ def judge(c: Comparison, kind: Kind | str, policy: Policy = DEFAULT_POLICY) -> V
     rule = f"{kind}-sqnr" if floor is not None else "changed-model"
     flips = _flip_text(c) + (f"; over a stream of {c.stream['calls']} calls, the state carried" if c.stream else "")
     if floor is not None and sqnr < floor:
-        from mobilize.accuracy.shapes import judge_near_zero_floor
+        from mobilize.accuracy.shapes import is_one_value, judge_near_zero_floor, one_value_facts
 
         shaped = judge_near_zero_floor(c.first, str(kind), floor, sqnr, numbers, policy)
         if shaped is not None:  # a near-empty map: its floor is judged on the error over the output's scale
@@ -204,6 +204,9 @@ def judge(c: Comparison, kind: Kind | str, policy: Policy = DEFAULT_POLICY) -> V
                    Kind.REDUCED: "a reduced-precision float variant must stay close to the float model",
                    Kind.QUANTIZED: "a quantized variant this far off computes something else"}[kind]
         cosine = f" (mean cosine {numbers['cosine']:.4f})" if numbers["cosine"] is not None else ""
+        if is_one_value(c.first):  # its cosine is only its sign: say the error and the decisions it flipped
+            facts, what = one_value_facts(c.first, policy)
+            numbers, cosine = {**numbers, **facts}, f" ({what})"
         return Verdict(Outcome.MISMATCH, rule, f"SQNR {sqnr:.1f} dB < {floor:g} dB{cosine}: {promise} (rule {rule})"
                                                f"{flips}", numbers)
     if kind != Kind.FLOAT and c.top1_agreement is not None and c.chance_agreement is not None and c.samples >= 10:

@@ -138,7 +138,8 @@ def test_bound_inputs_are_checked_against_the_file(vad):
 
 
 def test_a_static_batch_of_two_compares_as_declared(run_cli, tmp_path):
-    """An ONNX file whose input is (2, 8): fed as declared (never forced to a batch of one) and judged row by row."""
+    """An ONNX file whose input is (2, 8): fed as declared (never forced to a batch of one), judged row by row, and its
+    times said to be per call of 2 rows."""
     import torch
 
     torch.manual_seed(0)
@@ -146,12 +147,13 @@ def test_a_static_batch_of_two_compares_as_declared(run_cli, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(model, (torch.randn(2, 8),), str(tmp_path / "b2.onnx"), input_names=["x"], dynamo=False)
-    code, _, err = run_cli("compare", tmp_path / "b2.onnx", "--variant", "ort-opt-disable", *FAST, "-o", tmp_path / "c")
+    code, out, err = run_cli("compare", tmp_path / "b2.onnx", "--variant", "ort-opt-disable", *FAST, "-o", tmp_path / "c")
     assert code == 0, err
+    assert "every time is per call of the model's fixed batch of 2 rows (a row: the time / 2)" in out
     data, got = report(tmp_path / "c")
     v = got["ort-opt-disable"]
     assert v["outcome"] == "OK" and v["verdict"]["rule"] == "float-sqnr", v["verdict"]
-    assert data["input_specs"][0]["shape"] == [2, 8]
+    assert data["input_specs"][0]["shape"] == [2, 8] and data["call_rows"] == 2
     assert data["accuracy_samples"] == 8, "4 samples of a batch of 2, judged as 8 rows"
     assert any("batch of 2 was fed whole" in n for n in v["notes"])
 

@@ -108,7 +108,7 @@ class PlanRun:
         return {
             "model": self.cfg.model, "plan": self.plan.name, "data": self.cfg.data, "threads": self.cfg.threads,
             "rounds": self.cfg.rounds, "iterations": self.cfg.iterations, "complete": self.complete,
-            "unit": self.cfg.unit,
+            "unit": self.cfg.unit, "call_rows": self._call_rows(),
             "accuracy_samples": ref.samples if ref else None, "labelled": ref.labelled if ref else None,
             "reference_variant": self.reference_name,
             "policy": self.cfg.policy.to_json(ref.task["name"] if ref and ref.task else None),
@@ -122,6 +122,14 @@ class PlanRun:
             "generation": self._generation_facts(),
             "variants": [r.to_json() for r in self.results.values()],
         }
+
+    def _call_rows(self) -> int | None:
+        """The fixed batch one timed call runs (every input's first dimension), when it is more than one row: the
+        times are per call of that many rows, the verdicts per row."""
+        from mobilize.accuracy.stream import batch_rows
+
+        rows = batch_rows(self.cfg.input_specs) if self.decoding is None else 1
+        return rows if rows > 1 else None
 
     def _generation_facts(self) -> dict[str, Any] | None:
         """A decoder run's lengths in force and what the reference found (the held-out text, the model's size and

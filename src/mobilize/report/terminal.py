@@ -234,8 +234,11 @@ UNIT_WORDS = {"same-work": "the same work for every file: from the reference's f
 
 def unit_legend(report: dict[str, Any]) -> str:
     unit = report.get("unit") or "file"
+    rows = report.get("call_rows")
+    per_call = (f"; every time is per call of the model's fixed batch of {rows} rows (a row: the time / {rows}), "
+                f"while accuracy is judged per row") if rows else ""
     return (f"p50/p90 ms: {UNIT_WORDS.get(unit, unit)}; p50 file: the file alone, its conversions done once outside "
-            f"the timed call (= : the same call, nothing to convert)")
+            f"the timed call (= : the same call, nothing to convert){per_call}")
 
 
 def _headline(v: dict[str, Any]) -> str:

@@ -167,12 +167,28 @@ def verify_artifact(built: Built, module: Any, ctx: Context, policy: Policy = DE
         if f"accuracy: {choice.describe()}" not in ctx.notes:
             ctx.notes.append(f"accuracy: {choice.describe()}")
     fidelity = judge(without_classes(compare_outputs(got, _outputs(module, samples)), task), built.kind, policy)
+    fidelity = _with_twin_check(fidelity, built)
     if float_model is None:
         return fidelity
     c = without_classes(compare_outputs(got, reference), task)
     kind = Kind.CHANGED if ctx.changed_model else Kind.QUANTIZED if quantized else built.kind
     return assess(c, kind, policy, fidelity=fidelity,
                   reference_warning=degenerate_reference(reference, policy, task=task)).verdict
+
+
+def _with_twin_check(fidelity: Verdict, built: Built) -> Verdict:
+    """An NNAPI file's fidelity half: its host check against its CPU twin (the same traced, quantized graph on the
+    lite interpreter; for an int8 file rule output-steps, in output quantization steps) is the stricter comparison
+    and decides, with the check against the prepared module said beside it.  Any other file: ``fidelity``."""
+    from mobilize.core.outcome import Outcome
+
+    twin = ((built.details.get("nnapi") or {}).get("host_check") or {}).get("end_to_end") or {}
+    verdict = twin.get("verdict")
+    if not verdict or not fidelity.ok:
+        return fidelity
+    return Verdict(Outcome(verdict["outcome"]), verdict["rule"],
+                   f"vs its CPU twin (the same graph on the lite interpreter), end to end: {twin['summary']}; vs the "
+                   f"prepared module: {fidelity.reason}", {**fidelity.numbers, "cpu_twin": verdict.get("numbers")})
 
 
 def _outputs(model: Any, samples: list[list]) -> list[list]:

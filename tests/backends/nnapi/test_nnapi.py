@@ -159,6 +159,10 @@ def test_cli_optimize_nnapi_full_writes_files_twin_script_and_prints_the_check(e
     line = re.search(r"mobilenet_v2-nnapi-full\.nnapi\.ptl +[\d.]+ MB +nnapi +(\w+) \((.*)", text)
     assert line and line.group(1) in ("verified", "OVER_BUDGET"), text
     assert "fidelity vs the model it was exported from: " in line.group(2) and "quality vs the float model: " in line.group(2)
+    # the int8 file's fidelity is its check against its CPU twin in output steps, in the verdict, not only a note
+    fidelity = line.group(2).split("fidelity vs the model it was exported from: ")[1]
+    assert "vs its CPU twin (the same graph on the lite interpreter), end to end: " in fidelity, fidelity
+    assert "(rule output-steps)" in fidelity and "vs the prepared module: " in fidelity, fidelity
     assert "host check: 2 seeded random inputs: per operation" in text
     assert "quint8 in (scale" in text and "quint8 out" in text
     # the paths printed and recorded are the final ones, not the staging folder's the files were written in

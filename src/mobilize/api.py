@@ -224,7 +224,9 @@ def build_and_verify(reference: str | ModelRef, recipe: dict[str, Any], out_dir:
             verdict = verify_artifact(built, result.module, ctx, float_model=model,
                                       quantized=ctx.quant.quantized, task=task)
             entry["verify"] = verdict.to_json()
-            if verdict.fidelity and verdict.fidelity["outcome"] != "OK":
+            # VACUOUS: measured against a reference too small for float32, the numbers blame its scale, not the
+            # file (compare calls it so too); the warning goes into the notes below, the file is kept
+            if verdict.fidelity and verdict.fidelity["outcome"] not in ("OK", "VACUOUS"):
                 mismatches.append(f"{art.path.name}: {verdict.fidelity['reason']}")
             if verdict.reference_warning and verdict.reference_warning not in ctx.notes:
                 ctx.notes.append(verdict.reference_warning)

@@ -162,3 +162,16 @@ def test_against_both_without_a_subnormal_warning_still_blames_a_broken_file():
     ref = [[torch.randn(1, 10)] for _ in range(8)]
     off = judge(compare_outputs([[t * 1.5] for (t,) in ref], ref), Kind.FLOAT)
     assert against_both(off, off, degenerate_reference([[torch.zeros(1, 10)]] * 4)).outcome == Outcome.MISMATCH
+
+
+def test_optimize_keeps_a_float_file_of_a_subnormal_reference_and_says_why_it_is_vacuous(run_cli, tmp_path):
+    """optimize, like compare, calls the numbers of a subnormal reference VACUOUS (#48 item 12): it exited 2 "artifacts
+    do not match ... (nothing was written)" on a correct fp32 file."""
+    import inspect
+
+    (tmp_path / "net.py").write_text("import torch\nfrom torch import nn\n\n" + inspect.getsource(SubnormalNet))
+    code, out, err = run_cli("optimize", f"{tmp_path / 'net.py'}:SubnormalNet", "--recipe", "executorch-fp32",
+                             "--input_dims", "1,3,16,16", "-o", tmp_path / "o")
+    assert code == 0, err
+    assert "subnormal" in out + err and "vacuous-subnormal-reference" in out + err
+    assert list((tmp_path / "o").rglob("*.pte"))

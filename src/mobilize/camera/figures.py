@@ -48,9 +48,12 @@ def frame_figures(times_ns: list[int], total_ns: int, round_medians_ms: list[flo
 def infer_check(infer_ms: list[float], alone_ms: list[float], control_ms: list[float]) -> dict[str, Any]:
     """The infer stage inside the loop against the file alone, per round (the paired estimator compare uses for
     every ratio), and the control (the file alone with the frame's convert between runs) that tells why it is
-    slower when it is.  Rules: ``frame-infer-within`` (within 15%), ``frame-infer-pause`` (over, and the control
-    is as slow: the pause between frames slows the runtime, whatever input it is handed), ``frame-infer-input``
-    (over, and the control is not: what the frame path hands the runtime costs it)."""
+    slower when it is.  Each rule reads the ratio's 95% interval, never its centre alone: ``frame-infer-within``
+    (the whole interval within 15% either way), ``frame-infer-faster`` (at most 15% over, and reaching further below
+    1), ``frame-infer-unresolved`` (the interval holds both within and over 15%: too few or too noisy rounds),
+    ``frame-infer-pause`` (all of it over, and the control is as slow: the pause between frames slows the runtime,
+    whatever input it is handed), ``frame-infer-input`` (over, and the control is not: what the frame path hands
+    the runtime costs it)."""
     n = min(len(infer_ms), len(alone_ms))
     if n == 0:
         return {"rule": "frame-infer-unmeasured", "reason": "no paired round of the loop and the file alone"}
@@ -63,9 +66,18 @@ def infer_check(infer_ms: list[float], alone_ms: list[float], control_ms: list[f
            "control_ms_p50": statistics.median(control_ms[:m]) if m else None,
            "control_ratio": control.ratio if control else None, "tolerance": INFER_TOLERANCE}
     slower = f"{ci.ratio:.2f}x the file alone (95% CI {ci.low:.2f}-{ci.high:.2f}, {n} paired rounds)"
-    if ci.ratio <= 1 + INFER_TOLERANCE:
+    over, under = 1 + INFER_TOLERANCE, 1 / (1 + INFER_TOLERANCE)
+    if ci.high <= over and ci.low >= under:
         return {**out, "within": True, "rule": "frame-infer-within",
-                "reason": f"infer inside the frame loop is {slower}: within {INFER_TOLERANCE:.0%}"}
+                "reason": f"infer inside the frame loop is {slower}: the whole interval within {INFER_TOLERANCE:.0%}"}
+    if ci.high <= over:  # never more than 15% slower, and maybe faster: the loop costs the runtime nothing
+        return {**out, "within": True, "rule": "frame-infer-faster",
+                "reason": f"infer inside the frame loop is {slower}: not slower than the file alone (the interval "
+                          f"ends at most {INFER_TOLERANCE:.0%} over and reaches below {under:.2f}x)"}
+    if ci.low <= over:  # the interval reaches both sides of the tolerance: the rounds cannot tell
+        return {**out, "within": None, "rule": "frame-infer-unresolved",
+                "reason": f"infer inside the frame loop is {slower}: the interval holds both 'within "
+                          f"{INFER_TOLERANCE:.0%}' and 'slower', so these rounds cannot tell (more --rounds narrow it)"}
     if control is not None and loop_vs_control.ratio <= 1 + INFER_TOLERANCE:
         return {**out, "within": False, "rule": "frame-infer-pause",
                 "reason": f"infer inside the frame loop is {slower}; the file alone on its own input with the frame's "

@@ -105,3 +105,24 @@ def test_a_large_activation_that_is_no_mask_is_quantized_as_usual():
                               [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 4])])
     kept, note = masking_nodes(helper.make_model(graph), {"m": Range(3.4e38), "a": Range(3.4e38)})
     assert kept == ["add_mask", "attn"] and "masking constant" in note
+
+
+@pytest.mark.parametrize("method", ["entropy", "percentile"])
+def test_a_histogram_calibration_that_cannot_bin_the_mask_says_so_and_names_minmax(tmp_path, method):
+    """Entropy and percentile calibration histogram every tensor; numpy cannot bin the mask's -3.4e38 range ("Too many
+    bins for data range", raw, seen from tune): refused in one line naming the cause and the calibration that works
+    (#48 item 12)."""
+    import onnx
+
+    from mobilize.backends.onnxruntime import quant
+    from mobilize.core.errors import UnsupportedByEngineError
+
+    model, samples = MaskedEncoder().eval(), _samples(8)
+    src = tmp_path / "enc.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, tuple(samples[0]), str(src), dynamo=False, input_names=["x", "mask"], opset_version=17)
+    with pytest.raises(UnsupportedByEngineError, match="cannot bin one of them") as info:
+        quant.quantize_static_qdq(src, tmp_path / "int8.onnx", quant.BatchFeed(onnx.load(str(src)), samples),
+                                  quant.StaticOptions(calibration=method), batch=1)
+    assert "minmax calibration takes this model" in info.value.hint

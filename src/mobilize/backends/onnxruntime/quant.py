@@ -226,9 +226,20 @@ def calibrate(model_path: Path, feed: BatchFeed, method: str, ops: list[str], tm
     per_chunk = max(1, CHUNK_SAMPLES // max(batch, 1))
     if not feed.has_more():
         raise ConfigError("no calibration data", hint="give --data with at least one sample")
-    while feed.has_more():
-        calibrator.collect_data(feed.chunk(per_chunk))
-    return calibrator.compute_data()
+    try:
+        while feed.has_more():
+            calibrator.collect_data(feed.chunk(per_chunk))
+        return calibrator.compute_data()
+    except ValueError as exc:
+        if "Too many bins" not in str(exc) or method == "minmax":
+            raise
+        from mobilize.core.errors import UnsupportedByEngineError
+
+        raise UnsupportedByEngineError(
+            f"{method} calibration builds a histogram of every calibrated tensor, and numpy cannot bin one of "
+            f"them: its values span a range too wide for finite bins (an attention mask's fill value, "
+            f"float32's lowest -3.4e38, is the usual cause)",
+            hint="minmax calibration takes this model (its masking nodes are then found and kept in float)") from exc
 
 
 def ort_calibration_method(name: str) -> Any:

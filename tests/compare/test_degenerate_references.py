@@ -5,7 +5,6 @@ for its scale; a constant-output file is VACUOUS as the same module would be."""
 from __future__ import annotations
 
 import json
-import time
 
 from tests.conftest import NO_RACE
 
@@ -36,13 +35,11 @@ class SubnormalNet(nn.Module):
 def test_a_subnormal_reference_is_vacuous_and_no_export_is_blamed(run_cli_process, tmp_path):
     (tmp_path / "subnormal.py").write_text(SUBNORMAL)
     out = tmp_path / "c"
-    t0 = time.monotonic()
     # executorch-fp32 runs XNNPACK, which flushes the subnormal logits to exactly 0 (MISMATCH at 0 dB before)
     code, stdout, err = run_cli_process("compare", f"{tmp_path / 'subnormal.py'}:SubnormalNet", "--variant",
                                         "eager-fp32", "--variant", "executorch-fp32", "--input_dims", "1,3,16,16",
                                         *FAST, "-o", out)
     assert code == 0, err
-    assert time.monotonic() - t0 < 90  # < 60 s on an idle machine
     report = json.loads((out / "report.json").read_text())
     assert "subnormal" in report["reference_warning"] and "rule vacuous-subnormal-reference" in \
         report["reference_warning"]

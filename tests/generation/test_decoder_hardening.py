@@ -44,7 +44,9 @@ def test_a_length_past_any_context_is_refused_at_once(run_cli_process, tmp_path,
     code, out, err = run_cli_process(command, "zoo:tiny_lm", "--task", "generation", "--prompt-len", "100000",
                                      *(["-o", tmp_path / "o"] if command == "compare" else []))
     assert_one_line_error(code, err, "--prompt-len 100000")
-    assert time.monotonic() - t0 < 10
+    # before any work: it ran 5 minutes at 1 GB before; the bound is loose so a loaded machine does not fail it
+    assert time.monotonic() - t0 < 60
+    assert command == "bench" or not (tmp_path / "o" / "artifacts").exists()
 
 
 def test_a_prompt_past_the_models_context_is_refused_before_any_build(run_cli_process, tmp_path):
@@ -59,7 +61,7 @@ def test_a_prompt_past_the_models_context_is_refused_before_any_build(run_cli_pr
     code, out, err = run_cli_process("compare", tmp_path / "lm", "--task", "generation", "--prompt-len", "300",
                                      "-o", tmp_path / "o")
     assert code == 2 and "--prompt-len 300" in err and "context of 256 tokens" in err, err[-2000:]
-    assert "Traceback" not in err and time.monotonic() - t0 < 30  # the float reference refuses it as it loads
+    assert "Traceback" not in err and time.monotonic() - t0 < 120  # refused as the reference loads (loose: load)
     assert not (tmp_path / "o" / "artifacts").exists() or not any((tmp_path / "o" / "artifacts").iterdir())
     code, out, err = run_cli_process("bench", tmp_path / "lm", "--task", "generation", "--prompt-len", "300")
     assert_one_line_error(code, err, "--prompt-len 300", "256")

@@ -68,6 +68,8 @@ def test_the_ladder_stops_at_the_first_group_within_the_budget(monkeypatch, tmp_
                                                 "within the budget"]
 
 
+@pytest.mark.slow  # 86 s: five ONNX Runtime builds; the climb is tested on planted verdicts above, and tune's run on
+# a decoder end to end by test_tune_on_a_random_init_decoder_says_no_budget_means_anything
 def test_tune_picks_a_decoder_file_within_the_budget(run_cli_process, tmp_path):
     out = tmp_path / "tune"
     code, stdout, err = run_cli_process("tune", "zoo:tiny_lm", "--runtimes", "onnxruntime", "--max-ppl-increase",

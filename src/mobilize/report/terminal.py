@@ -206,7 +206,7 @@ def frame_lines(report: dict[str, Any]) -> list[str]:
 
 def _cause(check: dict[str, Any]) -> str:
     if check.get("within") is None:
-        return "unresolved: the interval holds both within 15% and over; more --rounds narrow it"
+        return "the interval holds both within 15% and over; more --rounds narrow it"
     if check["rule"] == "frame-infer-pause":
         return (f"over 15%; the file alone with the frame's convert between runs is {check['control_ratio']:.2f}x too: "
                 f"the pause between frames (the runtime's threads idle), not the frame path's input")

@@ -2,7 +2,8 @@
 architecture (24 layers, hidden 896, 14 heads / 2 KV heads, vocabulary 151,936, tied embeddings) with random
 weights, saved as a transformers folder with a small byte-level tokenizer, then ``mobilize compare`` on it with the
 int4 files of each engine - llama.cpp's Q4_K_M and Q4_0 (its own converter and quantizer), onnxruntime-genai's
-builder file, mobilize's ExecuTorch 8da4w and ONNX Runtime int4 - timed in one interleaved run.
+builder file, mobilize's ExecuTorch 8da4w, OpenVINO int4 (stateful, NNCF) and ONNX Runtime int4 - timed in one
+interleaved run.
 
 Random weights: the verdicts are VACUOUS (nothing to be faithful to) and only the times count; quality is judged on
 the trained zoo:tiny_lm (benchmarks/llm.py).  Each file's percentage of the DRAM bound is its tokens/s over the
@@ -24,7 +25,8 @@ from pathlib import Path
 QWEN25_05B = dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
                   num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=32768, rope_theta=1000000.0,
                   tie_word_embeddings=True, rms_norm_eps=1e-6, bos_token_id=0, eos_token_id=1)
-VARIANTS = ("eager-fp32", "executorch-8da4w", "onnx-int4", "onnx-genai-int4", "llamacpp-q4_0", "llamacpp-q4_k_m")
+VARIANTS = ("eager-fp32", "executorch-8da4w", "onnx-int4", "onnx-genai-int4", "openvino-int4", "llamacpp-q4_0",
+            "llamacpp-q4_k_m")
 
 
 def byte_tokenizer(folder: Path) -> None:

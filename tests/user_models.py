@@ -177,3 +177,44 @@ def sentences(count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     lengths = rng.integers(6, BERT_TOKENS + 1, size=count)
     mask = (np.arange(BERT_TOKENS)[None, :] < lengths[:, None]).astype(np.int64)
     return rng.integers(5, BERT_VOCAB, size=(count, BERT_TOKENS)).astype(np.int64) * mask, mask
+
+
+CONTEXT = 8
+"""Samples of the previous chunk :class:`HeldStateVad` keeps and prepends to the next one."""
+
+
+class HeldStateVad(nn.Module):
+    """:class:`StreamingVad` as Silero's TorchScript file packs it: the state and the last samples of the previous
+    chunk are kept in the module (``self._state``, ``self._context``, written by every forward), ``forward(x, sr)``
+    returns the probability only, and ``reset_states()`` starts a new stream.  Its results depend on the calls made
+    before; a file saved after some calls carries their state."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.vad = StreamingVad()
+        self._state = torch.zeros(2, 1, HIDDEN)
+        self._context = torch.zeros(1, CONTEXT)
+        self.hidden, self.context = HIDDEN, CONTEXT
+
+    @torch.jit.export
+    def reset_states(self, batch_size: int = 1) -> None:
+        self._state = torch.zeros(2, batch_size, self.hidden)
+        self._context = torch.zeros(batch_size, self.context)
+
+    def forward(self, x: torch.Tensor, sr: int = 16000) -> torch.Tensor:
+        full = torch.cat([self._context, x], dim=1)
+        scale = torch.tensor(1.0 if sr == 16000 else 0.5)
+        prob, self._state = self.vad.step(full, self._state, scale)
+        self._context = x[:, x.shape[1] - self.context:]
+        return prob
+
+
+def write_held_state_vad(path, mid_stream_calls: int = 0) -> None:
+    """:class:`HeldStateVad` scripted and saved; after ``mid_stream_calls`` loud chunks when that is not 0 (a file
+    saved mid-stream, its attributes holding those calls' state)."""
+    module = torch.jit.script(HeldStateVad().eval())
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for _ in range(mid_stream_calls):
+            module(torch.randn(1, CHUNK, generator=generator), 16000)
+    module.save(str(path))

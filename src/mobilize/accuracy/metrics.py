@@ -67,6 +67,8 @@ class FirstOutput:
     stream_calls: int | None = None
     """A stateful model: the figures are over a stream of this many calls in order, the state carried
     (:mod:`mobilize.accuracy.stream`); None: one call per sample."""
+    stream_start: str = "a zero state"
+    """Where the stream starts: a zero state (state as an input), or a module's reset (state kept inside it)."""
 
     @property
     def relative_error(self) -> float:
@@ -218,12 +220,13 @@ def compare_outputs(candidate: Sequence[Outputs], reference: Sequence[Outputs], 
     return result
 
 
-def mark_stream(c: Comparison, calls: int, pairs: str) -> Comparison:
-    """Say that ``c`` compares a stateful model's stream of ``calls`` calls, the state carried as ``pairs`` says
-    (the one-value budget then names the stream rules)."""
+def mark_stream(c: Comparison, calls: int, pairs: str, start: str = "a zero state") -> Comparison:
+    """Say that ``c`` compares a stateful model's stream of ``calls`` calls from ``start``, the state carried as
+    ``pairs`` says (the one-value budget then names the stream rules)."""
     c.stream = {"calls": calls, "state": pairs}
     if c.first is not None:
         c.first.stream_calls = calls
+        c.first.stream_start = start
     return c
 
 

@@ -105,7 +105,7 @@ def one_value_facts(first: FirstOutput, policy: Policy = DEFAULT_POLICY) -> tupl
                "min_decision_agreement": policy.one_value_min_decision_agreement}
     if first.stream_calls:
         numbers["stream_calls"] = first.stream_calls
-        what = (f"streamed from a zero state: max error {err:.2%} of the float model's largest value, decisions "
+        what = (f"streamed from {first.stream_start}: max error {err:.2%} of the float model's largest value, decisions "
                 f"at {cut} agree {agree:.1%} ({first.decision_flips} of {first.stream_calls} calls flipped)")
     else:
         what = (f"one value per sample (its cosine is only its sign): max error {err:.2%} of the float model's "

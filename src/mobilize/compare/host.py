@@ -94,6 +94,7 @@ class _Hosted:
         inputs = [apply_memory_format(torch.from_numpy(a), s) for a, s in zip(read_inputs(job.inputs_path), specs)]
         native = self.session.prepare(inputs)
         self.session.checked_run(native, inputs)
+        self.session.reset_state()  # the first call from a reset state, as the checked variant's was
         _same_outputs(self.session.run(inputs), bundle["outputs"])
         self.unit = TimedUnit(self.session, inputs, job.unit, native, frames=job.frames)
         self.unit.start_frames()

@@ -122,15 +122,28 @@ def accuracy_set(job: Job) -> tuple[list[list], list[int] | None]:
 def accuracy_stream(job: Job) -> list[tuple[int, int]]:
     """The state pairs (input, output) the reference found, which every job then streams; empty for a model
     without state (:mod:`mobilize.accuracy.stream`)."""
+    return [tuple(p) for p in _saved_set(job).get("stream") or []]
+
+
+def accuracy_held(job: Job):
+    """The state the reference keeps inside its module (:mod:`mobilize.runtimes.held_state`), which every job then
+    judges over a stream from a reset state; None for a model that keeps none."""
+    from mobilize.runtimes.held_state import HeldState
+
+    held = _saved_set(job).get("held")
+    return HeldState.from_json(held) if held else None
+
+
+def _saved_set(job: Job) -> dict:
     import torch
 
     cache = _accuracy_cache(job)
     if cache is None or not cache.exists():
-        return []
-    return [tuple(p) for p in torch.load(cache, weights_only=True).get("stream") or []]
+        return {}
+    return torch.load(cache, weights_only=True)
 
 
-def _stream_set(job: Job, pairs: list[tuple[int, int]]) -> list[list]:
+def _stream_set(job: Job, pairs: list[tuple[int, int]], held=None) -> list[list]:
     """A stateful model's stream: the data's samples in order (else seeded random chunks), from a zero state;
     saved for every other job in place of the single-call samples."""
     import torch
@@ -147,16 +160,18 @@ def _stream_set(job: Job, pairs: list[tuple[int, int]]) -> list[list]:
     calls = zero_state(calls, pairs)
     cache = _accuracy_cache(job)
     if cache is not None:
-        torch.save({"inputs": calls, "labels": None, "stream": [list(p) for p in pairs]}, cache)
+        torch.save({"inputs": calls, "labels": None, "stream": [list(p) for p in pairs],
+                    "held": held.to_json() if held else None}, cache)
     return calls
 
 
-def judged_outputs(job: Job, xs: list[list], run) -> tuple[list[list], list[str]]:
+def judged_outputs(job: Job, xs: list[list], run, reset=None) -> tuple[list[list], list[str]]:
     """``run`` on the accuracy samples as the model is used: a stateful model's stream with its state carried
-    (every call in order), else one call per sample; a batch of several rows split into rows.  Returns the outputs
-    to judge (flattened tensors per sample) and notes saying how they were fed (a floating input of rank 0 that no
-    --input set is named with the seeded random values it got)."""
-    outs, notes = _fed(job, xs, run)
+    (every call in order; state kept inside the module reset first by ``reset``), else one call per sample; a batch
+    of several rows split into rows.  Returns the outputs to judge (flattened tensors per sample) and notes saying
+    how they were fed (a floating input of rank 0 that no --input set is named with the seeded random values it
+    got)."""
+    outs, notes = _fed(job, xs, run, reset)
     if job.data is None:
         from mobilize.sources.bound import random_scalar_notes
 
@@ -164,15 +179,22 @@ def judged_outputs(job: Job, xs: list[list], run) -> tuple[list[list], list[str]
     return outs, notes
 
 
-def _fed(job: Job, xs: list[list], run) -> tuple[list[list], list[str]]:
+def _fed(job: Job, xs: list[list], run, reset=None) -> tuple[list[list], list[str]]:
     from mobilize.accuracy.stream import batch_rows, describe_pairs, run_stream, split_rows
 
-    pairs = accuracy_stream(job)
+    pairs, held = accuracy_stream(job), accuracy_held(job)
+    if held is not None and reset is not None:
+        reset()
     if pairs:
         outs = run_stream(run, xs, pairs)
         return outs, [f"accuracy: a stateful model ({describe_pairs(pairs, job.input_names or ())}): judged over a "
                       f"stream of {len(xs)} calls in order, each call's state fed to the next from a zero state, "
                       f"as the model runs; single calls do not decide its verdict"]
+    if held is not None:
+        start = "a reset state" if held.reset else "the file's saved state"
+        return [list(run(x)) for x in xs], [
+            f"accuracy: a model with {held.text()}: judged over a stream of {len(xs)} calls in order from "
+            f"{start}, as the model runs; single calls do not decide its verdict"]
     outs = [list(run(x)) for x in xs]
     rows = batch_rows(_specs(job))
     if rows <= 1:
@@ -230,10 +252,12 @@ def make_reference(job: Job) -> tuple[ReferenceDone, Any]:
     from mobilize.runtimes.base import flatten_outputs, open_session, output_names
     from mobilize.sources.models import resolve_model
 
+    from mobilize.runtimes.held_state import StateKeeper
+
     source = resolve_model(job.model, trust_pickle=job.trust_pickle, bound_args=job.bound_args)
     if not hasattr(source, "module"):
         with open_session(source, threads=job.threads) as session:
-            return _reference(job, session.run, None), None
+            return _reference(job, session.run, None, keeper=session), None
 
     def run(x: list) -> list:
         with torch.inference_mode():
@@ -243,12 +267,14 @@ def make_reference(job: Job) -> tuple[ReferenceDone, Any]:
         with torch.inference_mode():
             return output_names(source.module(*x))
 
-    return _reference(job, run, names, {k: v.detach().clone() for k, v in source.module.state_dict().items()}), source
+    state_dict = {k: v.detach().clone() for k, v in source.module.state_dict().items()}
+    return _reference(job, run, names, state_dict, StateKeeper(source.module, run)), source
 
 
-def _reference(job: Job, run, names_of, state_dict: dict | None = None) -> ReferenceDone:
+def _reference(job: Job, run, names_of, state_dict: dict | None = None, keeper=None) -> ReferenceDone:
     """Run the reference on the accuracy samples as the model is used (a stateful model's stream: its state found
-    here, from the first call's outputs), save what every other job compares against and judge the reference."""
+    here, from the first call's outputs; state kept inside the module: found by ``keeper``, which resets it
+    before the judged stream), save what every other job compares against and judge the reference."""
     import torch
 
     from mobilize.accuracy.metrics import compare_outputs
@@ -265,13 +291,14 @@ def _reference(job: Job, run, names_of, state_dict: dict | None = None) -> Refer
     names = names_of(xs[0]) if names_of else ([f"output{i}" for i in range(len(first))] if len(first) > 1
                                               else ["output"])
     pairs = state_pairs(_specs(job), first)
-    if pairs:
-        xs, ys = _stream_set(job, pairs), None
+    held = keeper.held_state(xs[0]) if keeper is not None else None
+    if pairs or held is not None:
+        xs, ys = _stream_set(job, pairs, held), None
     if xs and job.inputs_path:
         from mobilize.compare.timing import write_inputs
 
         write_inputs(job.inputs_path, xs[0])
-    judged, _ = judged_outputs(job, xs, run)
+    judged, _ = judged_outputs(job, xs, run, keeper.reset_state if keeper is not None else None)
     outs = [[t.detach().float().clone() for t in sample] for sample in judged]
     ys = ys if ys is not None and len(ys) == len(outs) else None
     torch.save({"state_dict": state_dict, "outputs": outs, "labels": ys, "names": names}, job.reference_path)
@@ -389,7 +416,7 @@ def serve(conn, job: Job, enter) -> None:
     first_run_ms = (time.perf_counter_ns() - t0) / 1e6
     enter("accuracy")
     with one_thread():  # not timed (a torch session's threads were set to job.threads as it loaded)
-        outs, fed = judged_outputs(job, xs, session.run)
+        outs, fed = judged_outputs(job, xs, session.run, session.reset_state)
     notes += fed
     reference = torch.load(job.reference_path, weights_only=True)
     ys = reference["labels"]  # one per judged row (None where the rows could not be told apart)
@@ -407,6 +434,7 @@ def serve(conn, job: Job, enter) -> None:
     if job.timing_bundle and type(session).needs_torch:
         from mobilize.compare.host import write_bundle
 
+        session.reset_state()  # the host checks its copy's first call from a reset state
         hostable = write_bundle(job.timing_bundle, target, specs, session.run(xs[0]))
     timed_inputs = xs[0]
     del outs, reference, xs
@@ -425,9 +453,11 @@ def _mark_stream(job: Job, comparison, calls: int) -> None:
     from mobilize.accuracy.metrics import mark_stream
     from mobilize.accuracy.stream import describe_pairs
 
-    pairs = accuracy_stream(job)
+    pairs, held = accuracy_stream(job), accuracy_held(job)
     if pairs:
         mark_stream(comparison, calls, describe_pairs(pairs, job.input_names or ()))
+    elif held is not None:
+        mark_stream(comparison, calls, held.text(), "a reset state" if held.reset else "the file's saved state")
 
 
 def _time_profile(job: Job, inputs: list, details: dict[str, Any]) -> list[str]:

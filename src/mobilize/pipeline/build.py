@@ -197,7 +197,13 @@ def _outputs(model: Any, samples: list[list]) -> list[list]:
     from mobilize.runtimes.base import flatten_outputs, open_session
 
     if hasattr(model, "forward"):
+        from mobilize.runtimes.held_state import call_reset, reset_method
+
+        reset = reset_method(model)
+        if reset:  # state kept in the module: each side's calls start a stream
+            call_reset(model, reset)
         with torch.inference_mode():
             return [flatten_outputs(model(*inputs)) for inputs in samples]
     with open_session(model) as session:
+        session.reset_state()
         return [session.run(inputs) for inputs in samples]

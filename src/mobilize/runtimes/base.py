@@ -162,12 +162,26 @@ class Session(abc.ABC):
         own = check_options(cls.name, options)
         session = cls(target, options, own)
         session._load()
+        session._loaded()
         if options.threads is not None:
             session.set_threads(options.threads)
         return session
 
     @abc.abstractmethod
     def _load(self) -> None: ...
+
+    def _loaded(self) -> None:
+        """After ``_load``, before any call: what a runtime keeps of the file as loaded."""
+
+    # -- state a module keeps between calls (mobilize.runtimes.held_state) -----------------
+    def held_state(self, inputs: Sequence[Any]) -> Any:
+        """A :class:`~mobilize.runtimes.held_state.HeldState` when the file's answers depend on the calls made
+        before (state kept inside the module); None for a runtime whose files keep none (their state, if any, is
+        an input and an output)."""
+        return None
+
+    def reset_state(self) -> None:
+        """Start a new stream: the module's reset method, else the state the file was loaded with."""
 
     # -- running ------------------------------------------------------------------------
     @abc.abstractmethod

@@ -24,6 +24,23 @@ class TorchSession(Session):
         with torch.inference_mode():
             return self.module(*native, **self.bound)
 
+    _keeper: Any = None
+
+    def _loaded(self) -> None:
+        import torch
+
+        from mobilize.runtimes.held_state import StateKeeper
+
+        if isinstance(self.module, torch.nn.Module):  # a lite-interpreter module keeps its own (LiteSession)
+            self._keeper = StateKeeper(self.module, self.run)
+
+    def held_state(self, inputs: Sequence[Any]) -> Any:
+        return self._keeper.held_state(list(inputs)) if self._keeper is not None else None
+
+    def reset_state(self) -> None:
+        if self._keeper is not None:
+            self._keeper.reset_state()
+
     def set_threads(self, threads: int) -> None:
         import torch
 

@@ -57,21 +57,41 @@ class TorchScriptExporter(Exporter):
     """A TorchScript file made elsewhere is loaded and frozen / optimized / bundled again as the config says."""
 
     def write(self, module: Any, ctx: Context, path: Path) -> None:
+        from mobilize.runtimes.held_state import StreamStart
+
         if getattr(module, "format", None) in self.source_formats:
             scripted = self._load_file(module, ctx)
         elif not isinstance(module, torch.nn.Module):
             raise ConfigError(f"exporter '{self.name}' needs a PyTorch model or a TorchScript file, got a "
                               f"{getattr(module, 'format', '?')} file")
         else:
-            scripted = self._script_or_trace(module.eval(), ctx)
-        self.save(self.script(scripted, ctx), path)
+            self._start = StreamStart(module.eval(), self.note)
+            scripted = self._program = self._script_or_trace(module, ctx)
+        self._start.put_back(self._program)  # a trace ran the model: the file starts a stream, not mid-way
+        self.save(self.script(self._with_reset(scripted), ctx), path)
+
+    _start: Any = None
+    _program: Any = None
+    """The model's program as loaded or scripted (inside a wrapper the lite exporter traces), whose held state
+    :class:`~mobilize.runtimes.held_state.StreamStart` keeps."""
 
     def _load_file(self, art: Any, ctx: Context) -> torch.jit.ScriptModule:
         """The file's program as it was scripted; its bound arguments (``--input sr=16000``) stay arguments, which
         the TorchScript runtime passes by name from the manifest."""
+        from mobilize.runtimes.held_state import StreamStart
+
         with translate_errors(UnsupportedModelError, f"{art.path} is not a loadable TorchScript file"):
             scripted = torch.jit.load(str(art.path), map_location="cpu").eval()
         self.note("loaded from the TorchScript file as it was scripted (not scripted again)")
+        self._start, self._program = StreamStart(scripted, self.note), scripted
+        return scripted
+
+    def _with_reset(self, scripted: torch.jit.ScriptModule) -> torch.jit.ScriptModule:
+        """A wrapper around the program (the lite exporter's bound arguments) given the program's reset method, so
+        the file can start a new stream."""
+        name = self._start.reset
+        if name and scripted is not self._program and name not in scripted._c._method_names():
+            scripted.define(f"def {name}(self) -> None:\n    self.program.{name}()\n")
         return scripted
 
     # A scripted int8 module runs the same int8 kernels as the eager one: the base's float promise holds.
@@ -79,13 +99,17 @@ class TorchScriptExporter(Exporter):
     def script(self, scripted: torch.jit.ScriptModule, ctx: Context) -> torch.jit.ScriptModule:
         """Freeze, optimize and bundle a scripted (or traced) module as the config says."""
         cfg = self.config
+        reset = self._start.reset if self._start is not None else None
+        kept = [reset] if reset and reset in scripted._c._method_names() else []
         if cfg.freeze:
-            scripted = torch.jit.freeze(scripted)
+            scripted = torch.jit.freeze(scripted, preserved_attrs=kept)  # forward only, unless told
+        if kept:
+            self.note(f"{reset}() kept beside forward: it starts a new stream")
         if cfg.optimize == Optimize.MOBILE:
             if xnnpack_enabled():
                 from torch.utils.mobile_optimizer import optimize_for_mobile
 
-                scripted = optimize_for_mobile(scripted)
+                scripted = optimize_for_mobile(scripted, preserved_methods=kept)
                 self.note("optimize_for_mobile applied")
             else:
                 self.note("optimize_for_mobile skipped: this torch build has no XNNPACK (torch.backends.xnnpack."

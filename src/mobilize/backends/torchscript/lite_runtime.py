@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any, Sequence
+
 from mobilize.core.errors import UnsupportedModelError, translate_errors
 from mobilize.runtimes.torch_session import TorchSession
 
@@ -17,6 +19,31 @@ class LiteSession(TorchSession):
         with translate_errors(UnsupportedModelError, f"{self.target.path} is not a loadable lite-interpreter file",
                               hint="save it with module._save_for_lite_interpreter(path)"):
             self.module = _load_for_lite_interpreter(str(self.target.path))
+
+    def held_state(self, inputs: Sequence[Any]) -> Any:
+        """Held state by behaviour: a lite module's attributes cannot be listed, so two calls on the same input
+        from a reset state that answer differently."""
+        from mobilize.runtimes.held_state import HeldState, differ
+
+        self.reset_state()
+        first, second = self.run(list(inputs)), self.run(list(inputs))
+        self.reset_state()
+        return HeldState((), self._reset_name()) if differ(first, second) else None
+
+    def reset_state(self) -> None:
+        """The file's reset method, else the file loaded again (the state it was saved with)."""
+        from mobilize.runtimes.held_state import call_reset
+
+        name = self._reset_name()
+        if name:
+            call_reset(self.module, name)
+        else:
+            self._load()
+
+    def _reset_name(self) -> str | None:
+        from mobilize.runtimes.held_state import reset_method
+
+        return reset_method(self.module)
 
     def run_prepared(self, native: tuple):
         import torch

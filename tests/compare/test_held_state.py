@@ -43,6 +43,9 @@ def test_a_mid_stream_torchscript_file_is_judged_over_a_stream_from_its_reset(ru
     assert code == 0, err
     data = json.loads((tmp_path / "c" / "report.json").read_text())
     got = {v["name"]: v for v in data["variants"]}
+    seconds = data["stage_seconds"]  # (#48 item 11) the time line's phases add up to the total
+    assert abs(sum(seconds["wall"].values()) - seconds["total"]) <= 0.31, seconds
+    assert "the phases add up to it" in out
     assert {n: v["outcome"] for n, v in got.items()} == {"torchscript": "OK", "torchscript-frozen": "OK", "lite": "OK"}
     for v in got.values():
         assert v["verdict"]["rule"] == "budget-stream", v["verdict"]

@@ -184,11 +184,13 @@ class PlanRun:
         """The stages in order; ``variants_stage`` replaces the variants' stage (tune's decoder ladder builds and
         checks its rungs one at a time, :mod:`mobilize.tune.decoder`)."""
         try:
-            run_reference(self)
+            with self.seconds.phase("reference"):
+                run_reference(self)
             if self.decoding is not None and self.reference.generation:  # the lengths in force for this model
                 self.decoding = {**self.decoding, **self.reference.generation.get("settings", {})}
-            (variants_stage or check_variants)(self)
-            collect_lint(self)
+            with self.seconds.phase("variants"):
+                (variants_stage or check_variants)(self)
+                collect_lint(self)
             t0 = time.monotonic()
             if self.cfg.timed:
                 self._rounds()

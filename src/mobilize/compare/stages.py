@@ -2,8 +2,9 @@
 load + accuracy check (and ExecuTorch's time profile), starting the lean timing workers and loading variants into
 the shared timing host, the timed rounds.
 
-Exports run on a second thread beside the checks, so the parts add up to more than the total
-(:func:`mobilize.report.terminal.stage_line` prints them).
+Exports run on a second thread beside the checks, so the per-variant parts add up to more than the total; the
+phases' wall seconds (``wall``: the reference, the variants' builds and checks, the timed rounds, the rest) add up to
+it (:func:`mobilize.report.terminal.stage_line` prints both).
 
     >>> clock = StageSeconds()
     >>> clock.worker("reference", "reference", {"start": 2.0, "reference": 5.0})
@@ -15,9 +16,10 @@ Exports run on a second thread beside the checks, so the parts add up to more th
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from typing import Any
+from typing import Any, Iterator
 
 PROFILE_STAGES = ("profile",)
 """Worker stages counted as lint/profile rather than as the stage they sit in."""
@@ -31,7 +33,17 @@ class StageSeconds:
         self.lint_s: float | None = None
         """The reference worker's lint of the model (beside the variants)."""
         self.total_s: float | None = None
+        self.walls: dict[str, float] = {}
+        """Wall seconds of the run's phases in order (reference, variants), timed by :meth:`phase`."""
         self._lock = threading.Lock()  # exports report from their own thread
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            self.walls[name] = time.monotonic() - t0
 
     def worker(self, part: str, name: str, seconds: dict[str, float]) -> None:
         """One worker's seconds per stage (its ``Worker.seconds``) under ``part`` / ``name``."""
@@ -50,7 +62,13 @@ class StageSeconds:
             return round(sum(s for k, s in stages.items() if k not in leave_out), 1)
 
         profile = {n: round(sum(st.get(k, 0.0) for k in PROFILE_STAGES), 1) for n, st in parts["check"].items()}
+        walls = {k: round(s, 1) for k, s in self.walls.items()}
+        if self.timed_rounds_s is not None:
+            walls["timed_rounds"] = round(self.timed_rounds_s, 1)
+        if self.total_s is not None and walls:
+            walls["rest"] = round(max(0.0, self.total_s - sum(walls.values())), 1)
         return {
+            "wall": walls,
             "total": None if self.total_s is None else round(self.total_s, 1),
             "reference": total(ref, ("lint",)),
             "lint": None if self.lint_s is None else round(self.lint_s, 1),

@@ -153,10 +153,19 @@ def time_section(report: dict[str, Any]) -> str:
             rows.append([label, num(float(sum(value.values())), digits=1), cell(f"{slow} {value[slow]:.1f} s", "l")])
         elif isinstance(value, (int, float)):
             rows.append([label, num(float(value), digits=1), cell(None, "l")])
-    return ("<h2>Time</h2>" + table(["stage", "seconds", "slowest variant"], rows, id="time-split",
-                                    left=("slowest variant",))
-            + '<p class="muted">Exports run beside the checks and lint beside the variants: the stages overlap, so '
-              "their seconds add up to more than the wall-clock total.</p>")
+    walls = seconds.get("wall") or {}
+    phases = ""
+    if walls:
+        names = {"reference": "float reference", "variants": "variants (builds, checks, timers' start, lint)",
+                 "timed_rounds": "timed rounds", "rest": "the rest (start-up, finishing, the report)"}
+        phases = ("<h3>Phases (wall clock: they add up to the total)</h3>"
+                  + table(["phase", "seconds"], [[names.get(k, k), num(float(v), digits=1)] for k, v in walls.items()],
+                          id="time-phases"))
+    return ("<h2>Time</h2>" + phases + table(["stage", "seconds", "slowest variant"], rows, id="time-split",
+                                             left=("slowest variant",))
+            + '<p class="muted">Per stage, each variant\'s seconds summed: exports run beside the checks and lint '
+              "beside the variants, so these overlap and add up to more than the wall-clock total; the phases above "
+              "add up to it.</p>")
 
 
 def notes_table(report: dict[str, Any]) -> str:

@@ -154,11 +154,47 @@ def format_table(report: dict[str, Any], note_width: int = 56) -> str:
     lines.append(f"fidelity: the file vs the model it was exported from (- : no file); {column.removesuffix(' %')}, "
                  f"drop, sqnr and rule: quality vs the float model on the data")
     lines.append(unit_legend(report))
+    disagree = speed_vs_p50_line(report)
+    if disagree:
+        lines.append(disagree)
     if frames:
         lines += frame_lines(report)
     if any(v.get("arm64") for v in variants):
         lines.append("! : its arm64 verdict (QEMU) differs from this host's: see the arm64 lines and report.json")
     return "\n".join(lines)
+
+
+SPEED_P50_DISAGREE = 1.15
+"""A speed-up and a p50 ratio further apart than this (either way) are said to disagree, and why."""
+
+
+def speed_vs_p50_line(report: dict[str, Any]) -> str:
+    """When a file's speed-up and the ratio of the p50 column disagree (a load that moved between rounds, or rounds
+    only some files ran while racing): one line saying both are shown, how each is made and which the verdicts use.
+
+        >>> r = {"reference_variant": "a", "variants": [{"name": "a", "latency_ms_p50": 1.0},
+        ...      {"name": "b", "latency_ms_p50": 1.72, "speedup": {"ratio": 0.87}}]}
+        >>> speed_vs_p50_line(r)[:80]
+        'speed-up and p50 disagree for b (p50 ratio 0.58x, speed-up 0.87x): the speed-up '
+    """
+    import math
+
+    ref = next((v for v in report["variants"] if v["name"] == report.get("reference_variant")), None)
+    if ref is None or not ref.get("latency_ms_p50"):
+        return ""
+    apart = []
+    for v in report["variants"]:
+        ratio, p50 = (v.get("speedup") or {}).get("ratio"), v.get("latency_ms_p50")
+        if ratio and p50 and v is not ref:
+            by_p50 = ref["latency_ms_p50"] / p50
+            if abs(math.log(by_p50 / ratio)) > math.log(SPEED_P50_DISAGREE):
+                apart.append(f"{v['name']} (p50 ratio {by_p50:.2f}x, speed-up {ratio:.2f}x)")
+    if not apart:
+        return ""
+    return (f"speed-up and p50 disagree for {', '.join(apart[:3])}{' ...' if len(apart) > 3 else ''}: the speed-up "
+            f"compares each file with {ref['name']} round by round (the geometric mean of the per-round ratios, in "
+            f"the rounds both ran), p50 pools all of a file's calls; a machine whose speed moved between rounds, or "
+            f"rounds only the raced files ran, moves p50, not the paired ratio, which the intervals and ties use")
 
 
 def no_speedup_line(report: dict[str, Any]) -> str:
@@ -289,7 +325,11 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     if report.get("racing"):
         from mobilize.bench.racing import RaceRecord
 
-        lines.append(RaceRecord.summary_of(report["racing"]))
+        race_line = RaceRecord.summary_of(report["racing"])
+        if (rec or {}).get("rule") == "race-busy-machine" and report["racing"].get("stopped") == "separated":
+            race_line += (" by the race's test, which the busy machine overrules: not claimed "
+                          "[rule race-busy-machine]")
+        lines.append(race_line)
     spreads = [v.get("round_spread_percent") for v in report["variants"] if v.get("round_spread_percent") is not None]
     if spreads:
         lines.append(f"noise: round medians spread {min(spreads):.0f}-{max(spreads):.0f}% across variants "
@@ -365,6 +405,9 @@ def stage_line(seconds: dict[str, Any]) -> str:
         slow = max(by_name, key=by_name.get)
         return f"{label} {sum(by_name.values()):.0f} s{extra} (slowest {slow} {by_name[slow]:.0f} s)"
 
+    walls = seconds.get("wall") or {}
+    if "variants" in walls and seconds.get("total") is not None:
+        return _phase_line(seconds, walls)
     pieces = [f"reference {seconds['reference']:.0f} s", f"lint {seconds['lint']:.0f} s beside the variants" if seconds.get("lint") else "",
               part("exports", seconds.get("export") or {}, " beside the checks"),
               part("load+accuracy", seconds.get("load_accuracy") or {}),
@@ -374,6 +417,29 @@ def stage_line(seconds: dict[str, Any]) -> str:
     total = seconds.get("total")
     tail = f"; {int(total // 60)} min {total % 60:.0f} s in all" if total is not None else ""
     return "time: " + ", ".join(p for p in pieces if p) + tail
+
+
+def _phase_line(seconds: dict[str, Any], walls: dict[str, float]) -> str:
+    """The phases' wall seconds, which add up to the total; inside the variants' phase, each stage's seconds summed
+    over the variants (they overlap: exports run beside the checks, several workers at a time)."""
+    def part(label: str, by_name: dict[str, float], extra: str = "") -> str:
+        if not by_name:
+            return ""
+        slow = max(by_name, key=by_name.get)
+        return f"{label} {sum(by_name.values()):.0f} s{extra}, slowest {slow} {by_name[slow]:.0f} s"
+
+    inside = [part("exports", seconds.get("export") or {}, " beside the checks"),
+              part("load+accuracy", seconds.get("load_accuracy") or {}), part("profile", seconds.get("profile") or {}),
+              part("timers' start", seconds.get("timer_start") or {}),
+              f"lint {seconds['lint']:.0f} s" if seconds.get("lint") else ""]
+    inside_text = "; ".join(p for p in inside if p)
+    pieces = [f"reference {walls.get('reference', seconds['reference']):.0f} s",
+              f"variants {walls['variants']:.0f} s" + (f" ({inside_text})" if inside_text else ""),
+              f"timed rounds {walls['timed_rounds']:.0f} s" if walls.get("timed_rounds") is not None else "",
+              f"the rest {walls.get('rest', 0.0):.0f} s (start-up, finishing, the report)"]
+    total = seconds["total"]
+    return (f"time: {'; '.join(p for p in pieces if p)}; {int(total // 60)} min {total % 60:.0f} s in all (the "
+            f"phases add up to it; in brackets, each stage's seconds summed over the variants, which overlap)")
 
 
 def summary_line(report: dict[str, Any]) -> str:

@@ -68,6 +68,42 @@ def test_the_ladder_stops_at_the_first_group_within_the_budget(monkeypatch, tmp_
                                                 "within the budget"]
 
 
+def test_a_rung_starts_only_while_more_time_is_left_than_the_longest_took(monkeypatch, tmp_path):
+    """#48 item 12 (tune --time-budget 3m ran 415 s): with planted rung times of 100 s on a clock that advances only
+    when a rung runs, a 250 s budget builds two rungs, not a third that would end at 300 s, and says why; a run
+    that still went over says by how much and where the time went."""
+    import importlib
+
+    cvariants = importlib.import_module("mobilize.compare.variants")
+    now = [1000.0]
+    monkeypatch.setattr(gtune.time, "monotonic", lambda: now[0])
+
+    def slow_check(run, step):
+        now[0] += 100.0
+        run.results[step.name].outcome = Outcome.OVER_BUDGET
+
+    class Run:
+        workdir = tmp_path
+        reference = type("Ref", (), {"warning": None})()
+        variants: list = []
+        results: dict = {}
+        workers: dict = {}
+
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text(json.dumps({"hidden_size": 256, "intermediate_size": 704}))
+    monkeypatch.setattr(cvariants, "check_one", slow_check)
+    climb = gtune.Climb(generation_variants(["onnx-int4"]), 250.0)
+    climb(Run())
+    assert [s["name"] for s in climb.steps] == ["onnx-int4@g128", "onnx-int4@g64"]
+    assert climb.cut_short == ["onnx-int4@g32 and the rest of its ladder not tried: 50 s left of the time budget "
+                               "(250 s), less than the longest rung so far (100 s)"]
+    over = climb.overrun({"stage_seconds": {"total": 415.0, "wall": {"reference": 20.0, "variants": 200.0,
+                                                                     "timed_rounds": 190.0, "rest": 5.0}}})
+    assert over.startswith("time budget: 250 s, the run took 415 s (165 s over; the float reference 20 s, the "
+                           "ladders 200 s, the timed rounds 190 s)"), over
+    assert climb.overrun({"stage_seconds": {"total": 240.0}}) is None
+
+
 @pytest.mark.slow  # 86 s: five ONNX Runtime builds; the climb is tested on planted verdicts above, and tune's run on
 # a decoder end to end by test_tune_on_a_random_init_decoder_says_no_budget_means_anything
 def test_tune_picks_a_decoder_file_within_the_budget(run_cli_process, tmp_path):

@@ -301,6 +301,10 @@ def test_the_time_budget_holds_within_one_candidate_and_says_what_it_cut(trained
     assert result.cut_short and "later candidates not tried" in result.cut_short[0]
     assert "time budget: 0 s left of 0.5 s, less than the longest candidate so far" in result.cut_short[0]
     assert result.cut_short[0] in lines and result.profiles == {}
+    over = result.cut_short[-1]  # the run took longer than 0.5 s: by how much, and where it ran out, are said
+    assert over.startswith("time budget: 0.5 s, the run took ") and over in lines, result.cut_short
+    assert any(f"it ran out during {step}, which runs to its end once started" in over
+               for step in ("building and running the float model", "building and judging onnx-fp32")), over
     report = json.loads((tmp_path / "tune-report.json").read_text())
     assert report["cut_short"] == result.cut_short
 

@@ -67,6 +67,24 @@ class Climb:
     cut_short: list[str] = dataclasses.field(default_factory=list)
     stopped: str | None = None
     """Why no ladder was climbed (a near-uniform reference), else None."""
+    started: float = dataclasses.field(default_factory=lambda: time.monotonic())
+    """When the command started: the budget counts the float reference's build too."""
+    longest_s: float = 0.0
+    """The longest rung so far: the next starts only while more time than this is left."""
+
+    def overrun(self, report: dict[str, Any]) -> str | None:
+        """One line when the run took longer than the budget: by how much and where the time went (a rung and the
+        timed rounds run to their end once started)."""
+        total = (report.get("stage_seconds") or {}).get("total")
+        if self.search_budget_s is None or total is None or total <= self.search_budget_s:
+            return None
+        walls = (report.get("stage_seconds") or {}).get("wall") or {}
+        parts = ", ".join(f"{name} {walls[key]:.0f} s" for key, name in (
+            ("reference", "the float reference"), ("variants", "the ladders"), ("timed_rounds", "the timed rounds"))
+            if walls.get(key) is not None)
+        return (f"time budget: {self.search_budget_s:g} s, the run took {total:.0f} s "
+                f"({total - self.search_budget_s:.0f} s over; {parts}): a rung starts while more time is left than "
+                f"the longest rung took and runs to its end, and the timed rounds of the files found run after")
 
     def __call__(self, run: Any) -> None:
         from mobilize.compare.decoder_worker import MODEL_FOLDER
@@ -76,9 +94,8 @@ class Climb:
                             "so no file was built")
             return
         in_features = linear_in_features(run.workdir / MODEL_FOLDER)
-        t0 = time.monotonic()
         for v in self.variants:
-            self._climb(run, ladder(v, in_features), t0)
+            self._climb(run, ladder(v, in_features), self.started)
         for name in list(run.workers):  # files over the budget cannot win: they are not timed
             if run.results[name].outcome != Outcome.OK:
                 run.workers.pop(name).stop()
@@ -89,14 +106,18 @@ class Climb:
         from mobilize.report.results import VariantResult
 
         for i, rung in enumerate(rungs):
-            if self.search_budget_s is not None and time.monotonic() - t0 > self.search_budget_s:
-                self.cut_short.append(f"{rung.name} and the rest of its ladder not tried: the time budget "
-                                      f"({self.search_budget_s:g} s) ran out")
+            left = None if self.search_budget_s is None else self.search_budget_s - (time.monotonic() - t0)
+            if left is not None and left <= self.longest_s:
+                self.cut_short.append(f"{rung.name} and the rest of its ladder not tried: {max(left, 0):.0f} s left "
+                                      f"of the time budget ({self.search_budget_s:g} s), less than the longest "
+                                      f"rung so far ({self.longest_s:.0f} s)")
                 return
             step = DecoderStep(rung)
             run.variants.append(step)
             run.results[rung.name] = VariantResult(rung.name)
+            began = time.monotonic()
             check_one(run, step)
+            self.longest_s = max(self.longest_s, time.monotonic() - began)
             r = run.results[rung.name]
             done = r.outcome == Outcome.OK or i == len(rungs) - 1
             self.steps.append({"variant": rung.name.split("@")[0], "name": rung.name, "group": rung.group,
@@ -140,5 +161,8 @@ def tune_generation(cfg: Any, ref: Any, engines: Sequence[str] = (), search_budg
 
     run = PlanRun(cfg, DecoderPlan("tune", (), plan.reference), progress, update, ref, decoding)
     report = run.run(variants_stage=climb)
+    over = climb.overrun(report)
+    if over:
+        climb.cut_short.append(over)
     update(report)
     return report

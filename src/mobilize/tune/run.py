@@ -27,6 +27,8 @@ EVAL_SAMPLES = 200
 """Labelled samples every candidate is judged on (the same for all, so differences are paired)."""
 ROUNDS = 7
 ITERATIONS = 20
+MIN_ROUNDS = 3
+"""The rounds the candidates are timed in when the time budget is nearly spent (an interval needs a few)."""
 
 
 class _Clock:
@@ -35,6 +37,25 @@ class _Clock:
     def __init__(self, budget_s: float | None, start: float, search: Search, echo: Callable[[str], None]):
         self.budget_s, self.start, self.search, self.echo = budget_s, start, search, echo
         self.cut: list[str] = []
+        self.steps: list[tuple[str, float]] = [("building and running the float model", start)]
+        """Each step's name and when it started, to name the one a budget ran out in."""
+
+    def enter(self, step: str) -> None:
+        self.steps.append((step, time.perf_counter()))
+
+    def overrun(self) -> str | None:
+        """One line when the run took longer than the budget: by how much, and the step it ran out in (a step
+        runs to its end once started; the budget is checked between steps)."""
+        if self.budget_s is None:
+            return None
+        elapsed = time.perf_counter() - self.start
+        if elapsed <= self.budget_s:
+            return None
+        end = self.start + self.budget_s
+        during = next(name for name, t in reversed(self.steps) if t <= end)
+        return (f"time budget: {self.budget_s:g} s, the run took {elapsed:.0f} s ({elapsed - self.budget_s:.0f} s "
+                f"over): it ran out during {during}, which runs to its end once started (the budget is checked "
+                f"between steps: a step starts while more time is left than the longest candidate took)")
 
     def __call__(self, what: str = "the exclusion search stopped") -> bool:
         """Whether the next step would overrun: less time is left than the longest candidate took so far (a budget
@@ -134,10 +155,13 @@ def _search(search: Search, candidates: list[Candidate], layers: dict[str, list[
             break
         c = Candidate(name, recipe, runtime)
         candidates.append(c)
+        out_of_time.enter(f"building and judging {name}")
         try_candidate(search, c, echo)
+    out_of_time.enter("the search for layers to keep in float")
     exclude_over_budget(search, candidates, runtimes, max_exclusions, out_of_time, echo, layers)
     if out_of_time("ONNX Runtime's stock default not measured beside mobilize's choice"):
         return []
+    out_of_time.enter("measuring ONNX Runtime's stock default")
     from mobilize.tune.stock import stock_reduce_range
 
     return stock_reduce_range(search, candidates, echo)
@@ -154,6 +178,10 @@ def _finish(search: Search, candidates: list[Candidate], layers: dict[str, list[
     from mobilize.tune.timing import best_threads, choose
 
     out, stem = search.out_dir, search.stem
+    if not interrupted and rounds > MIN_ROUNDS and out_of_time(f"the candidates timed in {MIN_ROUNDS} rounds, not "
+                                                               f"{rounds}"):
+        rounds = MIN_ROUNDS
+    out_of_time.enter("timing the candidates")
     winner, tie_with = choose(candidates, search.samples[0], rounds, iterations, interrupted, echo)
     result = TuneResult(candidates, winner, search.reference_top1, tie_with, layers, interrupted,
                         time.perf_counter() - start, cut_short=out_of_time.cut, choices=choices,
@@ -161,9 +189,11 @@ def _finish(search: Search, candidates: list[Candidate], layers: dict[str, list[
     if winner is not None and thread_search and not interrupted and not out_of_time("no thread-count search"):
         from mobilize.core.target import host_cpu
 
+        out_of_time.enter("the thread-count search")
         result.threads = best_threads(winner.path, search.samples[0], host_cpu().cores, rounds, iterations)
         echo(result.threads["line"])
     if not interrupted and not out_of_time("no diagnosis of slow int8 candidates, no time profiles"):
+        out_of_time.enter("the diagnosis of slow int8 candidates")
         result.diagnoses = diagnose(candidates, search, runtimes, echo)
     if winner is not None:
         artifact = out / f"{stem}-tune{winner.path.suffix}"
@@ -172,7 +202,12 @@ def _finish(search: Search, candidates: list[Candidate], layers: dict[str, list[
         dump_recipe(winner.built_recipe or winner.recipe, recipe)  # what the target decided written in
         result.files += [artifact, recipe]
     if not interrupted and not out_of_time("no time profiles"):
+        out_of_time.enter("the time profiles")
         result.profiles = profiles(candidates, search, echo)
+    over = out_of_time.overrun()
+    if over:
+        result.cut_short.append(over)
+        echo(over)
     report = out / "tune-report.json"
     html = out / "tune-report.html"
     result.files += [report, html]

@@ -17,6 +17,12 @@ if ! { .venv/bin/python -c "import mobilize, torch, executorch, onnxruntime, tqd
     .venv/bin/opt_in_out --opt_out >/dev/null 2>&1 || true
     touch .venv/.mobilize-installed
 fi
+# .venv/bin/mobilize as a small native launcher that starts Python with SIGINT/SIGTERM blocked until mobilize's
+# handler is in place (scripts/mobilize-launcher.c); pip's Python script where no C compiler is found.
+if command -v cc >/dev/null 2>&1 && { ! head -c 4 .venv/bin/mobilize | grep -q ELF || [ scripts/mobilize-launcher.c -nt .venv/bin/mobilize ]; }; then
+    cc -O2 -Wall -o .venv/bin/mobilize.new -DPYTHON="\"$PWD/.venv/bin/python\"" scripts/mobilize-launcher.c \
+        && mv .venv/bin/mobilize.new .venv/bin/mobilize
+fi
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     echo "setup: installing Debian's chromium for the browser test of report.html" >&2
     if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1; then

@@ -213,6 +213,41 @@ def test_an_interrupt_while_bench_starts_is_one_line_at_once(signum):
         assert all_dead(workers + children(proc.pid))
 
 
+LAUNCHER = ROOT / ".venv" / "bin" / "mobilize"
+EXEC_WITH_SIGINT = (
+    "import os, signal, sys\n"
+    "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
+    "os.execv(sys.argv[1], sys.argv[1:])\n")
+
+
+def _python_started(pid: int) -> bool:
+    """Whether ``pid`` is the interpreter the launcher started (its command line holds the launcher's code)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return b"from mobilize.cli.main import main" in fh.read()
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupt_during_pythons_own_start_up_is_one_line(signum):
+    """The window before any code of mobilize runs (Python's start-up, site, the first imports: pip's script printed
+    a KeyboardInterrupt traceback or ended by the signal there): .venv/bin/mobilize, the launcher scripts/setup.sh
+    compiles, starts Python with both signals blocked, and mobilize unblocks them once its handler is in place."""
+    if LAUNCHER.read_bytes()[:4] != b"\x7fELF":
+        pytest.skip(f"{LAUNCHER} is pip's Python script (no C compiler when scripts/setup.sh ran)")
+    for delay_s in (0.0, 0.002, 0.005, 0.01, 0.02, 0.04):
+        proc = subprocess.Popen([sys.executable, "-c", EXEC_WITH_SIGINT, str(LAUNCHER), "list"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        deadline = time.monotonic() + 30
+        while not _python_started(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.0005)
+        time.sleep(delay_s)
+        os.kill(proc.pid, signum)
+        _, err = proc.communicate(timeout=30)
+        assert (proc.returncode, err.strip().splitlines()) == (130, ["mobilize: interrupted"]), (delay_s, err)
+
+
 SLOW_IMPORT = """
 import os, signal, sys, threading, time
 sys.path.insert(0, sys.argv[1])

@@ -56,8 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     interrupted, temporary files are removed, and the command says where its results are.  One handler for both
     (:mod:`mobilize.core.interrupts`), installed before anything else is imported, so an interrupt is never lost in
     a window, never raised inside an import and never cuts the start of a child process in two."""
-    interrupts.install()
     try:
+        interrupts.install()  # one sent during start-up (the launcher blocks them) is delivered here: one line
         return _main(list(sys.argv[1:] if argv is None else argv))
     except KeyboardInterrupt:  # before the command started (its own interrupts are handled in _dispatch)
         print(interrupts.INTERRUPTED, file=sys.stderr)

@@ -50,6 +50,9 @@ def install() -> None:
     signal.signal(signal.SIGTERM, on_interrupt)
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where the shell made it ignored
         signal.signal(signal.SIGINT, on_interrupt)
+    # .venv/bin/mobilize (scripts/mobilize-launcher.c) starts Python with both blocked, so that one sent during the
+    # interpreter's start-up waits for this handler: delivered here, if one is pending
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 
 
 def _main_thread_ident() -> int:

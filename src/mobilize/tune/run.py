@@ -178,9 +178,9 @@ def _finish(search: Search, candidates: list[Candidate], layers: dict[str, list[
     from mobilize.tune.timing import best_threads, choose
 
     out, stem = search.out_dir, search.stem
-    if not interrupted and rounds > MIN_ROUNDS and out_of_time(f"the candidates timed in {MIN_ROUNDS} rounds, not "
-                                                               f"{rounds}"):
-        rounds = MIN_ROUNDS
+    fewer = min(rounds, MIN_ROUNDS)
+    if not interrupted and fewer < rounds and out_of_time(f"the candidates timed in {fewer} rounds, not {rounds}"):
+        rounds = fewer
     out_of_time.enter("timing the candidates")
     winner, tie_with = choose(candidates, search.samples[0], rounds, iterations, interrupted, echo)
     result = TuneResult(candidates, winner, search.reference_top1, tie_with, layers, interrupted,

@@ -108,3 +108,57 @@ def test_a_past_present_ir_still_loads_and_matches_the_stateful_file(decoder_fil
         finally:
             session.close()
     np.testing.assert_allclose(logits[0], logits[1], atol=1e-4)
+
+
+def _with_inputs(model, names):
+    """``model`` given i64 inputs ``names`` of shape [1, -1] that its logits read (plus 0 times their sum), as
+    optimum-intel's IRs take attention_mask and position_ids: a session that does not feed them cannot run it."""
+    import openvino as ov
+    from openvino import opset13
+
+    logits = model.outputs[0]
+    total = logits.get_node().input_value(0)  # the Result's source
+    params = []
+    for name in names:
+        p = opset13.parameter(ov.PartialShape([1, -1]), ov.Type.i64, name=name)
+        p.output(0).get_tensor().set_names({name})
+        params.append(p)
+        zero = opset13.multiply(opset13.convert(opset13.reduce_sum(p, opset13.constant([0, 1])), "f32"),
+                                opset13.constant(0.0, dtype=ov.Type.f32))
+        total = opset13.add(total, zero)
+    logits.get_node().input(0).replace_source_output(total.output(0) if hasattr(total, "output") else total)
+    model.add_parameters(params)
+    model.validate_nodes_and_infer_types()
+    return model
+
+
+def test_an_optimum_intel_style_ir_is_fed_its_mask_and_positions_and_a_foreign_input_is_refused(
+        decoder_file, tiny_llama, tmp_path):
+    """optimum-intel's IRs take attention_mask and position_ids beside input_ids and beam_idx: fed (the same logits
+    as mobilize's file); an input no decoder session feeds (a vision model's pixel_values) is one line (exit 2's
+    UnsupportedModelError), not an internal error."""
+    import openvino as ov
+
+    from mobilize.backends.openvino.decoder import convert_past_kv
+    from mobilize.core.errors import UnsupportedModelError
+
+    _, path = decoder_file("openvino-fp32")
+    optimum = tmp_path / "openvino_model.xml"
+    ov.save_model(_with_inputs(convert_past_kv(tiny_llama), ["attention_mask", "position_ids"]), str(optimum),
+                  compress_to_fp16=False)
+    logits = []
+    for file in (path, optimum):
+        session = FP32.load(file, 1, MAX_LEN)
+        try:
+            steps = [session.prefill(PROMPT)[-1]]
+            steps += [session.decode(int(steps[-1].argmax())) for _ in range(3)]
+            logits.append(np.stack(steps))
+        finally:
+            session.close()
+    np.testing.assert_allclose(logits[0], logits[1], atol=1e-4)
+
+    foreign = tmp_path / "vlm.xml"
+    ov.save_model(_with_inputs(convert_past_kv(tiny_llama), ["pixel_values"]), str(foreign), compress_to_fp16=False)
+    with pytest.raises(UnsupportedModelError, match="vlm.xml takes pixel_values, which a decoder session does not "
+                                                    "feed"):
+        FP32.load(foreign, 1, MAX_LEN)

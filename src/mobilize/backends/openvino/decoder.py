@@ -152,6 +152,23 @@ def _compressed(model: Any) -> bool:
                and np.prod(op.get_output_shape(0)) >= 32 * 32 for op in model.get_ops())
 
 
+FED_INPUTS = ("input_ids", "beam_idx", "attention_mask", "position_ids")
+"""What the session feeds: the ids, the beam index of a stateful IR, and the mask and positions optimum-intel's IRs
+also take (``past_*`` inputs of a past/present IR become state when it loads)."""
+
+
+def _check_inputs(path: Path, names: set[str]) -> None:
+    """Refuse, in one line, an IR whose inputs the session cannot feed (a vision-language model's pixel values, an
+    encoder-decoder's encoder states, a cache without the ``past_`` names)."""
+    other = sorted(n for n in names if n not in FED_INPUTS and not n.startswith("past_"))
+    if "input_ids" not in names or other:
+        what = f"takes {', '.join(other)}" if other else "has no input_ids input"
+        raise UnsupportedModelError(
+            f"{path.name} {what}, which a decoder session does not feed (it feeds {', '.join(FED_INPUTS)}, and "
+            f"a past/present cache named past_*)",
+            hint="give a causal LM's IR: one mobilize built, or optimum-cli export openvino --task text-generation-with-past")
+
+
 def _property(compiled: Any, key: str) -> str:
     value = compiled.get_property(key)
     return value.get_type_name() if hasattr(value, "get_type_name") else str(value)
@@ -173,7 +190,10 @@ class OpenVinoDecoderSession(CachedDecoderSession):
         what = f"OpenVINO could not load {self.path}"
         with translate_errors(UnsupportedModelError, what, message=lambda exc: f"{what}: {headline(exc)[:300]}"):
             model = core.read_model(str(self.path))
-            names = {name for port in model.inputs for name in port.get_names()}
+        names = {port.get_any_name() for port in model.inputs}
+        _check_inputs(self.path, names)
+        self._fed = names
+        with translate_errors(UnsupportedModelError, what, message=lambda exc: f"{what}: {headline(exc)[:300]}"):
             if "beam_idx" not in names:  # a past/present IR (saved before the files were made stateful)
                 make_stateful(model)
             compressed = _compressed(model)
@@ -206,7 +226,12 @@ class OpenVinoDecoderSession(CachedDecoderSession):
     def _forward(self, ids: list[int], start: int) -> Any:
         import numpy as np
 
-        results = self.request.infer({"input_ids": np.asarray([ids], np.int64), "beam_idx": self._beam})
+        feed = {"input_ids": np.asarray([ids], np.int64), "beam_idx": self._beam}
+        if "attention_mask" in self._fed:  # optimum-intel's IRs: every position so far attended
+            feed["attention_mask"] = np.ones((1, start + len(ids)), np.int64)
+        if "position_ids" in self._fed:
+            feed["position_ids"] = np.arange(start, start + len(ids), dtype=np.int64)[None]
+        results = self.request.infer(feed)
         return np.array(results[self.compiled.outputs[0]][0], dtype=np.float32)  # a copy: the request reuses it
 
     def close(self) -> None:

@@ -8,6 +8,7 @@ the first time it is asked for and returns (variant, path), so the contract test
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -22,22 +23,33 @@ OTHER = [int(t) for t in np.random.default_rng(2).integers(0, VOCAB, 30)]
 STEPS = 8
 
 
+def shared_build(tmp_path_factory, key: str, make: Callable[[Path], Path]) -> Path:
+    """``make(folder)`` once per test run (:func:`tests.conftest.once_per_run`): an ExecuTorch 8da4w build of the
+    tiny model takes ~25 s, and each pytest-xdist worker building its own cost a minute of the suite."""
+    from tests.conftest import once_per_run
+
+    made, _ = once_per_run(tmp_path_factory, key, lambda folder: str(make(folder)))
+    return Path(made)
+
+
 @pytest.fixture(scope="session")
 def tiny_llama(tmp_path_factory):
     """A random Llama (2 layers, hidden 64, 4 heads of 16, 2 KV heads, 128 tokens, 64 positions; ONNX Runtime's
     GroupQueryAttention takes head sizes that are multiples of 16), saved as ``save_pretrained`` writes it, with a
-    byte-level BPE tokenizer beside it."""
+    byte-level BPE tokenizer beside it (one folder for every worker)."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
 
-    torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
-        vocab_size=VOCAB, hidden_size=64, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=MAX_LEN))
-    path = tmp_path_factory.mktemp("tiny-llama")
-    model.save_pretrained(path)
-    save_byte_tokenizer(path)
-    return path
+    def make(path: Path) -> Path:
+        torch.manual_seed(0)
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+            vocab_size=VOCAB, hidden_size=64, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=MAX_LEN))
+        model.save_pretrained(path)
+        save_byte_tokenizer(path)
+        return path
+
+    return shared_build(tmp_path_factory, "tiny-llama", make)
 
 
 def save_byte_tokenizer(folder: Any, vocab_size: int = VOCAB, eos_id: int | None = None) -> None:
@@ -81,7 +93,9 @@ def decoder_file(tiny_llama, tmp_path_factory) -> Callable[[str], tuple[Any, Any
             why = unavailable(variant)
             if why:
                 pytest.skip(f"{name}: {why}")
-            built[name] = (variant, variant.build_file(tiny_llama, tmp_path_factory.mktemp(name.replace("@", "-"))))
+            key = name.replace("@", "-")
+            built[name] = (variant, shared_build(tmp_path_factory, key,
+                                                 lambda folder: variant.build_file(tiny_llama, folder)))
         return built[name]
 
     return get

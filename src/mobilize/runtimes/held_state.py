@@ -50,7 +50,8 @@ class HeldState:
         if self.attributes:
             what = f"state kept in the module: {_names(self.attributes)} written by forward"
         else:
-            what = "state kept in the module: a second call on the same input answers differently"
+            what = ("state kept in the module: a second call on the same input answers differently (or "
+                    "randomness in forward)")
         how = f"reset by {self.reset}()" if self.reset else "no reset method, so each stream starts from the " \
                                                             "state the file was saved with"
         return f"{what}, {how}"
@@ -153,6 +154,11 @@ def changed(before: dict[str, Any], after: dict[str, Any]) -> tuple[str, ...]:
                                        or not torch.equal(value, after[name])))
 
 
+def fresh(inputs: Sequence[Any]) -> list:
+    """The inputs with each tensor copied."""
+    return [t.clone() if hasattr(t, "clone") else t for t in inputs]
+
+
 def differ(first: Sequence[Any], second: Sequence[Any]) -> bool:
     import torch
 
@@ -190,9 +196,9 @@ class StateKeeper:
         second call on the same input answering differently.  Leaves the module reset."""
         self.reset_state()
         before = snapshot(self.module)
-        first = self.run(list(inputs))
+        first = self.run(fresh(inputs))
         written = changed(before, snapshot(self.module))
-        second = self.run(list(inputs))
+        second = self.run(fresh(inputs))  # copies: a forward that writes its input must not read as state
         self.reset_state()
         if not written and not differ(first, second):
             return None

@@ -23,10 +23,10 @@ class LiteSession(TorchSession):
     def held_state(self, inputs: Sequence[Any]) -> Any:
         """Held state by behaviour: a lite module's attributes cannot be listed, so two calls on the same input
         from a reset state that answer differently."""
-        from mobilize.runtimes.held_state import HeldState, differ
+        from mobilize.runtimes.held_state import HeldState, differ, fresh
 
         self.reset_state()
-        first, second = self.run(list(inputs)), self.run(list(inputs))
+        first, second = self.run(fresh(inputs)), self.run(fresh(inputs))
         self.reset_state()
         return HeldState((), self._reset_name()) if differ(first, second) else None
 

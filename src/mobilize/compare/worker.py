@@ -144,8 +144,9 @@ def _saved_set(job: Job) -> dict:
 
 
 def _stream_set(job: Job, pairs: list[tuple[int, int]], held=None) -> list[list]:
-    """A stateful model's stream: the data's samples in order (else seeded random chunks), from a zero state;
-    saved for every other job in place of the single-call samples."""
+    """A stateful model's stream: the data's samples in order (else seeded random chunks), from a zero state (state
+    as inputs: ``pairs``) or from the module's reset (state kept inside it: ``held``); saved for every other job in
+    place of the single-call samples."""
     import torch
 
     from mobilize.accuracy.stream import STREAM_CALLS, zero_state
@@ -250,9 +251,8 @@ def make_reference(job: Job) -> tuple[ReferenceDone, Any]:
     import torch
 
     from mobilize.runtimes.base import flatten_outputs, open_session, output_names
-    from mobilize.sources.models import resolve_model
-
     from mobilize.runtimes.held_state import StateKeeper
+    from mobilize.sources.models import resolve_model
 
     source = resolve_model(job.model, trust_pickle=job.trust_pickle, bound_args=job.bound_args)
     if not hasattr(source, "module"):

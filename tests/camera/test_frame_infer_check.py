@@ -16,7 +16,10 @@ def test_the_frame_report_compares_the_infer_stage_with_the_file_alone():
     check = report["frames"]["infer_check"]
     assert check["rounds"] == FRAME_ROUNDS and check["rule"].startswith("frame-infer-")
     assert check["infer_ms_p50"] > 0 and check["alone_ms_p50"] > 0 and check["control_ms_p50"] > 0
-    assert check["within"] == (check["ratio"] <= 1.15)
+    # the interval decides, not the ratio alone (a loaded machine leaves it unresolved: within None)
+    expected = {"frame-infer-within": True, "frame-infer-faster": True, "frame-infer-unresolved": None,
+                "frame-infer-pause": False, "frame-infer-input": False}
+    assert check["within"] is expected[check["rule"]], check
     text = format_stages(report)
     assert "infer inside the loop" in text and f"[rule {check['rule']}]" in text
     assert ("note: " in text) == (not check["within"])

@@ -238,7 +238,8 @@ class StreamStart:
             start = f"what {self.reset}() sets" if self.reset else "the state the model was given with"
             self.note(f"forward writes {_names(written)} (state kept in the module): the export's own calls are "
                       f"undone, the file starts a stream from {start}")
-        restore(module, self.saved)
+            restore(module, {name: self.saved[name] for name in written})  # only these: a scripted module's
+            # constants (a tensor attribute scripting froze) cannot be set
 
 
 def _names(names: Sequence[str]) -> str:

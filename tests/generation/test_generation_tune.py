@@ -35,6 +35,21 @@ def test_every_int4_variant_offers_groups_and_the_ladder_skips_those_that_do_not
     assert gtune.ladder(fp32, [256, 704]) == [fp32]
 
 
+def _planted_run(tmp_path):
+    """The parts of a PlanRun the climb reads, over a model folder with the tiny model's linear widths."""
+
+    class Run:
+        workdir = tmp_path
+        reference = type("Ref", (), {"warning": None})()
+        variants: list = []
+        results: dict = {}
+        workers: dict = {}
+
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text(json.dumps({"hidden_size": 256, "intermediate_size": 704}))
+    return Run
+
+
 def test_the_ladder_stops_at_the_first_group_within_the_budget(monkeypatch, tmp_path):
     """Planted verdicts: g128 and g64 over the budget, g32 within: g16 is never built, and the report says why each
     step went on or stopped."""
@@ -51,15 +66,7 @@ def test_the_ladder_stops_at_the_first_group_within_the_budget(monkeypatch, tmp_
         r.outcome = Outcome.OVER_BUDGET if step.variant.group >= 64 else Outcome.OK
         r.tokens = TokenFigures("onnxruntime", "int4", "", ppl_increase_percent=9.0 if step.variant.group >= 64 else 1.0)
 
-    class Run:
-        workdir = tmp_path
-        reference = type("Ref", (), {"warning": None})()
-        variants: list = []
-        results: dict = {}
-        workers: dict = {}
-
-    (tmp_path / "model").mkdir()
-    (tmp_path / "model" / "config.json").write_text(json.dumps({"hidden_size": 256, "intermediate_size": 704}))
+    Run = _planted_run(tmp_path)
     monkeypatch.setattr(cvariants, "check_one", fake_check)
     climb = gtune.Climb(generation_variants(["onnx-int4"]), None)
     climb(Run())
@@ -82,15 +89,7 @@ def test_a_rung_starts_only_while_more_time_is_left_than_the_longest_took(monkey
         now[0] += 100.0
         run.results[step.name].outcome = Outcome.OVER_BUDGET
 
-    class Run:
-        workdir = tmp_path
-        reference = type("Ref", (), {"warning": None})()
-        variants: list = []
-        results: dict = {}
-        workers: dict = {}
-
-    (tmp_path / "model").mkdir()
-    (tmp_path / "model" / "config.json").write_text(json.dumps({"hidden_size": 256, "intermediate_size": 704}))
+    Run = _planted_run(tmp_path)
     monkeypatch.setattr(cvariants, "check_one", slow_check)
     climb = gtune.Climb(generation_variants(["onnx-int4"]), 250.0)
     climb(Run())

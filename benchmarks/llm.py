@@ -8,8 +8,11 @@ The peers' files are variants of the generation plan, built by the peers' own to
   runs): ``llamacpp-f16``, ``-q8_0``, ``-q4_0``, ``-q4_k_m`` (scripts/setup-llamacpp.sh installs them);
 - onnxruntime-genai's model builder (``python -m onnxruntime_genai.models.builder -p int4 -e cpu``), run by its
   Generator: ``onnx-genai-int4`` (its CPU default, int8 activations), ``onnx-genai-int4-fp32act``, ``onnx-genai-fp32``.
-Not here: optimum-executorch's and optimum-intel's CLIs pin other transformers versions (their own venvs; not built
-by this script).
+- optimum-executorch's ``optimum-cli export executorch`` (its README's flags: ``--recipe xnnpack --use_custom_sdpa
+  --use_custom_kv_cache --qlinear 8da4w --qembedding 8w``): ``optimum-executorch-8da4w``, and optimum-intel's
+  ``optimum-cli export openvino --task text-generation-with-past --weight-format int4``: ``optimum-intel-int4`` - each
+  in its own venv (they pin other transformers versions), installed by ``bash scripts/setup-peers.sh``; without it
+  they are left out, and the report's notes say so.
 
     .venv/bin/python benchmarks/llm.py [--threads 1 2] [--rounds 7] [--prompt 128] [--gen 128] [--budget 1.0]
 """
@@ -24,8 +27,10 @@ import tempfile
 import time
 from pathlib import Path
 
-PEERS = ("llamacpp-", "onnx-genai-")
+PEERS = ("llamacpp-", "onnx-genai-", "optimum-")
 """Variant name prefixes of the files the peers' own tools build."""
+SAME_ENGINE = (("executorch-8da4w", "optimum-executorch-8da4w"), ("openvino-int4", "optimum-intel-int4"))
+"""mobilize's own int4 file and the one the same engine's peer CLI builds."""
 
 
 def run(threads: int, args: argparse.Namespace, out: Path) -> dict:
@@ -102,6 +107,8 @@ def main() -> None:
         print(f"pick: {pick} ({(report.get('recommended') or {}).get('rule')}); against each peer file within the "
               f"budget, fastest first:")
         print("  " + ratio(report, "onnx-int4", "onnx-genai-int4") + "   [torch.onnx export vs the GenAI builder]")
+        for own, peer in SAME_ENGINE:
+            print("  " + ratio(report, own, peer) + "   [mobilize's file vs the same engine's peer CLI file]")
         for peer in peers:  # every peer file within the budget, fastest first
             print("  " + ratio(report, pick, peer["name"]))
         print(f"  report: {work / f't{threads}' / 'report.json'}")

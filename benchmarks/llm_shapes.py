@@ -2,8 +2,8 @@
 architecture (24 layers, hidden 896, 14 heads / 2 KV heads, vocabulary 151,936, tied embeddings) with random
 weights, saved as a transformers folder with a small byte-level tokenizer, then ``mobilize compare`` on it with the
 int4 files of each engine - llama.cpp's Q4_K_M and Q4_0 (its own converter and quantizer), onnxruntime-genai's
-builder file, mobilize's ExecuTorch 8da4w, OpenVINO int4 (stateful, NNCF) and ONNX Runtime int4 - timed in one
-interleaved run.
+builder file, optimum-executorch's and optimum-intel's CLI files (scripts/setup-peers.sh; left out without it),
+mobilize's ExecuTorch 8da4w, OpenVINO int4 (stateful, NNCF) and ONNX Runtime int4 - timed in one interleaved run.
 
 Random weights: the verdicts are VACUOUS (nothing to be faithful to) and only the times count; quality is judged on
 the trained zoo:tiny_lm (benchmarks/llm.py).  Each file's percentage of the DRAM bound is its tokens/s over the
@@ -26,7 +26,7 @@ QWEN25_05B = dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, nu
                   num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=32768, rope_theta=1000000.0,
                   tie_word_embeddings=True, rms_norm_eps=1e-6, bos_token_id=0, eos_token_id=1)
 VARIANTS = ("eager-fp32", "executorch-8da4w", "onnx-int4", "onnx-genai-int4", "openvino-int4", "llamacpp-q4_0",
-            "llamacpp-q4_k_m")
+            "llamacpp-q4_k_m", "optimum-executorch-8da4w", "optimum-intel-int4")
 
 
 def byte_tokenizer(folder: Path) -> None:
@@ -104,7 +104,7 @@ def main() -> None:
     print(f"bandwidth: {bandwidth.get('gb_per_s', float('nan')):.1f} GB/s on {args.threads} thread(s) "
           f"({bandwidth.get('how', '')})")
     sys.path.insert(0, str(Path(__file__).parent))
-    from llm import ratio
+    from llm import SAME_ENGINE, ratio
 
     timed = [v["name"] for v in report["variants"] if (v.get("tokens") or {}).get("decode_ms_per_token_p50")]
     print("decode time per token against llama.cpp's Q4_K_M, paired rounds of this run (random weights: no pick, "
@@ -112,6 +112,8 @@ def main() -> None:
     for name in timed:
         if name != "llamacpp-q4_k_m":
             print("  " + ratio(report, name, "llamacpp-q4_k_m"))
+    for own, peer in SAME_ENGINE:
+        print("  " + ratio(report, own, peer) + "   [mobilize's file vs the same engine's peer CLI file]")
     for v in report["variants"]:
         if v["outcome"] in ("UNSUPPORTED", "EXPORT_FAIL", "LOAD_FAIL", "FAIL"):
             print(f"  {v['name']}: {v['outcome']}: {' '.join(v.get('notes') or [])[:240]}")

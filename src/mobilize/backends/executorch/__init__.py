@@ -20,7 +20,8 @@ BACKENDS.register("executorch")(Backend(
            "[method.cpp:", "No temp allocator provided"),  # what a failed run logs, the runtime's checks say in the error itself
     tune={"executorch": "tune_route:ROUTE"},
     native={"executorch": "native_runner:RUNNER"},
-    decoders={"executorch-fp32": "decoder:FP32", "executorch-8da4w": "decoder:INT4_8DA4W"},
+    decoders={"executorch-fp32": "decoder:FP32", "executorch-8da4w": "decoder:INT4_8DA4W",
+              "optimum-executorch-8da4w": "decoder:OPTIMUM_8DA4W"},
     compare_profile=("executorch",),
     conv_fused_activations=("relu", "relu6", "hardtanh"),  # XNNPACK folds output clamps only
     delegate_hint="the delegation report gives its source line",

@@ -54,6 +54,31 @@ def build_8da4w(folder: Path, out_dir: Path, group: int | None = None) -> Path:
     return _build(folder, out_dir, quantize=True, group=group)
 
 
+OPTIMUM_ARGS = ("--task", "text-generation", "--recipe", "xnnpack", "--use_custom_sdpa", "--use_custom_kv_cache",
+                "--qlinear", "8da4w", "--qembedding", "8w")
+"""optimum-executorch's README command for a causal LM on XNNPACK, unchanged."""
+
+
+def build_optimum_8da4w(folder: Path, out_dir: Path) -> Path:
+    """``optimum-cli export executorch`` (its own venv: :mod:`mobilize.core.peers`) with its README's flags and
+    the cache length mobilize's own file holds; its ``model.pte`` has the same ``forward(input_ids, cache_position)``
+    and ``get_max_seq_len`` as mobilize's, so :class:`ExecuTorchDecoderSession` runs it."""
+    from transformers import AutoConfig
+
+    from mobilize.backends.executorch.decoder_export import cache_len
+    from mobilize.core.peers import OPTIMUM_EXECUTORCH
+
+    length = cache_len(AutoConfig.from_pretrained(str(folder)))
+    return OPTIMUM_EXECUTORCH.export(["executorch", "--model", str(Path(folder).resolve()), *OPTIMUM_ARGS,
+                                      "--max_seq_len", str(length), "--output_dir"], Path(out_dir), "model.pte")
+
+
+def _optimum_available() -> str | None:
+    from mobilize.core.peers import OPTIMUM_EXECUTORCH
+
+    return OPTIMUM_EXECUTORCH.available()
+
+
 class ExecuTorchDecoderSession(CachedDecoderSession):
     """A decoder ``.pte`` loaded in ExecuTorch's Python runtime; the cache lives in the program's buffers."""
 
@@ -86,6 +111,8 @@ class ExecuTorchDecoderSession(CachedDecoderSession):
         portable_lib()
         with translate_errors(UnsupportedModelError, f"ExecuTorch could not load {path}"), quiet_native_stderr():
             import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  (the llama:: kernels)
+            import executorch.kernels.quantized  # noqa: F401  (quantized_decomposed::embedding_byte: an 8-bit
+            # embedding table, as optimum-executorch's --qembedding 8w writes it)
             from executorch.runtime import Runtime
 
             self._program = Runtime.get().load_program(path)
@@ -126,4 +153,10 @@ INT4_8DA4W = DecoderVariant(
     how=f"torchao 8da4w (int8 dynamic activations, int4 weights group 32 (tune: 128, 64, 32), per channel where the "
         f"group does not divide the "
         f"in-features; embeddings float32), XNNPACK, {_CACHE}",
+)
+OPTIMUM_8DA4W = DecoderVariant(
+    name="optimum-executorch-8da4w", engine="executorch", weights="int4", promise=Promise.QUANTIZED,
+    build=build_optimum_8da4w, load=ExecuTorchDecoderSession, packages=FLOAT_PACKAGES, available=_optimum_available,
+    how="a peer's file: optimum-executorch's CLI (`optimum-cli export executorch --recipe xnnpack --use_custom_sdpa "
+        "--use_custom_kv_cache --qlinear 8da4w --qembedding 8w`, its own venv), run by mobilize's ExecuTorch session",
 )

@@ -144,6 +144,25 @@ def build_int4(folder: Path, out_dir: Path, group: int = GROUP) -> Path:
     return _build(folder, out_dir, "int4", group)
 
 
+def build_optimum_int4(folder: Path, out_dir: Path) -> Path:
+    """``optimum-cli export openvino --task text-generation-with-past --weight-format int4`` (its own venv:
+    :mod:`mobilize.core.peers`), its defaults otherwise (int4 asymmetric, group 128) but for its own
+    ``--group-size-fallback adjust``: a linear whose in-features 128 does not divide (zoo:tiny_lm's 704) gets the
+    largest group that does, where its default stops the export; its stateful IR takes ``attention_mask`` and
+    ``position_ids`` beside the ids, which :class:`OpenVinoDecoderSession` feeds."""
+    from mobilize.core.peers import OPTIMUM_INTEL
+
+    return OPTIMUM_INTEL.export(["openvino", "--model", str(Path(folder).resolve()), "--task",
+                                 "text-generation-with-past", "--weight-format", "int4", "--group-size-fallback",
+                                 "adjust"], Path(out_dir), "openvino_model.xml")
+
+
+def _optimum_available() -> str | None:
+    from mobilize.core.peers import OPTIMUM_INTEL
+
+    return OPTIMUM_INTEL.available()
+
+
 def _compressed(model: Any) -> bool:
     """Whether the IR's weights are stored compressed (integer constants of at least 32 x 32 elements)."""
     import numpy as np
@@ -257,4 +276,11 @@ INT4 = DecoderVariant(
     build=build_int4, load=OpenVinoDecoderSession, packages=QUANT_PACKAGES, groups=(128, 64, 32, 16),
     how=f"NNCF compress_weights INT4_SYM (data-free, group {GROUP} (tune: 128 to 16), ratio 1.0; embeddings and lm_head int8 "
         f"asymmetric), {_CACHE}; {_DEFAULTS}",
+)
+OPTIMUM_INT4 = DecoderVariant(
+    name="optimum-intel-int4", engine="openvino", weights="int4", promise=Promise.QUANTIZED,
+    build=build_optimum_int4, load=OpenVinoDecoderSession, packages=FLOAT_PACKAGES, available=_optimum_available,
+    how="a peer's file: optimum-intel's CLI (`optimum-cli export openvino --task text-generation-with-past "
+        "--weight-format int4 --group-size-fallback adjust`: int4 asymmetric, group 128 or the largest that divides "
+        "a linear; its own venv), run by mobilize's OpenVINO session",
 )

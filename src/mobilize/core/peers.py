@@ -1,10 +1,11 @@
 """The field's own export CLIs that cannot live in mobilize's venv - optimum-executorch pins transformers 5.0.0rc1,
-optimum-intel pins transformers < 5.6 and needs torchvision - each in its own venv under :func:`peers_dir`, made by
+optimum-intel transformers < 5.6 and huggingface-hub < 1.22 - each in its own venv under :func:`peers_dir`, made by
 ``scripts/setup-peers.sh``.  A peer variant runs the CLI in a child process on the saved model folder, offline, and
 opens the file it wrote with mobilize's own session for that engine, so the peer's file is judged and timed like
 any other variant of the generation plan; where the venv is absent the variant is left out with this reason.
 
-Nothing here re-implements the tools: the argv is the one-line command their READMEs give.
+Nothing here re-implements the tools: the argv is the one-line command their READMEs give, plus what each
+variant's docstring names (the cache length; optimum-intel's own ``--group-size-fallback adjust``).
 
     >>> PeerCli("optimum-executorch", "transformers 5.0.0rc1").cli().name
     'optimum-cli'
@@ -83,4 +84,4 @@ class PeerCli:
 
 
 OPTIMUM_EXECUTORCH = PeerCli("optimum-executorch", "transformers 5.0.0rc1")
-OPTIMUM_INTEL = PeerCli("optimum-intel", "transformers < 5.6 and torchvision")
+OPTIMUM_INTEL = PeerCli("optimum-intel", "transformers < 5.6 and huggingface-hub < 1.22")

@@ -1,15 +1,18 @@
 """Decoders of a real phone-class size, where decode time is the weights streamed from memory: Qwen2.5-0.5B's
-architecture (24 layers, hidden 896, 14 heads / 2 KV heads, vocabulary 151,936, tied embeddings) with random
+architecture (24 layers, hidden 896, 14 heads / 2 KV heads, vocabulary 151,936, tied embeddings; or, with
+``--shape llama-3.2-1b``, Llama-3.2-1B's: 16 layers, hidden 2048, 32 / 8 heads, vocabulary 128,256) with random
 weights, saved as a transformers folder with a small byte-level tokenizer, then ``mobilize compare`` on it with the
 int4 files of each engine - llama.cpp's Q4_K_M and Q4_0 (its own converter and quantizer), onnxruntime-genai's
 builder file, optimum-executorch's and optimum-intel's CLI files (scripts/setup-peers.sh; left out without it),
 mobilize's ExecuTorch 8da4w, OpenVINO int4 (stateful, NNCF) and ONNX Runtime int4 - timed in one interleaved run.
 
-Random weights: the verdicts are VACUOUS (nothing to be faithful to) and only the times count; quality is judged on
+Random weights: the verdicts judge nothing real (VACUOUS; at the 1B shape three quantized files were a
+cache-consistency MISMATCH, 27-28 dB on near-flat random logits) and only the times count; quality is judged on
 the trained zoo:tiny_lm (benchmarks/llm.py).  Each file's percentage of the DRAM bound is its tokens/s over the
 memory bandwidth measured in the same run on the decode's threads divided by the bytes one token reads.
 
-    .venv/bin/python benchmarks/llm_shapes.py [--threads 2] [--rounds 5] [--prompt 128] [--gen 64]
+    .venv/bin/python benchmarks/llm_shapes.py [--shape qwen2.5-0.5b|llama-3.2-1b] [--threads 2] [--rounds 5]
+        [--prompt 128] [--gen 64] [--variant NAME ...]
 """
 
 from __future__ import annotations
@@ -25,6 +28,14 @@ from pathlib import Path
 QWEN25_05B = dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
                   num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=32768, rope_theta=1000000.0,
                   tie_word_embeddings=True, rms_norm_eps=1e-6, bos_token_id=0, eos_token_id=1)
+LLAMA32_1B = dict(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+                  num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=4096, rope_theta=500000.0,
+                  tie_word_embeddings=True, rms_norm_eps=1e-5, bos_token_id=0, eos_token_id=1)
+"""Llama-3.2-1B's architecture; its rope scaling left out and its context 4096 (131072 in the release: an fp32 KV
+buffer sized for that, as ONNX Runtime GenAI's shared buffer is, would take 8.6 GB), neither of which changes the weights a
+token reads."""
+SHAPES = {"qwen2.5-0.5b": ("Qwen2.5-0.5B", "Qwen2Config", "Qwen2ForCausalLM", QWEN25_05B),
+          "llama-3.2-1b": ("Llama-3.2-1B", "LlamaConfig", "LlamaForCausalLM", LLAMA32_1B)}
 VARIANTS = ("eager-fp32", "executorch-8da4w", "onnx-int4", "onnx-genai-int4", "openvino-int4", "llamacpp-q4_0",
             "llamacpp-q4_k_m", "optimum-executorch-8da4w", "optimum-intel-int4")
 
@@ -51,35 +62,39 @@ def byte_tokenizer(folder: Path) -> None:
 
 def main() -> None:
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    import transformers
 
     from mobilize.core.target import host_cpu
 
     ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="qwen2.5-0.5b")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--prompt", type=int, default=128)
     ap.add_argument("--gen", type=int, default=64)
+    ap.add_argument("--timeout", type=int, default=2400, help="compare's seconds per stage (the 1B shape's float "
+                    "reference took over 600 s, compare's default)")
     ap.add_argument("--variant", action="append", help=f"default: {', '.join(VARIANTS)}")
     args = ap.parse_args()
     cpu = host_cpu()
     flags = ", ".join(f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_int8") if f in cpu.flags)
     work = Path(tempfile.mkdtemp(prefix="mobilize-llm-shapes-"))
-    folder = work / "qwen2.5-0.5b-random"
+    title, config_class, model_class, shape = SHAPES[args.shape]
+    folder = work / f"{args.shape}-random"
     t0 = time.time()
     torch.manual_seed(0)
-    model = Qwen2ForCausalLM(Qwen2Config(**QWEN25_05B))
+    model = getattr(transformers, model_class)(getattr(transformers, config_class)(**shape))
     params = sum(p.numel() for p in model.parameters())
     model.save_pretrained(str(folder))
     byte_tokenizer(folder)
     del model
-    print(f"CPU: {cpu.model} ({flags}); {time.strftime('%Y-%m-%d')}; Qwen2.5-0.5B shape, random weights, "
+    print(f"CPU: {cpu.model} ({flags}); {time.strftime('%Y-%m-%d')}; {title} shape, random weights, "
           f"{params / 1e6:.0f}M parameters, saved in {time.time() - t0:.0f} s; prompt {args.prompt}, decode "
           f"{args.gen}, {args.threads} thread(s), {args.rounds} interleaved rounds")
     out = work / "compare"
     argv = [sys.executable, "-m", "mobilize", "compare", str(folder), "--task", "generation", "--threads",
             str(args.threads), "--prompt-len", str(args.prompt), "--gen-len", str(args.gen), "--eval-len", "32",
-            "--rounds", str(args.rounds), "-o", str(out),
+            "--rounds", str(args.rounds), "--timeout", str(args.timeout), "-o", str(out),
             *[a for v in (args.variant or VARIANTS) for a in ("--variant", v)]]
     t0 = time.time()
     done = subprocess.run(argv, capture_output=True, text=True)
@@ -87,6 +102,10 @@ def main() -> None:
     if not (out / "report.json").is_file():
         sys.exit(done.stderr[-3000:])
     report = json.loads((out / "report.json").read_text())
+    if report.get("reference_failure"):  # nothing was timed: say why instead of a table of PENDING rows
+        failure = report["reference_failure"]
+        sys.exit(f"the float reference failed ({failure.get('outcome')}): {failure.get('message')}; "
+                 f"{failure.get('hint') or ''}")
     print(f"{'file':<20} {'outcome':<11} {'MB':>7} {'build s':>8} {'ms/tok':>7} {'tok/s':>6} {'TTFT ms':>8} "
           f"{'read/tok MB':>11} {'bound tok/s':>11} {'% bound':>7} {'RSS MB':>7}")
     for v in report["variants"]:
@@ -107,8 +126,8 @@ def main() -> None:
     from llm import SAME_ENGINE, ratio
 
     timed = [v["name"] for v in report["variants"] if (v.get("tokens") or {}).get("decode_ms_per_token_p50")]
-    print("decode time per token against llama.cpp's Q4_K_M, paired rounds of this run (random weights: no pick, "
-          "every verdict VACUOUS):")
+    print("decode time per token against llama.cpp's Q4_K_M, paired rounds of this run (random weights: no pick; "
+          "the verdicts judge nothing real - VACUOUS, or a cache-consistency MISMATCH on flat random logits):")
     for name in timed:
         if name != "llamacpp-q4_k_m":
             print("  " + ratio(report, name, "llamacpp-q4_k_m"))

@@ -71,6 +71,21 @@ def headline(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def tool_reason(log: str) -> str:
+    """A child tool's own last error line from its output (llama.cpp's converter, onnxruntime-genai's builder, the
+    optimum CLIs): an ``ERROR:`` log line's message or the exception a traceback ends with, else its last line.
+
+    >>> tool_reason("Traceback ...\\nnncf.errors.InvalidGroupSizeError: group size 128\\n  more\\n")
+    'nncf.errors.InvalidGroupSizeError: group size 128'
+    >>> tool_reason("INFO:x\\nERROR:hf-to-gguf:Model MyNet is not supported\\n")
+    'Model MyNet is not supported'
+    """
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    errors = [line.split(":", 2)[-1].strip() if line.startswith("ERROR:") else line for line in lines
+              if line.startswith("ERROR:") or (": " in line and line.split(":")[0].endswith(("Error", "Exception")))]
+    return (errors or lines or ["no output"])[-1][:300]
+
+
 def clip(text: str, width: int) -> str:
     """``text`` in at most ``width`` characters, never cut mid-word: whole sentences where they fit, else whole
     words and an ellipsis.

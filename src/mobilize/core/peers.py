@@ -9,8 +9,6 @@ variant's docstring names (the cache length; optimum-intel's own ``--group-size-
 
     >>> PeerCli("optimum-executorch", "transformers 5.0.0rc1").cli().name
     'optimum-cli'
-    >>> reason("Traceback ...\\nValueError: Unrecognized configuration class\\n")
-    'ValueError: Unrecognized configuration class'
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from mobilize.core.errors import UnsupportedByEngineError
+from mobilize.core.errors import UnsupportedByEngineError, UnsupportedModelError, tool_reason
 
 SETUP = "bash scripts/setup-peers.sh"
 
@@ -29,14 +27,6 @@ def peers_dir() -> Path:
     """``MOBILIZE_PEERS_DIR``, else ``~/.cache/mobilize/peers``: one venv per peer tool, outside the repo (cached
     like the llama.cpp build and the arm64 root)."""
     return Path(os.environ.get("MOBILIZE_PEERS_DIR") or Path.home() / ".cache" / "mobilize" / "peers")
-
-
-def reason(log: str) -> str:
-    """A failed CLI's own last error line (the exception its traceback ends with, else its last line)."""
-    lines = [line.strip() for line in log.splitlines() if line.strip()]
-    errors = [line for line in lines if ": " in line and line.split(":")[0].split(".")[-1].endswith(("Error",
-                                                                                                     "Exception"))]
-    return (errors or lines or ["no output"])[-1][:300]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,13 +47,11 @@ class PeerCli:
                     f"looked for {self.cli()})")
         return None
 
-    def export(self, args: list[str], out_dir: Path, writes: str, timeout_s: float | None = None) -> Path:
+    def export(self, args: list[str], out_dir: Path, writes: str) -> Path:
         """``optimum-cli export ARGS OUT`` offline (the model is the saved folder; nothing is downloaded) into
         ``out_dir/TOOL``, its output kept in ``out_dir/TOOL.log``; returns ``out_dir/TOOL/WRITES``, the file the tool
         writes.  A failure is an UnsupportedByEngineError with the tool's own reason; no file, an
         UnsupportedModelError naming the log."""
-        from mobilize.core.errors import UnsupportedModelError
-
         why = self.available()
         if why:
             raise UnsupportedByEngineError(why)
@@ -74,10 +62,10 @@ class PeerCli:
         env.pop("PYTHONPATH", None)  # mobilize's own paths would shadow the peer venv's packages
         with log.open("w") as sink:
             done = subprocess.run([str(self.cli()), "export", *args, str(out)], stdout=sink, stderr=subprocess.STDOUT,
-                                  env=env, timeout=timeout_s, cwd=out_dir)
+                                  env=env, cwd=out_dir)
         if done.returncode != 0:
             raise UnsupportedByEngineError(f"{self.tool} cannot export this model (exit {done.returncode}): "
-                                           f"{reason(log.read_text(errors='replace'))} (its log: {log})")
+                                           f"{tool_reason(log.read_text(errors='replace'))} (its log: {log})")
         if not (out / writes).is_file():
             raise UnsupportedModelError(f"{self.tool} wrote no {writes} in {out} (its log: {log})")
         return out / writes

@@ -17,6 +17,7 @@ from typing import Any
 
 from mobilize.core.decoder import CachedDecoderSession, DecoderVariant, Promise
 from mobilize.core.packages import require
+from mobilize.core.peers import OPTIMUM_EXECUTORCH
 from mobilize.core.errors import ConfigError, UnsupportedModelError, translate_errors
 
 FLOAT_PACKAGES = ("executorch", "transformers")
@@ -66,17 +67,10 @@ def build_optimum_8da4w(folder: Path, out_dir: Path) -> Path:
     from transformers import AutoConfig
 
     from mobilize.backends.executorch.decoder_export import cache_len
-    from mobilize.core.peers import OPTIMUM_EXECUTORCH
 
     length = cache_len(AutoConfig.from_pretrained(str(folder)))
     return OPTIMUM_EXECUTORCH.export(["executorch", "--model", str(Path(folder).resolve()), *OPTIMUM_ARGS,
                                       "--max_seq_len", str(length), "--output_dir"], Path(out_dir), "model.pte")
-
-
-def _optimum_available() -> str | None:
-    from mobilize.core.peers import OPTIMUM_EXECUTORCH
-
-    return OPTIMUM_EXECUTORCH.available()
 
 
 class ExecuTorchDecoderSession(CachedDecoderSession):
@@ -156,7 +150,7 @@ INT4_8DA4W = DecoderVariant(
 )
 OPTIMUM_8DA4W = DecoderVariant(
     name="optimum-executorch-8da4w", engine="executorch", weights="int4", promise=Promise.QUANTIZED,
-    build=build_optimum_8da4w, load=ExecuTorchDecoderSession, packages=FLOAT_PACKAGES, available=_optimum_available,
+    build=build_optimum_8da4w, load=ExecuTorchDecoderSession, packages=FLOAT_PACKAGES, available=OPTIMUM_EXECUTORCH.available,
     how="a peer's file: optimum-executorch's CLI (`optimum-cli export executorch --recipe xnnpack --use_custom_sdpa "
         "--use_custom_kv_cache --qlinear 8da4w --qembedding 8w`, its own venv), run by mobilize's ExecuTorch session",
 )

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mobilize.core.errors import UnsupportedByEngineError
+from mobilize.core.errors import UnsupportedByEngineError, tool_reason
 
 SETUP = "bash scripts/setup-llamacpp.sh"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model")
@@ -66,20 +66,12 @@ def convert(folder: Path, out: Path, outtype: str, timeout_s: float | None = Non
     done = subprocess.run([sys.executable, "-m", "mobilize.backends.llamacpp.convert", str(folder), str(out), outtype],
                           capture_output=True, text=True, timeout=timeout_s)
     if done.returncode != 0 or not out.is_file():
-        why = reason(done.stderr)
+        why = tool_reason(done.stderr)
         if "tokenizer.model" in why and not (folder / "tokenizer.model").is_file():  # its last fallback, SentencePiece
             why = (f"it does not recognise the tokenizer (a BPE it knows by a hash of its ids or a byte-level one with "
                    f"GPT-2's split, else a SentencePiece tokenizer.model): {why}")
         raise UnsupportedByEngineError(f"llama.cpp's converter cannot take this model: {why}")
     return out
-
-
-def reason(log: str) -> str:
-    """The converter's own last error line (its ERROR log line, or the exception a traceback ends with)."""
-    lines = [line.strip() for line in log.splitlines() if line.strip()]
-    errors = [line.split(":", 2)[-1].strip() if line.startswith("ERROR:") else line for line in lines
-              if line.startswith("ERROR:") or (": " in line and line.split(":")[0].endswith(("Error", "Exception")))]
-    return (errors or lines or ["no output"])[-1][:300]
 
 
 def _main(folder: str, out: str, outtype: str) -> None:

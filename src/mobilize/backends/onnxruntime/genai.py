@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from mobilize.core.decoder import CachedDecoderSession, DecoderVariant, Promise
-from mobilize.core.errors import ConfigError, UnsupportedByEngineError, UnsupportedModelError, headline, \
+from mobilize.core.errors import ConfigError, UnsupportedByEngineError, UnsupportedModelError, headline, tool_reason, \
     translate_errors
 from mobilize.core.packages import require
 
@@ -35,13 +35,6 @@ PACKAGES = ("onnxruntime_genai", "onnxruntime", "transformers", "onnx")
 BLOCK = 32
 """The builder's default int4 block (weights per scale)."""
 CONFIG = "genai_config.json"
-
-
-def _reason(log: str) -> str:
-    """The builder's own last error line."""
-    lines = [line.strip() for line in log.splitlines() if line.strip()]
-    errors = [line for line in lines if line.split(":")[0].endswith(("Error", "Exception", "NotImplementedError"))]
-    return (errors or lines or ["no output"])[-1][:300]
 
 
 def build(folder: Path, out_dir: Path, precision: str, extra: dict[str, Any] | None = None,
@@ -63,7 +56,7 @@ def build(folder: Path, out_dir: Path, precision: str, extra: dict[str, Any] | N
         done = subprocess.run(argv, capture_output=True, text=True)
     if done.returncode != 0 or not (out / "model.onnx").is_file():
         raise UnsupportedByEngineError(f"onnxruntime-genai's model builder cannot take this model: "
-                                       f"{_reason(done.stderr + done.stdout)}")
+                                       f"{tool_reason(done.stderr + done.stdout)}")
     _drop_end_ids_past_the_vocabulary(out / CONFIG)
     return out
 

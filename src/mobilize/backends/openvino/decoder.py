@@ -31,6 +31,7 @@ from typing import Any
 
 from mobilize.core.decoder import CachedDecoderSession, DecoderVariant, Promise
 from mobilize.core.packages import require
+from mobilize.core.peers import OPTIMUM_INTEL
 from mobilize.core.errors import ConfigError, UnsupportedModelError, headline, \
     translate_errors
 
@@ -150,17 +151,9 @@ def build_optimum_int4(folder: Path, out_dir: Path) -> Path:
     ``--group-size-fallback adjust``: a linear whose in-features 128 does not divide (zoo:tiny_lm's 704) gets the
     largest group that does, where its default stops the export; its stateful IR takes ``attention_mask`` and
     ``position_ids`` beside the ids, which :class:`OpenVinoDecoderSession` feeds."""
-    from mobilize.core.peers import OPTIMUM_INTEL
-
     return OPTIMUM_INTEL.export(["openvino", "--model", str(Path(folder).resolve()), "--task",
                                  "text-generation-with-past", "--weight-format", "int4", "--group-size-fallback",
                                  "adjust"], Path(out_dir), "openvino_model.xml")
-
-
-def _optimum_available() -> str | None:
-    from mobilize.core.peers import OPTIMUM_INTEL
-
-    return OPTIMUM_INTEL.available()
 
 
 def _compressed(model: Any) -> bool:
@@ -279,7 +272,7 @@ INT4 = DecoderVariant(
 )
 OPTIMUM_INT4 = DecoderVariant(
     name="optimum-intel-int4", engine="openvino", weights="int4", promise=Promise.QUANTIZED,
-    build=build_optimum_int4, load=OpenVinoDecoderSession, packages=FLOAT_PACKAGES, available=_optimum_available,
+    build=build_optimum_int4, load=OpenVinoDecoderSession, packages=FLOAT_PACKAGES, available=OPTIMUM_INTEL.available,
     how="a peer's file: optimum-intel's CLI (`optimum-cli export openvino --task text-generation-with-past "
         "--weight-format int4 --group-size-fallback adjust`: int4 asymmetric, group 128 or the largest that divides "
         "a linear; its own venv), run by mobilize's OpenVINO session",

@@ -102,6 +102,16 @@ def test_crowded_charts_have_no_overlapping_labels(tmp_path):
     assert len(points) == 10
 
 
+def test_a_latency_tick_at_the_charts_left_edge_leaves_the_lowest_accuracys_label_alone(tmp_path):
+    """Found on a real run (an embedding model, 0.02-ms files beside slower ones): the x axis's first tick sat under
+    the y axis's lowest value and their labels overlapped."""
+    report = crowded_report()
+    for i, v in enumerate(report["variants"]):
+        p50 = 0.025 if i == 0 else 2.0 + i  # the axis starts 10 ** -0.1 under it: at 0.0199, the 0.02 tick on it
+        v.update(latency_ms_p50=p50, latency_ms_p10=p50, latency_ms_p90=p50, latency_ms_round_medians=[p50, p50])
+    check_charts(measure(render_html(report), tmp_path))
+
+
 def test_a_real_compare_report_renders(misbehaving_report, tmp_path):
     check_charts(measure(render_html(misbehaving_report), tmp_path))
 

@@ -155,6 +155,8 @@ def accuracy_chart(variants: list[dict], metric: str) -> str:
              f'<text class="axis" x="{pad - 4}" y="{height - pad + 4}" text-anchor="end">{y0:.4g}</text>',
              f'<text class="axis" x="{pad - 4}" y="{pad + 4}" text-anchor="end">{y1:.4g}</text>']
     for tick in _log_ticks(10 ** x0, 10 ** x1):
+        if px(tick) - 4 * len(f"{tick:g}") < pad:  # its label would cross the y axis, onto the lowest accuracy's
+            continue
         parts.append(f'<text class="axis" x="{px(tick):.1f}" y="{height - pad + 16}" text-anchor="middle">{tick:g}</text>')
     front_pts = sorted((p for p in pts if p[0] in front), key=lambda p: p[1])
     path = " ".join(f"{px(p[1]):.1f},{py(p[2]):.1f}" for p in front_pts)

@@ -223,3 +223,57 @@ def test_the_peers_files_are_packages_that_optimize_builds_and_generate_runs(run
                                   "--threads", "1")
     assert code == 0 and stdout.startswith(prompt) and len(stdout) > len(prompt) + 4, err[-2000:]
     assert f"({name}, " in err and "tokens/s" in err
+
+
+class _Rounding:
+    """zoo:tiny_lm through FullForward as a quantized file: each position's logits off by a fixed error (the file's
+    weights, ``common`` times the row's spread: the same in a step and a prefill) and a call's own (``path``: a
+    kernel rounding a step and a prefill differently); when ``forget``, a decode step sees only its own token (a
+    broken cache)."""
+
+    def __init__(self, lm, common: float, path: float, forget: bool = False):
+        from mobilize.bench.decoding import FullForward
+
+        self.inner, self.common, self.path, self.forget = FullForward(lm, 64), common, path, forget
+        self.rng, self.position = np.random.default_rng(1), 0
+
+    def _round(self, logits, first: int):
+        logits = np.asarray(logits, dtype=np.float64)
+        rows = logits.reshape(-1, logits.shape[-1])
+        weights = np.stack([np.random.default_rng(100 + first + k).normal(size=rows.shape[-1])
+                            for k in range(len(rows))])
+        noise = self.common * weights + self.path * self.rng.normal(size=rows.shape)
+        return (rows + rows.std(-1, keepdims=True) * noise).reshape(logits.shape)
+
+    def prefill(self, ids):
+        self.position = len(ids)
+        return self._round(self.inner.prefill(ids), 0)
+
+    def decode(self, token):
+        self.position += 1
+        out = self.inner.prefill([token])[-1] if self.forget else self.inner.decode(token)
+        return self._round(out, self.position - 1)
+
+
+@pytest.mark.parametrize("common,path,forget,outcome,floor", [
+    (0.0, 0.0, False, Outcome.OK, "30 dB"),
+    (0.08, 0.05, False, Outcome.OK, "3 dB under the file's own"),  # 23.9 dB from the float model, steps 26.4 dB
+    (0.2, 0.05, False, Outcome.OK, "the least the policy takes, 20 dB"),  # the random 1B case: 17.1 dB and 26.4 dB
+    (0.0, 0.0, True, Outcome.MISMATCH, "30 dB"),  # steps 9.6 dB
+    (0.2, 0.05, True, Outcome.MISMATCH, "the least the policy takes, 20 dB"),
+])
+def test_cache_consistency_tells_a_broken_cache_from_the_files_own_rounding(common, path, forget, outcome, floor):
+    from mobilize.accuracy.decoder_verdict import judge_decoder_fidelity
+    from mobilize.accuracy.verify import Policy
+    from mobilize.bench.decoding import FullForward
+    from mobilize.compare.decoder_worker import cache_check
+    from mobilize.zoo import ZOO
+
+    lm = ZOO.get("tiny_lm").build().lm
+    ids = [0, *range(300, 331)]
+    cache = cache_check(_Rounding(lm, common, path, forget), ids, FullForward(lm, 64).prefill(ids))
+    verdict = judge_decoder_fidelity(TokenComparison(_measures()[0], None, cache, [8], 8), "quantized", Policy())
+    assert (verdict.outcome, verdict.rule) == (outcome, "cache-consistency"), (cache, verdict.reason)
+    assert floor in verdict.reason or (outcome == Outcome.OK and floor == "30 dB"), verdict.reason
+    if path and not forget:
+        assert cache["sqnr_db"] < Policy().reduced_min_sqnr_db, cache  # under the fixed floor: its rounding passed it

@@ -72,8 +72,9 @@ def warm_decode(session: Any, prompt: Sequence[int], decode_ids: Sequence[int], 
 
 
 class FullForward:
-    """A causal LM run without a cache: each call a full forward over every id so far.  The float reference decodes
-    through it, so its answers depend on no cache code (the files' caches are judged against it)."""
+    """A causal LM run without a cache: each call a full forward over every id so far (a session whose answers
+    depend on no cache code; the float reference confirms its tokens the same way:
+    :func:`mobilize.generation.model.reference_greedy`)."""
 
     def __init__(self, lm: Any, max_len: int):
         self.lm, self.max_len, self.ids = lm, max_len, []

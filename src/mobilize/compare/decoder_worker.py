@@ -3,8 +3,8 @@ other task's (:mod:`mobilize.compare.worker`), with the decoder's unit and measu
 
 - ``reference``: the float model saved once as a transformers folder (every engine builds from it), the held-out
   token ids, the prompt timed and the ids fed to the decode steps (the float model's greedy continuation), and
-  the float model's own answers - teacher-forced logits and greedy continuations, decoded without a cache -
-  written beside the run for every other job; answers ``ReferenceDone`` (task ``generation``) and ``LintDone``.
+  the float model's own answers - teacher-forced logits and greedy continuations, every token a cache-free
+  forward's choice - written beside the run for every other job; answers ``ReferenceDone`` (task ``generation``) and ``LintDone``.
 - ``build``: the engine's own tool builds the file from that folder; answers ``Built``.
 - ``run``: the file loaded in its engine's decoder session and checked - teacher-forced logits on the held-out
   ids, greedy continuations decoded with the cache, the cache against its own prefill; answers ``Ready`` with a
@@ -141,7 +141,7 @@ def check_and_serve(conn, job: Job, enter) -> None:
     ids, gen = ref["eval_ids"], int(job.decoding["gen_tokens"])
     logits = np.stack([np.asarray(session.prefill([int(t) for t in row]), dtype=np.float32) for row in ids])
     continuations = [greedy(session, list(p), gen) for p in ref["prompts"]]
-    cache = cache_check(session, [int(t) for t in ids[0][:CACHE_CHECK_TOKENS]])
+    cache = cache_check(session, [int(t) for t in ids[0][:CACHE_CHECK_TOKENS]], ref["logits"][0][:CACHE_CHECK_TOKENS])
     comparison = TokenComparison(measure_tokens(ref["logits"], logits, ids), logits_sqnr_db(ref["logits"], logits),
                                  cache, continuation_match(ref["continuations"].tolist(), continuations), gen)
     del logits
@@ -169,10 +169,13 @@ def logits_sqnr_db(reference: np.ndarray, candidate: np.ndarray) -> float:
     return sqnr_db(reference, candidate)
 
 
-def cache_check(session: Any, ids: list[int]) -> dict[str, Any]:
+def cache_check(session: Any, ids: list[int], reference: np.ndarray | None = None) -> dict[str, Any]:
     """The file's logits for positions ``CACHE_CHECK_PREFIX``.. decoded one token at a time with its cache, against
     the same positions from one prefill of the whole sequence: a broken cache (wrong positions, stale entries)
-    shows here whatever the weights are."""
+    shows here whatever the weights are.  ``reference``: the float model's logits for ``ids`` (teacher-forced);
+    the file's prefill against them on the same positions (``prefill_sqnr_db``) is how far the file's own rounding
+    takes it, which the verdict weighs the steps' difference against
+    (:func:`mobilize.accuracy.decoder_verdict.judge_decoder_fidelity`)."""
     from mobilize.accuracy.metrics import sqnr_db
 
     full = np.asarray(session.prefill(ids), dtype=np.float64)
@@ -180,9 +183,13 @@ def cache_check(session: Any, ids: list[int]) -> dict[str, Any]:
     stepped = [np.asarray(session.decode(t), dtype=np.float64) for t in ids[CACHE_CHECK_PREFIX:-1]]
     want = full[CACHE_CHECK_PREFIX:len(ids) - 1]
     got = np.stack(stepped) if stepped else want
-    return {"positions": len(stepped), "sqnr_db": sqnr_db(want, got),
-            "max_abs": float(np.abs(got - want).max()) if stepped else 0.0,
-            "top1_equal": float(np.mean(got.argmax(-1) == want.argmax(-1))) if stepped else 1.0}
+    out = {"positions": len(stepped), "sqnr_db": sqnr_db(want, got),
+           "max_abs": float(np.abs(got - want).max()) if stepped else 0.0,
+           "top1_equal": float(np.mean(got.argmax(-1) == want.argmax(-1))) if stepped else 1.0}
+    if reference is not None and stepped:
+        floats = np.asarray(reference, dtype=np.float64)[CACHE_CHECK_PREFIX:len(ids) - 1]
+        out["prefill_sqnr_db"] = sqnr_db(floats, want) if floats.shape == want.shape else None
+    return out
 
 
 class HostedDecoder:

@@ -78,6 +78,9 @@ def test_tiny_lm_decoder_files_judged_and_timed_in_tokens(tiny_lm_run):
     facts = report["generation"]
     assert report["task"]["name"] == "generation" and facts["vocab_size"] == 4096 and "held-out" in facts["held_out"]
     assert report["unit"] == "token" and facts["bandwidth"]["gb_per_s"] > 0
+    band = facts["bandwidth"]  # read after each of the 2 rounds (the bound beside them), the builds' reading kept
+    assert len(band["samples"]) == 2 and band["gb_per_s"] == sum(band["samples"]) / 2, band
+    assert band["before_rounds_gb_per_s"] > 0 and "one after each timed round" in stdout
     got = {v["name"]: v for v in report["variants"]}
     fp32, int4 = got["onnx-fp32"], got["onnx-int4"]
     assert fp32["outcome"] == "OK" and fp32["verdict"]["fidelity"]["rule"] == "float-sqnr"

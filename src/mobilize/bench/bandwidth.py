@@ -8,7 +8,8 @@ streams nothing from DRAM: it has no DRAM bound, and is labelled cache-resident 
 
 The figure is a read: numpy reducing a buffer at least 8x the last-level cache (a bitwise or over its 64-bit words,
 best of a few repeats, bytes read per second), on the decode's own thread count, each thread its slice - what a
-decode does with its weights, and the same figure for every file in the run.  A copy (what this measured before)
+decode does with its weights, and the same figure for every file in the run: compare reads it after each timed
+round and takes the median (:class:`RoundSampler`), so the bound is the rounds' machine's.  A copy (what this measured before)
 reads the figure too low for a bound: its stores cost a read for ownership each, so it moved ~1.5x the bytes it
 counted, and a file decoded at 108% of it (ExecuTorch 8da4w at Qwen2.5-0.5B's shape: copy 29.0 GB/s, the read
 36 GB/s on the same 2 threads).
@@ -37,6 +38,10 @@ class Bandwidth:
     threads: int = 1
     last_level_cache_bytes: int | None = None
     """The largest CPU cache (a file whose bytes read per token fit in it streams no weights from DRAM)."""
+    samples: tuple[float, ...] = ()
+    """Each reading (GB/s) when the figure is their median (:class:`RoundSampler`: one after each timed round)."""
+    before_rounds_gb_per_s: float | None = None
+    """The one reading before the builds (the reference stage's), beside the rounds' median."""
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -85,6 +90,64 @@ def measure_bandwidth(size_mb: int | None = None, repeats: int = 5, threads: int
     return Bandwidth(words.nbytes / best / 1e9, size_mb, repeats,
                      f"numpy read of {size_mb} MB on {len(slices)} thread(s), best of {repeats} (bytes read per "
                      f"second)", len(slices), llc)
+
+
+class RoundSampler:
+    """The bandwidth read beside the timed rounds: one reading (best of ``repeats``) after each round, the figure
+    their median.  One reading taken minutes before the rounds swung 35-61 GB/s between runs on one 2-vCPU VM (a
+    neighbour's load comes and goes), so a file's share of a bound read at another time says little; read between
+    the rounds, the bound shares the rounds' machine.  Holds the buffer (``size_mb``, as ``measure_bandwidth``)
+    until :meth:`close`.
+
+        >>> sampler = RoundSampler(threads=1, size_mb=32)
+        >>> _ = sampler.sample(), sampler.sample()
+        >>> bw = sampler.result(before=None)
+        >>> sampler.close()
+        >>> len(bw.samples), bw.gb_per_s == sum(bw.samples) / 2, bw.how.endswith("range")
+        (2, True, False)
+    """
+
+    def __init__(self, threads: int = 1, size_mb: int | None = None, repeats: int = 3):
+        import concurrent.futures
+
+        import numpy as np
+
+        self.llc = last_level_cache_bytes()
+        self.size_mb = size_mb or max(256, 8 * (self.llc or 0) // (1 << 20))
+        self.repeats, self.readings = repeats, []
+        self.words: Any = np.ones(self.size_mb * (1 << 20) // 8, dtype=np.uint64)
+        bounds = np.linspace(0, len(self.words), max(1, threads) + 1).astype(int)
+        self.slices = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+        self.pool = concurrent.futures.ThreadPoolExecutor(len(self.slices))
+        self._read()  # warm: the threads started, the pages mapped
+
+    def _read(self) -> None:
+        import numpy as np
+
+        list(self.pool.map(lambda sl: np.bitwise_or.reduce(self.words[sl]), self.slices))
+
+    def sample(self) -> float:
+        best = float("inf")
+        for _ in range(self.repeats):
+            t0 = time.perf_counter()
+            self._read()
+            best = min(best, time.perf_counter() - t0)
+        self.readings.append(self.words.nbytes / best / 1e9)
+        return self.readings[-1]
+
+    def result(self, before: float | None) -> Bandwidth:
+        import statistics
+
+        got = self.readings
+        how = (f"numpy read of {self.size_mb} MB on {len(self.slices)} thread(s), best of {self.repeats}, after each "
+               f"of {len(got)} timed round(s): median {statistics.median(got):.1f}, range {min(got):.1f}-"
+               f"{max(got):.1f} GB/s" + (f"; {before:.1f} GB/s read once before the builds" if before else ""))
+        return Bandwidth(statistics.median(got), self.size_mb, self.repeats, how, len(self.slices), self.llc,
+                         tuple(got), before)
+
+    def close(self) -> None:
+        self.pool.shutdown()
+        self.words = None
 
 
 def decode_bound(gb_per_s: float, weight_bytes: float) -> float:

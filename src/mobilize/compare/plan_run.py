@@ -67,6 +67,8 @@ class PlanRun:
         self.recommended: dict[str, Any] | None = None
         self.machine_load = None
         """How busy the machine was during the timed rounds (:mod:`mobilize.bench.load`)."""
+        self.bandwidth: dict[str, Any] | None = None
+        """A decoder run's memory bandwidth read beside the timed rounds (the decode bound's)."""
         self.race: Race | None = None
         self.complete = False
         out = Path(cfg.out_dir)
@@ -137,6 +139,8 @@ class PlanRun:
         if self.decoding is None:
             return None
         facts = dict(self.reference.generation or {}) if self.reference else {}
+        if self.bandwidth:
+            facts["bandwidth"] = self.bandwidth  # read beside the rounds; the reference stage's one reading in it
         return {**facts, **{k: v for k, v in self.decoding.items() if k not in ("task_given", "task_why")}}
 
     def save(self) -> None:
@@ -241,11 +245,14 @@ class PlanRun:
             return self._keep(name, msg)
 
         ticked = 0
+        sampler = self._bandwidth_sampler()
 
         def after_round(i: int) -> None:
             nonlocal ticked
             self.timing_memory.sample(self.workers)
             if ticked < cfg.rounds:
+                if sampler is not None:  # the decode bound's bandwidth, read beside the rounds every file ran
+                    sampler.sample()
                 ticked += 1
                 self.tick(f"timed round {i + 1}/{cfg.rounds}")
             else:
@@ -257,8 +264,15 @@ class PlanRun:
         ok = [n for n in self.workers if self.results[n].outcome == Outcome.OK]
         self.race = Race(list(self.workers), ok, cfg.rounds, cfg.time_budget_s)
         watch = LoadWatch.start()
-        timed = schedule(list(self.workers), run_round, cfg.rounds, per_round, warmup=3, after_round=after_round,
-                         race=self.race)
+        try:
+            timed = schedule(list(self.workers), run_round, cfg.rounds, per_round, warmup=3, after_round=after_round,
+                             race=self.race)
+        finally:
+            if sampler is not None:
+                if sampler.readings:
+                    before = (self.reference.generation or {}).get("bandwidth") or {}
+                    self.bandwidth = sampler.result(before.get("gb_per_s")).to_json()
+                sampler.close()
         self.machine_load = watch.stop() if self.workers or timed else None
         if self.machine_load is not None:
             from mobilize.bench.load import speed_shift
@@ -271,6 +285,14 @@ class PlanRun:
                 self._assign(r, rt)
         if ticked < cfg.rounds:
             self.tick("timed rounds done", steps=cfg.rounds - ticked)
+
+    def _bandwidth_sampler(self) -> Any:
+        """A decoder run's bandwidth reader for the rounds (:class:`mobilize.bench.bandwidth.RoundSampler`), or None."""
+        if self.decoding is None or not self.workers:
+            return None
+        from mobilize.bench.bandwidth import RoundSampler
+
+        return RoundSampler(threads=self.cfg.threads)
 
     def _keep(self, name: str, msg: Times) -> tuple[list[int], int]:
         """What ``schedule`` records of a round (the frame loop's times with ``--frames``: the race runs on them), with
@@ -303,7 +325,8 @@ class PlanRun:
         if r.tokens is not None:
             facts = self.reference.generation or {}
             r.tokens = r.tokens.timed(self.prefill_ms.get(r.name, []), r.latency.get("latency_ms_p50"),
-                                      r.latency.get("latency_ms_p90"), facts.get("bandwidth") or {}, facts.get("shapes"))
+                                      r.latency.get("latency_ms_p90"), self.bandwidth or facts.get("bandwidth") or {},
+                                      facts.get("shapes"))
         if self.frames is not None:
             from mobilize.camera.figures import frame_figures
 

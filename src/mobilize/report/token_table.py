@@ -148,10 +148,12 @@ def legend_lines(report: dict[str, Any]) -> list[str]:
     """What each column of the decoder table is (the terminal prints them under it, report.html beside it)."""
     gen = report.get("generation") or {}
     band = gen.get("bandwidth") or {}
-    bw, threads = band.get("gb_per_s"), band.get("threads", 1)
+    bw, threads, samples = band.get("gb_per_s"), band.get("threads", 1), band.get("samples") or []
+    when = (f"the median of {len(samples)} readings, one after each timed round ({min(samples):.1f}-"
+            f"{max(samples):.1f})" if samples else "read once before the builds")
     bound = (f"the bytes one token reads (weights at the file's width, one embedding row, a tied table once) at "
-             f"{bw:.1f} GB/s, the memory bandwidth measured in this run on {threads} thread(s); cache: those bytes "
-             f"fit in the last-level cache, no DRAM bound" if bw else "no bandwidth was measured")
+             f"{bw:.1f} GB/s, the memory bandwidth measured in this run on {threads} thread(s), {when}; cache: those "
+             f"bytes fit in the last-level cache, no DRAM bound" if bw else "no bandwidth was measured")
     prompts = gen.get("continuations")
     return [
         f"tok/s, ms/tok: decode with the KV cache, ms per decoded token (p50), the same token ids in every runtime; "

@@ -24,6 +24,10 @@ from mobilize.generation.plan import generation_variants
 from tests.decoder_files import MAX_LEN, OTHER, PROMPT, STEPS, VOCAB, close, eager, greedy
 
 VARIANTS = [v.name for v in generation_variants()]
+CONTRACT_VARIANTS = [pytest.param(name, marks=pytest.mark.slow) if name.startswith("optimum-") else name
+                     for name in VARIANTS]
+"""The peers' files (their own CLIs in their venvs, ~1 min a build where scripts/setup-peers.sh ran) in the slow
+suite: tests/generation/test_peers.py runs the same runner on planted CLIs by default."""
 QUANTIZED_CACHE_TOLERANCE = 0.05
 """A quantized file's cached steps against its own full prefill, relative to the largest logit: a dynamic
 activation scale may differ between one token and a sequence (8da4w, LiteRT's dynamic int8)."""
@@ -33,7 +37,7 @@ def test_every_engine_declares_decoders():
     assert {v.engine for v in generation_variants()} >= {"eager", "executorch", "onnxruntime", "openvino", "litert"}
 
 
-@pytest.mark.parametrize("name", VARIANTS)
+@pytest.mark.parametrize("name", CONTRACT_VARIANTS)
 def test_decoder_contract(name, decoder_file, tiny_llama):
     from mobilize.lowering.decoder import load_hf_decoder
 

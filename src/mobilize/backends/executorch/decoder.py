@@ -105,8 +105,8 @@ class ExecuTorchDecoderSession(CachedDecoderSession):
         portable_lib()
         with translate_errors(UnsupportedModelError, f"ExecuTorch could not load {path}"), quiet_native_stderr():
             import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  (the llama:: kernels)
-            import executorch.kernels.quantized  # noqa: F401  (quantized_decomposed::embedding_byte: an 8-bit
-            # embedding table, as optimum-executorch's --qembedding 8w writes it)
+            import executorch.kernels.quantized  # noqa: F401  (quantized_decomposed::embedding_byte: the 8-bit
+            # embedding table of the 8da4w files, mobilize's and optimum-executorch's)
             from executorch.runtime import Runtime
 
             self._program = Runtime.get().load_program(path)
@@ -146,7 +146,7 @@ INT4_8DA4W = DecoderVariant(
     build=build_8da4w, load=ExecuTorchDecoderSession, packages=QUANT_PACKAGES, groups=(128, 64, 32),
     how=f"torchao 8da4w (int8 dynamic activations, int4 weights group 32 (tune: 128, 64, 32), per channel where the "
         f"group does not divide the "
-        f"in-features; embeddings float32), XNNPACK, {_CACHE}",
+        f"in-features; the embedding table int8 per row, as optimum-executorch's --qembedding 8w), XNNPACK, {_CACHE}",
 )
 OPTIMUM_8DA4W = DecoderVariant(
     name="optimum-executorch-8da4w", engine="executorch", weights="int4", promise=Promise.QUANTIZED,

@@ -59,11 +59,19 @@ def check_supported(config: Any) -> None:
 
 def quantize_8da4w(model: Any, group: int = GROUP) -> int | None:
     """torchao 8da4w in place: int8 dynamic per-token activations, int4 symmetric weights per group of
-    :func:`group_size` (per output channel where no group fits).  Returns the group size (None: per channel)."""
+    :func:`group_size` (per output channel where no group fits); the embedding table int8 per row first, as
+    optimum-executorch's ``--qembedding 8w`` stores it (a float32 table was 1.05 GB of the 1.75 GB file at
+    Llama-3.2-1B's shape, gathered one row a token; a table tied to the output head stays tied to nothing: the head
+    is a linear, int4).  Returns the group size (None: per channel)."""
     import torch
-    from torchao.quantization import Int8DynamicActivationIntxWeightConfig, quantize_
+    from torchao.quantization import Int8DynamicActivationIntxWeightConfig, IntxWeightOnlyConfig, quantize_
     from torchao.quantization.granularity import PerAxis, PerGroup
 
+    for module in model.modules():
+        if isinstance(module, torch.nn.Embedding):  # padding_idx only shapes the gradient, and an embedding with it
+            module.padding_idx = None  # matches no pattern of ExecuTorch's fusion into embedding_byte
+    quantize_(model, IntxWeightOnlyConfig(weight_dtype=torch.int8, granularity=PerAxis(0)),
+              lambda module, fqn: isinstance(module, torch.nn.Embedding))
     group = group_size([m.in_features for m in model.modules() if isinstance(m, torch.nn.Linear)], group)
     quantize_(model, Int8DynamicActivationIntxWeightConfig(
         weight_dtype=torch.int4, weight_granularity=PerGroup(group) if group else PerAxis(0)))
@@ -185,7 +193,7 @@ def export_program(module: Any, vocab_size: int) -> bytes:
     """The .pte bytes: torch.export with a dynamic sequence length, XNNPACK partitioner, constant methods."""
     import torch
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-    from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
+    from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
 
     length = cache_len(module.m.config)
     seq = torch.export.Dim("seq_len", min=1, max=length - 1)
@@ -197,4 +205,6 @@ def export_program(module: Any, vocab_size: int) -> bytes:
     edge = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()],
                                        compile_config=EdgeCompileConfig(_check_ir_validity=False),
                                        constant_methods={"get_max_seq_len": length, "get_vocab_size": vocab_size})
-    return edge.to_executorch().buffer
+    # quant fusion: the int8 table's dequantize + gather become quantized_decomposed::embedding_byte (as
+    # optimum-executorch's XNNPACK recipe lowers it; without it ExecuTorch has no kernel for torchao's dequantize)
+    return edge.to_executorch(config=ExecutorchBackendConfig(do_quant_fusion_and_const_prop=True)).buffer

@@ -68,28 +68,13 @@ def measure_bandwidth(size_mb: int | None = None, repeats: int = 5, threads: int
     """The best of ``repeats`` reads of a buffer larger than the last-level cache (``size_mb``: at least 256 MB and
     8x the cache), bytes read per second, on ``threads`` threads (the decode's own count: one thread may not
     saturate the memory system), each reducing its slice with numpy (which lets go of the GIL while it does)."""
-    import concurrent.futures
-
-    import numpy as np
-
-    llc = last_level_cache_bytes()
-    size_mb = size_mb or max(256, 8 * (llc or 0) // (1 << 20))
-    words = np.ones(size_mb * (1 << 20) // 8, dtype=np.uint64)  # written once: its pages are really there
-    bounds = np.linspace(0, len(words), max(1, threads) + 1).astype(int)
-    slices = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
-    with concurrent.futures.ThreadPoolExecutor(len(slices)) as pool:
-        def read() -> None:
-            list(pool.map(lambda sl: np.bitwise_or.reduce(words[sl]), slices))
-
-        read()  # warm: the threads started, the pages mapped
-        best = float("inf")
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            read()
-            best = min(best, time.perf_counter() - t0)
-    return Bandwidth(words.nbytes / best / 1e9, size_mb, repeats,
-                     f"numpy read of {size_mb} MB on {len(slices)} thread(s), best of {repeats} (bytes read per "
-                     f"second)", len(slices), llc)
+    reader = RoundSampler(threads, size_mb, repeats)
+    try:
+        gb_per_s = reader.sample()
+    finally:
+        reader.close()
+    return Bandwidth(gb_per_s, reader.size_mb, repeats, f"numpy read of {reader.size_mb} MB on {len(reader.slices)} "
+                     f"thread(s), best of {repeats} (bytes read per second)", len(reader.slices), reader.llc)
 
 
 class RoundSampler:

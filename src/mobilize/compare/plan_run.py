@@ -268,11 +268,7 @@ class PlanRun:
             timed = schedule(list(self.workers), run_round, cfg.rounds, per_round, warmup=3, after_round=after_round,
                              race=self.race)
         finally:
-            if sampler is not None:
-                if sampler.readings:
-                    before = (self.reference.generation or {}).get("bandwidth") or {}
-                    self.bandwidth = sampler.result(before.get("gb_per_s")).to_json()
-                sampler.close()
+            self._bandwidth_read(sampler)
         self.machine_load = watch.stop() if self.workers or timed else None
         if self.machine_load is not None:
             from mobilize.bench.load import speed_shift
@@ -293,6 +289,15 @@ class PlanRun:
         from mobilize.bench.bandwidth import RoundSampler
 
         return RoundSampler(threads=self.cfg.threads)
+
+    def _bandwidth_read(self, sampler: Any) -> None:
+        """The rounds' bandwidth readings as the run's (the reference stage's one reading kept beside them)."""
+        if sampler is None:
+            return
+        if sampler.readings:
+            before = (self.reference.generation or {}).get("bandwidth") or {}
+            self.bandwidth = sampler.result(before.get("gb_per_s")).to_json()
+        sampler.close()
 
     def _keep(self, name: str, msg: Times) -> tuple[list[int], int]:
         """What ``schedule`` records of a round (the frame loop's times with ``--frames``: the race runs on them), with

@@ -308,6 +308,48 @@ def test_pte_header_check(tmp_path):
         check_pte_header(bad)
 
 
+LOAD_AND_RUN = """
+import sys
+import numpy as np
+from mobilize.core.artifact import Artifact
+from mobilize.runtimes.base import open_session
+
+with open_session(Artifact.from_file(sys.argv[1]), threads=1) as session:
+    out = session.run([np.load(sys.argv[2])])[0]
+np.save(sys.argv[3], np.asarray(out))
+print(sorted(m for m in ("executorch.exir", "torchao") if m in sys.modules))
+
+# an export later in the same process gets the real executorch.exir (its readers' stand-ins are gone)
+import torch
+import executorch.exir
+from executorch.exir import to_edge
+from mobilize.backends.executorch.pte import read_program
+
+program = to_edge(torch.export.export(torch.nn.Linear(2, 2), (torch.randn(1, 2),))).to_executorch()
+print(executorch.exir.__file__.endswith("__init__.py"), read_program(program.buffer).kernel_calls["aten::addmm.out"])
+"""
+
+
+def test_a_session_runs_a_pte_without_importing_the_exporters_stack(tmp_path):
+    """Loading and running a .pte (what bench and each timing worker do) imports ExecuTorch's runtime extension,
+    not ``executorch.exir`` and torchao, which its public ``portable_lib`` wrapper pulls in to name a warning class
+    (+3.7 s and +136 MB a process)."""
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    model = ZOO.get("toy_classifier").build(blocks=1, first=8, last=16, num_classes=4)
+    art, _ = export(model, tmp_path, "toy", (1, 3, 16, 16))
+    x = torch.randn(1, 3, 16, 16)
+    np.save(tmp_path / "x.npy", x.numpy())
+    done = subprocess.run([sys.executable, "-c", LOAD_AND_RUN, str(art.path), str(tmp_path / "x.npy"),
+                           str(tmp_path / "y.npy")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-2:] == ["[]", "True 1"], done.stdout
+    torch.testing.assert_close(torch.from_numpy(np.load(tmp_path / "y.npy")), model(x), atol=1e-4, rtol=0)
+
+
 # -- the CLI, end to end ------------------------------------------------------------------------------
 def test_cli_optimize_int8_then_bench(run_cli, tmp_path):
     out = tmp_path / "out"

@@ -187,13 +187,42 @@ def program_bytes(path: str | Path) -> bytes:
     return data[start:start + root.VectorLen(field)]
 
 
-def read_program(data: bytes, method: str = "forward") -> ProgramSummary:
-    import importlib
+GENERATED = "executorch.exir._serialize.generated.executorch_flatbuffer"
+READERS = ("Program", "ExecutionPlan", "Chain", "Instruction", "Operator", "BackendDelegate", "EValue", "Tensor",
+           "KernelCall", "DelegateCall", "InstructionArguments", "KernelTypes")
 
-    gen = "executorch.exir._serialize.generated.executorch_flatbuffer."
-    fb = {name: getattr(importlib.import_module(gen + name), name) for name in (
-        "Program", "ExecutionPlan", "Chain", "Instruction", "Operator", "BackendDelegate", "EValue", "Tensor",
-        "KernelCall", "DelegateCall", "InstructionArguments", "KernelTypes")}
+
+def generated_readers() -> dict[str, type]:
+    """ExecuTorch's generated flatbuffer reader classes by name.
+
+    They live inside ``executorch.exir``, whose package ``__init__`` (and ``_serialize``'s) imports the exporter's
+    whole stack - torch.export, the passes, torchao: 2.9 s of a process that only runs a ``.pte`` (bench, each
+    timing worker), against milliseconds for the readers, which import nothing but flatbuffers. Where that stack is
+    not loaded yet, the two packages are stood in for by empty modules pointing at their folders while the readers
+    import, then every ``executorch.exir`` entry is taken out of ``sys.modules`` again, so a later real import of
+    ``executorch.exir`` (an export in the same process) runs its ``__init__`` as if this had never happened."""
+    import importlib
+    import sys
+    import types
+
+    from mobilize.core.packages import location
+
+    root = location("executorch.exir")
+    if "executorch.exir" in sys.modules or root is None:  # already paid for, or not there: the plain import says so
+        return {name: getattr(importlib.import_module(f"{GENERATED}.{name}"), name) for name in READERS}
+    try:
+        for name, folder in (("executorch.exir", root), ("executorch.exir._serialize", root / "_serialize")):
+            stand_in = types.ModuleType(name)
+            stand_in.__path__ = [str(folder)]
+            sys.modules[name] = stand_in
+        return {name: getattr(importlib.import_module(f"{GENERATED}.{name}"), name) for name in READERS}
+    finally:
+        for name in [m for m in sys.modules if m == "executorch.exir" or m.startswith("executorch.exir.")]:
+            del sys.modules[name]
+
+
+def read_program(data: bytes, method: str = "forward") -> ProgramSummary:
+    fb = generated_readers()
     program = fb["Program"].GetRootAs(data, 0)
     plans = tables(program, 6, fb["ExecutionPlan"])
     plan = next((p for p in plans if (p.Name() or b"").decode() == method), plans[0] if plans else None)

@@ -32,12 +32,35 @@ def quiet_native_stderr():
 
 
 def portable_lib() -> Any:
+    """ExecuTorch's pybindings extension (``executorch.extension.pybindings._C``), imported directly after torch.
+
+    Its public wrapper, ``portable_lib``, re-exports the same names but first imports ``executorch.exir`` (and with it
+    torchao) only to name the class of the warning it raises: a timing worker that loads a ``.pte`` took 5.1 s and
+    364 MB to import it, 1.4 s and 227 MB with the extension alone (2-core Zen 4, with torch). The wrapper's one other
+    step is kept (:func:`_openvino_lib_path`); the wrapper itself is the fallback where a release moves ``_C``."""
     import torch  # noqa: F401  (loads libtorch before the extension, as ExecuTorch requires)
 
+    _openvino_lib_path()
     with warnings.catch_warnings(), quiet_native_stderr():
         warnings.simplefilter("ignore")
-        from executorch.extension.pybindings import portable_lib as lib
+        try:
+            from executorch.extension.pybindings import _C as lib
+        except ImportError:
+            from executorch.extension.pybindings import portable_lib as lib
     return lib
+
+
+def _openvino_lib_path() -> None:
+    """As ``portable_lib`` does: the extension's OpenVINO backend finds OpenVINO's C library through
+    ``OPENVINO_LIB_PATH``, set here from the installed ``openvino`` package where the user has not set it."""
+    import os
+
+    from mobilize.core.packages import location
+
+    folder = None if os.environ.get("OPENVINO_LIB_PATH") else location("openvino")
+    libs = sorted((folder / "libs").glob("libopenvino_c.so*")) if folder else []
+    if libs:
+        os.environ["OPENVINO_LIB_PATH"] = str(libs[0])
 
 
 @dataclasses.dataclass(frozen=True)

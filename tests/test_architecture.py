@@ -279,8 +279,6 @@ DYNAMIC_IMPORTS = {
     ("mobilize.runtimes.base", "import_backend"): "the third-party packages a runtime declares",
     ("mobilize.sources.models", "_resolve_import"): "the user's own model module (pkg.mod:factory)",
     ("mobilize.backends.executorch.bpte", "read_test_cases"): "executorch's generated flatbuffer modules",
-    ("mobilize.backends.executorch.pte", "read_program"): "executorch's generated flatbuffer modules",
-    ("mobilize.backends.executorch.profiler", "instruction_labels"): "executorch's generated flatbuffer modules",
 }
 """Where a module is imported by a computed name, which the layer check cannot follow: (module, function) -> why."""
 

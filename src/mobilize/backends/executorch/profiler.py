@@ -34,14 +34,9 @@ NO_EXECUTE = ("ETDump holds op events but no Method::execute event to tell one r
 def instruction_labels(data: bytes, method: str = "forward") -> dict[tuple[int, int], tuple[str, int | None]]:
     """(chain, instruction) -> (operator ``aten::avg_pool2d.out`` or backend id ``XnnpackBackend``, delegate index
     or None) for the kernel and delegate calls of ``method``."""
-    import importlib
+    from mobilize.backends.executorch.pte import generated_readers, tables, union
 
-    from mobilize.backends.executorch.pte import tables, union
-
-    gen = "executorch.exir._serialize.generated.executorch_flatbuffer."
-    fb = {name: getattr(importlib.import_module(gen + name), name) for name in (
-        "Program", "ExecutionPlan", "Chain", "Instruction", "Operator", "BackendDelegate", "KernelCall",
-        "DelegateCall", "InstructionArguments")}
+    fb = generated_readers()
     program = fb["Program"].GetRootAs(data, 0)
     plans = tables(program, 6, fb["ExecutionPlan"])
     plan = next((p for p in plans if (p.Name() or b"").decode() == method), plans[0] if plans else None)
@@ -174,11 +169,12 @@ def profile_pte(path: Path, inputs: Sequence[Any], threads: int = 1, runs: int =
                 warmup: int = WARMUP) -> TimeProfile:
     """Time every instruction of a ``.pte``/``.bpte`` on ``inputs`` with ETDump; see the module docstring."""
     from mobilize.backends.executorch.delegation import DelegationReport, delegation_report
-    from mobilize.backends.executorch.pte import program_bytes
+    from mobilize.backends.executorch.pte import past_heavy_inits, program_bytes
 
     path = Path(path)
     try:
-        from executorch.devtools.etdump.serialize import deserialize_from_etdump_flatcc
+        with past_heavy_inits():
+            from executorch.devtools.etdump.serialize import deserialize_from_etdump_flatcc
     except ImportError as exc:
         return unavailable(str(path), "executorch", SOURCE, threads,
                            f"executorch.devtools cannot read an ETDump here ({exc})")
@@ -188,7 +184,8 @@ def profile_pte(path: Path, inputs: Sequence[Any], threads: int = 1, runs: int =
         why_not = record_etdump(path, inputs, threads, runs, warmup, dump_path)
         if why_not:
             return unavailable(str(path), "executorch", SOURCE, threads, why_not)
-        dump = deserialize_from_etdump_flatcc(dump_path.read_bytes())
+        with past_heavy_inits():  # it reads its schema from its package's folder
+            dump = deserialize_from_etdump_flatcc(dump_path.read_bytes())
     labels = instruction_labels(program_bytes(path))
     names = {label: DelegationReport(label, None, 0, 0).backend_name for label, index in labels.values()
              if index is not None}

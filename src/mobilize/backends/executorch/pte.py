@@ -9,9 +9,11 @@ portable kernel calls by operator, delegate calls by backend.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import struct
 from pathlib import Path
+from typing import Iterator
 
 PROGRAM_ID = b"ET"
 """File identifier of a program flatbuffer at bytes 4..8 ('ET12' in executorch 1.5)."""
@@ -187,38 +189,56 @@ def program_bytes(path: str | Path) -> bytes:
     return data[start:start + root.VectorLen(field)]
 
 
-GENERATED = "executorch.exir._serialize.generated.executorch_flatbuffer"
 READERS = ("Program", "ExecutionPlan", "Chain", "Instruction", "Operator", "BackendDelegate", "EValue", "Tensor",
            "KernelCall", "DelegateCall", "InstructionArguments", "KernelTypes")
 
 
-def generated_readers() -> dict[str, type]:
-    """ExecuTorch's generated flatbuffer reader classes by name.
+HEAVY_INITS = ("executorch.exir", "executorch.exir._serialize", "executorch.devtools")
+"""ExecuTorch packages whose ``__init__`` imports the exporter's whole stack (torch.export, the passes, torchao;
+devtools' its Inspector too): 2.9 s (exir) and 5.6 s (devtools) on 2-core Zen 4, in processes that only run,
+read or profile a ``.pte`` - bench, each timing and checking worker - and need none of it."""
 
-    They live inside ``executorch.exir``, whose package ``__init__`` (and ``_serialize``'s) imports the exporter's
-    whole stack - torch.export, the passes, torchao: 2.9 s of a process that only runs a ``.pte`` (bench, each
-    timing worker), against milliseconds for the readers, which import nothing but flatbuffers. Where that stack is
-    not loaded yet, the two packages are stood in for by empty modules pointing at their folders while the readers
-    import, then every ``executorch.exir`` entry is taken out of ``sys.modules`` again, so a later real import of
-    ``executorch.exir`` (an export in the same process) runs its ``__init__`` as if this had never happened."""
-    import importlib
+
+@contextlib.contextmanager
+def past_heavy_inits() -> Iterator[None]:
+    """While inside, an import from ExecuTorch runs the ``__init__`` of none of the HEAVY_INITS not loaded yet: the
+    program's generated flatbuffer readers and ETDump's reader import nothing heavy themselves.
+
+    Each such package is stood in for by a module made from its own spec but never run; on the way out every
+    ``sys.modules`` entry under a stood-in package is taken out again (callers keep the modules they got), so a
+    later real import (an export in the same process) runs those packages' ``__init__`` as if this had never
+    happened. A namespace package under a stand-in finds its folders through it, so code that reads such a
+    package's files (ETDump's schema) runs inside too."""
+    import importlib.util
     import sys
-    import types
 
     from mobilize.core.packages import location
 
-    root = location("executorch.exir")
-    if "executorch.exir" in sys.modules or root is None:  # already paid for, or not there: the plain import says so
-        return {name: getattr(importlib.import_module(f"{GENERATED}.{name}"), name) for name in READERS}
+    base = location("executorch")
+    stood: list[str] = []
     try:
-        for name, folder in (("executorch.exir", root), ("executorch.exir._serialize", root / "_serialize")):
-            stand_in = types.ModuleType(name)
-            stand_in.__path__ = [str(folder)]
-            sys.modules[name] = stand_in
-        return {name: getattr(importlib.import_module(f"{GENERATED}.{name}"), name) for name in READERS}
+        for package in HEAVY_INITS:
+            folder = base.joinpath(*package.split(".")[1:]) if base is not None else None
+            if folder is not None and (folder / "__init__.py").is_file() and package not in sys.modules:
+                # the package's own spec and loader (its files are read through them: flatc, schemas), not run
+                spec = importlib.util.spec_from_file_location(package, folder / "__init__.py",
+                                                              submodule_search_locations=[str(folder)])
+                sys.modules[package] = importlib.util.module_from_spec(spec)
+                stood.append(package)
+        yield
     finally:
-        for name in [m for m in sys.modules if m == "executorch.exir" or m.startswith("executorch.exir.")]:
+        for name in [m for m in sys.modules if any(m == p or m.startswith(p + ".") for p in stood)]:
             del sys.modules[name]
+
+
+def generated_readers() -> dict[str, type]:
+    """ExecuTorch's generated flatbuffer reader classes by name (they sit inside
+    ``executorch.exir``: :func:`past_heavy_inits`)."""
+    import importlib
+
+    with past_heavy_inits():
+        package = importlib.import_module("executorch.exir._serialize.generated.executorch_flatbuffer")
+    return {name: getattr(getattr(package, name), name) for name in READERS}
 
 
 def read_program(data: bytes, method: str = "forward") -> ProgramSummary:

@@ -99,15 +99,17 @@ class ExecuTorchDecoderSession(CachedDecoderSession):
 
     def _reload(self) -> None:
         """(Re)load the program onto the current threadpool; the cache starts empty, so a prefill must come next."""
+        from mobilize.backends.executorch.pte import past_heavy_inits
         from mobilize.backends.executorch.runtime import portable_lib, quiet_native_stderr
 
         path = str(self.path)
         portable_lib()
         with translate_errors(UnsupportedModelError, f"ExecuTorch could not load {path}"), quiet_native_stderr():
-            import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  (the llama:: kernels)
-            import executorch.kernels.quantized  # noqa: F401  (quantized_decomposed::embedding_byte: the 8-bit
-            # embedding table of the 8da4w files, mobilize's and optimum-executorch's)
-            from executorch.runtime import Runtime
+            with past_heavy_inits():  # executorch.runtime imports portable_lib's wrapper: exir's __init__, ~3 s
+                import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  (the llama:: kernels)
+                import executorch.kernels.quantized  # noqa: F401  (quantized_decomposed::embedding_byte: the 8-bit
+                # embedding table of the 8da4w files, mobilize's and optimum-executorch's)
+                from executorch.runtime import Runtime
 
             self._program = Runtime.get().load_program(path)
             self.module = self._program.load_method("forward")

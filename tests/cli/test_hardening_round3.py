@@ -202,3 +202,24 @@ def test_the_terminal_filter_keeps_order_and_drops_only_noise(tmp_path):
     assert proc.stderr.splitlines() == ["first", "second", "child line",
                                         "mobilize: error: [E:onnxruntime:] is quoted in our own line"]
     assert proc.stdout.strip() == "3"
+
+
+def test_a_child_that_outlives_the_filter_does_not_hold_the_terminal(tmp_path):
+    """multiprocessing's fork server keeps the filter's pipe as its fd 2 until the command's process exits: the hand-
+    back waited for the pipe's end, 2 s at the end of every command, before it waited for an end marker.  What the
+    child wrote before the hand-back still shows, its unfinished line too."""
+    (tmp_path / "child.py").write_text("import os, time\nos.write(2, b'from the child\\n')\nos.write(2, b'unfinished')\n"
+                                       "os.write(1, b'ready\\n')\ntime.sleep(60)\n")
+    (tmp_path / "command.py").write_text(
+        "import subprocess, sys, time\nfrom mobilize.core.noise import filtered_terminal\n"
+        "with filtered_terminal():\n"
+        f"    child = subprocess.Popen([sys.executable, {str(tmp_path / 'child.py')!r}], stdout=subprocess.PIPE)\n"
+        "    child.stdout.readline()\n"
+        "    handing_back = time.monotonic()\n"
+        "print(f'{time.monotonic() - handing_back:.3f}', child.poll())\n"
+        "child.kill()\n")
+    proc = subprocess.run([sys.executable, tmp_path / "command.py"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    seconds, still_running = proc.stdout.split()
+    assert float(seconds) < 1.0 and still_running == "None", proc.stdout  # the old wait: 2.0 s, its time-out
+    assert proc.stderr.splitlines() == ["from the child", "unfinished"]

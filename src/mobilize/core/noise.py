@@ -39,6 +39,9 @@ _PROGRESS = re.compile(r"\d+%\|.*\|\s*\d+/\d+|\tINFO \w+\.py:\d+ -- ")
 ("2026-11-27 02:00:01,123<TAB>INFO worker.py:1918 -- Started a local Ray instance.")."""
 
 _MARK_BYTES = "\u2060\u200b".encode()
+_END_BYTES = "\u2060\u2060mobilize-stderr-end\u2060\u2060\n".encode()
+"""Written once by :func:`filtered_terminal` as it hands fd 2 back: once the reader has forwarded what came before it,
+the terminal is handed back."""
 
 _REASON = re.compile(r"(Error|Exception|error:|failed|Failed|cannot|not supported|unsupported|expected|Traceback)")
 """A line that says why something failed."""
@@ -198,15 +201,21 @@ def filtered_terminal(enabled: bool = True) -> Iterator[collections.deque]:
     if not enabled:
         yield dropped
         return
-    held: list = []  # (the terminal's fd 2, the reader) once set up
+    held: list = []  # (the terminal's fd 2, the end marker's write end, the reader's event) once set up
 
     def restore() -> None:
         if held:
-            saved, reader = held.pop()
+            saved, end, caught_up = held.pop()
             sys.stderr.flush()
-            os.dup2(saved, 2)  # closes this process's last write end of the pipe: the reader sees its end
+            os.dup2(saved, 2)
             os.close(saved)
-            reader.join(timeout=2.0)  # a child still holding the pipe keeps it open: it stays a daemon
+            # wait for the reader to pass the end marker, not for the pipe's end: multiprocessing's fork server and
+            # resource tracker hold the pipe as their fd 2 until this process exits (waiting cost 2 s a command);
+            # the reader stays, a daemon, forwarding what they may still write
+            with contextlib.suppress(OSError):
+                os.write(end, _END_BYTES)
+            os.close(end)
+            caught_up.wait(timeout=2.0)
 
     with on_abandon(restore):  # an interrupt that ends the process at once hands the terminal back too
         try:
@@ -218,14 +227,21 @@ def filtered_terminal(enabled: bool = True) -> Iterator[collections.deque]:
             restore()
 
 
-def _forward_stderr(known: Any, dropped: collections.deque) -> tuple[int, threading.Thread]:
+def _forward_stderr(known: Any, dropped: collections.deque) -> tuple[int, int, threading.Event]:
     """fd 2 into a pipe whose reader thread forwards each line but noise to the terminal; returns (the terminal's fd,
-    the reader)."""
+    a write end kept for :data:`_END_BYTES`, an event set once the reader has forwarded everything before it)."""
     saved = os.dup(2)
     terminal = os.dup(saved)  # the reader's own copy: it outlives ``saved`` if a child keeps the pipe open
     read_end, write_end = os.pipe()
     os.dup2(write_end, 2)
-    os.close(write_end)
+    caught_up = threading.Event()
+
+    def show(out: Any, raw: bytes, newline: bytes) -> None:
+        line = raw.decode("utf-8", "replace")
+        if line.startswith(USER_MARK) or not is_noise(line, known):  # the user's own line: shown, whatever it says
+            out.write(raw.replace(_MARK_BYTES, b"") + newline)
+        else:
+            dropped.append(line.replace(USER_MARK, ""))
 
     def forward() -> None:
         with os.fdopen(read_end, "rb", buffering=0) as pipe, os.fdopen(terminal, "wb", buffering=0) as out:
@@ -234,20 +250,18 @@ def _forward_stderr(known: Any, dropped: collections.deque) -> tuple[int, thread
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
                 for raw in lines:
-                    line = raw.decode("utf-8", "replace")
-                    if line.startswith(USER_MARK):  # the user's own line: shown, whatever it says
-                        out.write(raw.replace(_MARK_BYTES, b"") + b"\n")
-                    elif is_noise(line, known):
-                        dropped.append(line.replace(USER_MARK, ""))
+                    if raw.endswith(_END_BYTES[:-1]):  # a child's unfinished line before it still shows
+                        if raw := raw[:-len(_END_BYTES) + 1]:
+                            show(out, raw, b"\n")
+                        caught_up.set()
                     else:
-                        out.write(raw.replace(_MARK_BYTES, b"") + b"\n")
-            text = pending.decode("utf-8", "replace")
-            if pending and (text.startswith(USER_MARK) or not is_noise(text, known)):
-                out.write(pending.replace(_MARK_BYTES, b""))
+                        show(out, raw, b"\n")
+            if pending:
+                show(out, pending, b"")
+        caught_up.set()
 
-    reader = threading.Thread(target=forward, name="mobilize-stderr", daemon=True)
-    reader.start()
-    return saved, reader
+    threading.Thread(target=forward, name="mobilize-stderr", daemon=True).start()
+    return saved, write_end, caught_up
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import functools
 import struct
 from pathlib import Path
 from typing import Iterator
@@ -231,9 +232,11 @@ def past_heavy_inits() -> Iterator[None]:
             del sys.modules[name]
 
 
+@functools.cache
 def generated_readers() -> dict[str, type]:
     """ExecuTorch's generated flatbuffer reader classes by name (they sit inside
-    ``executorch.exir``: :func:`past_heavy_inits`)."""
+    ``executorch.exir``: :func:`past_heavy_inits`, which takes them out of
+    ``sys.modules`` again, hence the cache: one import a process)."""
     import importlib
 
     with past_heavy_inits():

@@ -171,6 +171,48 @@ def resize_center_crop(image: np.ndarray, height: int, width: int, ratio: float)
     return arr
 
 
+def _sklearn_datasets() -> Path | None:
+    from mobilize.core.packages import location
+
+    root = location("sklearn")
+    return root / "datasets" if root else None
+
+
+def load_digits() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's digits as ``sklearn.datasets.load_digits`` returns them ((1797, 8, 8) images, labels), read from
+    the file it ships: importing ``sklearn.datasets`` (scikit-learn's base, scipy.stats) cost 1.3 s of every
+    process that read data; its own loader where the file is not where it keeps it."""
+    import gzip
+
+    path = (_sklearn_datasets() or Path("/nonexistent")) / "data" / "digits.csv.gz"
+    if not path.is_file():
+        from sklearn.datasets import load_digits as sklearns
+
+        digits = sklearns()
+        return digits.images, digits.target
+    with gzip.open(path, "rt") as fh:
+        data = np.loadtxt(fh, delimiter=",")
+    return data[:, :-1].reshape(-1, 8, 8), data[:, -1].astype(int)
+
+
+def load_sample_images() -> list[np.ndarray]:
+    """scikit-learn's two sample photos (uint8 RGB) as ``sklearn.datasets.load_sample_images().images``, read from the
+    files it ships, in its (name) order; see :func:`load_digits`."""
+    folder = (_sklearn_datasets() or Path("/nonexistent")) / "images"
+    paths = sorted(folder.glob("*.jpg")) if folder.is_dir() else []
+    if not paths:
+        from sklearn.datasets import load_sample_images as sklearns
+
+        return list(sklearns().images)
+    from PIL import Image
+
+    images = []
+    for path in paths:
+        with Image.open(path) as pil:
+            images.append(np.asarray(pil))
+    return images
+
+
 class DigitsSource(DataSource):
     """scikit-learn's 1,797 labelled 8x8 digits (0..16 grey levels) as RGB images."""
 
@@ -180,10 +222,8 @@ class DigitsSource(DataSource):
 
     def __init__(self, reference: str, split: str = "all", transform: Transform = Transform(resize_ratio=1.0)):
         super().__init__(reference, transform)
-        from sklearn.datasets import load_digits
-
-        digits = load_digits()
-        order = np.random.default_rng(DIGITS_SEED).permutation(len(digits.target))
+        images, target = load_digits()
+        order = np.random.default_rng(DIGITS_SEED).permutation(len(target))
         n_test = int(round(len(order) * DIGITS_TEST_FRACTION))
         if split == "train":
             order = order[n_test:]
@@ -191,8 +231,8 @@ class DigitsSource(DataSource):
             order = order[:n_test]
         elif split != "all":
             raise ConfigError(f"unknown digits split '{split}'", hint="use digits, digits:train or digits:test")
-        self.images = digits.images[order].astype(np.float32) / 16.0
-        self.targets = digits.target[order]
+        self.images = images[order].astype(np.float32) / 16.0
+        self.targets = target[order]
 
     def __len__(self) -> int:
         return len(self.targets)
@@ -209,9 +249,7 @@ class SamplePhotosSource(DataSource):
 
     def __init__(self, reference: str, count: int = 64, seed: int = 0, transform: Transform = Transform()):
         super().__init__(reference, transform)
-        from sklearn.datasets import load_sample_images
-
-        self.photos = [img.astype(np.float32) / 255.0 for img in load_sample_images().images]
+        self.photos = [img.astype(np.float32) / 255.0 for img in load_sample_images()]
         self.count, self.seed = count, seed
 
     def __len__(self) -> int:

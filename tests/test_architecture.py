@@ -20,6 +20,7 @@ folder in ``test_architecture_engine.py``.
 from __future__ import annotations
 
 import ast
+import functools
 import tomllib
 from pathlib import Path
 
@@ -38,7 +39,12 @@ MAP = load_map()
 
 
 def sources(src: Path = SRC) -> dict[str, str]:
-    """``mobilize.x.y`` -> source, for every module of the package."""
+    """``mobilize.x.y`` -> source, for every module of the package (a fresh dict: tests plant lines in it)."""
+    return dict(_read_sources(src))
+
+
+@functools.cache
+def _read_sources(src: Path) -> dict[str, str]:
     out = {}
     for path in src.rglob("*.py"):
         parts = list(path.relative_to(src).with_suffix("").parts)
@@ -46,6 +52,13 @@ def sources(src: Path = SRC) -> dict[str, str]:
             parts = parts[:-1]
         out[".".join(["mobilize", *parts])] = path.read_text()
     return out
+
+
+@functools.lru_cache(maxsize=2048)
+def parse(source: str) -> ast.Module:
+    """``ast.parse``, once per distinct source: the rules parse every module of the package, and each planted test
+    parses them again (the architecture tests took 90 s of the suite's worker time); the trees are only read."""
+    return ast.parse(source)
 
 
 def _import_call(node: ast.AST) -> bool:
@@ -60,21 +73,29 @@ def imports(module: str, source: str, modules: dict[str, str]) -> set[str]:
     relative imports, and string arguments of ``importlib.import_module`` / ``__import__``."""
     found = set()
     package = f"{module}.__init__" if any(m.startswith(module + ".") for m in modules) else module
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level]
-                base = ".".join(anchor + ([base] if base else []))
-            if base.startswith("mobilize"):
-                found.add(base)
-                found.update(f"{base}.{a.name}" for a in node.names)
-        elif isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.startswith("mobilize"))
-        elif (_import_call(node) and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
-              and node.args[0].value.startswith("mobilize")):
-            found.add(node.args[0].value)
+    for level, base, names in _import_statements(source):
+        if level:
+            anchor = package.split(".")[: len(package.split(".")) - level]
+            base = ".".join(anchor + ([base] if base else []))
+        if base.startswith("mobilize"):
+            found.add(base)
+            found.update(f"{base}.{name}" for name in names)
     return found
+
+
+@functools.lru_cache(maxsize=2048)
+def _import_statements(source: str) -> tuple[tuple[int, str, tuple[str, ...]], ...]:
+    """(level, module, names) of each ``from`` import of ``source``; (0, name, ()) of each ``import`` and each literal
+    ``import_module``/``__import__`` argument."""
+    found = []
+    for node in ast.walk(parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            found.append((node.level, node.module or "", tuple(a.name for a in node.names)))
+        elif isinstance(node, ast.Import):
+            found.extend((0, a.name, ()) for a in node.names)
+        elif _import_call(node) and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            found.append((0, node.args[0].value, ()))
+    return tuple(found)
 
 
 def _known(name: str, modules: dict[str, str]) -> str | None:
@@ -283,8 +304,10 @@ DYNAMIC_IMPORTS = {
 """Where a module is imported by a computed name, which the layer check cannot follow: (module, function) -> why."""
 
 
+@functools.lru_cache(maxsize=2048)
 def _functions(tree: ast.AST) -> dict[int, str]:
-    """id(node) -> the innermost function (or ``<module>``) each node of ``tree`` is in."""
+    """id(node) -> the innermost function (or ``<module>``) each node of ``tree`` is in (once per tree of
+    :func:`parse`; read only)."""
     out: dict[int, str] = {}
     for f in ast.walk(tree):
         if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -298,7 +321,7 @@ def dynamic_imports(modules: dict[str, str]) -> list[str]:
     :data:`DYNAMIC_IMPORTS`."""
     out = []
     for module, source in sorted(modules.items()):
-        tree = ast.parse(source)
+        tree = parse(source)
         where = _functions(tree)
         for node in ast.walk(tree):
             if _import_call(node) and not isinstance(node.args[0], ast.Constant):
@@ -383,7 +406,7 @@ def engine_name_offenders(modules: dict[str, str], names: dict[str, str],
     for module, source in sorted(modules.items()):
         if module == "mobilize.backends" or module.startswith("mobilize.backends."):
             continue
-        for node, found in _branches(ast.parse(source), names):
+        for node, found in _branches(parse(source), names):
             found = [n for n in found if (module, n) not in excluded]
             if found:
                 code = ast.unparse(node.pattern if isinstance(node, ast.match_case) else node).splitlines()[0]
@@ -412,7 +435,7 @@ def cross_engine_lookups(modules: dict[str, str], engines: set[str]) -> list[str
         bits = module.split(".")
         if len(bits) < 3 or bits[1] != "backends" or bits[2] not in engines:
             continue
-        for node in ast.walk(ast.parse(source)):
+        for node in ast.walk(parse(source)):
             called = ast.unparse(node.func) if isinstance(node, ast.Call) else ""
             if called in LOOKUPS or called.rpartition(".")[2] in LOOKUPS:
                 other = [n for a in node.args for n in _named(a, names)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_architecture import MAP, SRC, _functions, sources
+from tests.test_architecture import MAP, SRC, _functions, parse, sources
 
 ROOMS = MAP["rooms"]
 INIT_WITH_CODE = {"mobilize": "PEP 562: the public names load on first use, and a subpackage import never hides "
@@ -39,7 +39,7 @@ def room_offenders(src: Path = SRC, modules: dict[str, str] | None = None) -> li
         lines = source.count("\n")
         if lines > ROOMS["max_file_lines"]:
             out.append(f"{module}: {lines} lines (limit {ROOMS['max_file_lines']}): split it")
-        tree = ast.parse(source)
+        tree = parse(source)
         is_init = (src.joinpath(*module.split(".")[1:]) / "__init__.py").exists() or module == "mobilize"
         if is_init and module not in INIT_WITH_CODE and any(
                 isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for n in tree.body):
@@ -89,7 +89,7 @@ def runners(modules: dict[str, str]) -> set[str]:
     directly, or a name bound to ``EXPORTERS.get(...)`` and then called."""
     found = set()
     for module, source in modules.items():
-        tree = ast.parse(source)
+        tree = parse(source)
         bound = {t.id for node in ast.walk(tree) if isinstance(node, ast.Assign) and _registry_get(node.value)
                  for t in node.targets if isinstance(t, ast.Name)}
         for node in ast.walk(tree):
@@ -126,7 +126,7 @@ def threshold_offenders(modules: dict[str, str]) -> list[str]:
     for module, source in modules.items():
         if module == "mobilize.accuracy.verify":
             continue
-        for node in ast.walk(ast.parse(source)):
+        for node in ast.walk(parse(source)):
             if not isinstance(node, ast.Compare):
                 continue
             sides = [node.left, *node.comparators]
@@ -163,7 +163,7 @@ def named_threshold_offenders(modules: dict[str, str], excluded: dict = NAMED_LI
     (accuracy/verify.py), the engines' folders (an engine's own limits: ``MIN_OPSET``) and ``excluded``."""
     constants: dict[str, str] = {}
     for module, source in modules.items():
-        for node in ast.parse(source).body:
+        for node in parse(source).body:
             value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
             if isinstance(value, ast.Constant) and type(value.value) in (int, float):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -173,7 +173,7 @@ def named_threshold_offenders(modules: dict[str, str], excluded: dict = NAMED_LI
     for module, source in sorted(modules.items()):
         if module == "mobilize.accuracy.verify" or module.startswith("mobilize.backends."):
             continue
-        for node in ast.walk(ast.parse(source)):
+        for node in ast.walk(parse(source)):
             if isinstance(node, ast.Compare):
                 used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
                 used |= {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
@@ -204,7 +204,7 @@ def assemblers(modules: dict[str, str]) -> list[str]:
     for module, source in modules.items():
         if module == "mobilize.accuracy.verify":
             continue
-        for node in ast.walk(ast.parse(source)):
+        for node in ast.walk(parse(source)):
             if isinstance(node, ast.Call):
                 name = ast.unparse(node.func).rpartition(".")[2]
                 if name in ASSEMBLY:
@@ -243,8 +243,9 @@ def _reraises(handler: ast.ExceptHandler) -> bool:
 
 def _suppresses_everything(node: ast.AST) -> bool:
     """``contextlib.suppress(Exception)`` / ``suppress(BaseException, ...)``: a broad catch written as a context."""
-    return (isinstance(node, ast.Call) and ast.unparse(node.func).rpartition(".")[2] == "suppress"
-            and any(isinstance(a, ast.Name) and a.id in ("Exception", "BaseException") for a in node.args))
+    return (isinstance(node, ast.Call)
+            and any(isinstance(a, ast.Name) and a.id in ("Exception", "BaseException") for a in node.args)
+            and ast.unparse(node.func).rpartition(".")[2] == "suppress")  # unparse last: it is the slow part
 
 
 def broad_catches(modules: dict[str, str]) -> list[str]:
@@ -252,7 +253,7 @@ def broad_catches(modules: dict[str, str]) -> list[str]:
     ``contextlib.suppress`` of them, outside BROAD_CATCHES."""
     out = []
     for module, source in modules.items():
-        tree = ast.parse(source)
+        tree = parse(source)
         functions = _functions(tree)
         for node in ast.walk(tree):
             where = functions.get(id(node), "<module>")
@@ -299,7 +300,7 @@ def one_place_offenders(modules: dict[str, str]) -> list[str]:
     """``find_spec`` calls outside :data:`PACKAGE_CHECK` and ``10·log10``/``20·log10`` products outside :data:`SQNR`."""
     out = []
     for module, source in sorted(modules.items()):
-        for node in ast.walk(ast.parse(source)):
+        for node in ast.walk(parse(source)):
             if (module != PACKAGE_CHECK and isinstance(node, ast.Call)
                     and ast.unparse(node.func).rpartition(".")[2] == "find_spec"):
                 out.append(f"{module}:{node.lineno}: {ast.unparse(node)} (ask mobilize.core.packages)")

@@ -169,7 +169,7 @@ def misbehaving_run(tmp_path_factory):
         (tmp / "plan.yaml").write_text(MISBEHAVING_PLAN)
         return main(["compare", "zoo:toy_classifier", "--plan", str(tmp / "plan.yaml"), "--input_dims", "1,3,32,32",
                      "--data", "sample-photos:6", "--accuracy-samples", "4", "--iter", "6", "--rounds", "2",
-                     "--threads", "1", "--timeout", "30", "-o", str(tmp / "out")])
+                     "--threads", "1", "--timeout", "20", "-o", str(tmp / "out")])
 
     code, folder = once_per_run(tmp_path_factory, "misbehaving", make)
     return code, folder / "out"

@@ -56,3 +56,24 @@ def test_real_model_reference_equals_the_cache_free_greedy_decode(recwarn):
     prompt = list(range(40, 72))
     assert reference_greedy(lm, prompt, 24) == greedy(FullForward(lm, 64), prompt, 24)
     assert not [w for w in recwarn if "deprecated" in str(w.message)]  # transformers' current name for the cache
+
+
+@pytest.mark.parametrize("text", [False, True])
+def test_the_prompt_is_as_long_as_asked_beyond_the_held_out_windows(tmp_path, text):
+    """``--prompt-len 200 --eval-len 32``: the timed prompt was the first window's head, so it was cut to 32 tokens
+    (every TTFT of a prompt longer than the windows was a 32-token prefill); it is the held-out stream's first 200."""
+    import inspect
+    import json
+
+    from mobilize.generation.model import prepare
+    from mobilize.sources.reference import ModelRef
+
+    settings = {"prompt_tokens": 200, "gen_tokens": 2, "eval_sequences": 2, "eval_tokens": 32,
+                "eval_tokens_given": True, "continuations": 1, "max_len": 203, "text": None}
+    if text:
+        settings["text"] = str(tmp_path / "mine.txt")
+        (tmp_path / "mine.txt").write_text(inspect.getsource(json) * 4)
+    model = prepare(ModelRef.parse("zoo:tiny_lm"), tmp_path / "lm", settings)
+    assert model.eval_ids.shape == (2, 32) and len(model.prompt) == 200
+    assert model.prompt[:64] == model.eval_ids.reshape(-1).tolist()  # the same stream, read on
+    assert len(model.decode_ids) == 2

@@ -151,7 +151,7 @@ def prepare(ref: ModelRef, folder: Path, settings: dict[str, Any], trust_pickle:
     if s["eval_tokens"] != settings["eval_tokens"]:
         notes.append(f"held-out window: {s['eval_tokens']} tokens, the model's context less one (--eval-len sets it)")
     ids, text_source = _eval_ids(ref, source_folder, folder, int(lm.config.vocab_size), s, notes)
-    prompt = [int(t) for t in ids[0, :s["prompt_tokens"]]]
+    prompt = _prompt_ids(ids, ref, source_folder, folder, int(lm.config.vocab_size), s)
     head = min(CONTINUATION_PROMPT, s["prompt_tokens"])  # so a continuation fits the cache the prompt's run does
     continuation_prompts = [[int(t) for t in ids[1 + i % (len(ids) - 1), :head]]
                             for i in range(s["continuations"])] if len(ids) > 1 else []
@@ -237,10 +237,22 @@ def decoder_shapes(lm: Any) -> dict[str, int]:
     return {"linear": linear, "linear_rows": rows, "embedding_row": row, "other": other}
 
 
+def _prompt_ids(ids: np.ndarray, ref: ModelRef, source: Path | None, folder: Path, vocab: int,
+                s: dict[str, Any]) -> list[int]:
+    """The timed prompt: the first ``prompt_tokens`` ids of the held-out stream (its windows are consecutive), read
+    again for that length where the windows hold fewer (a 512-token prompt beside 32-token windows was cut to 32)."""
+    length = s["prompt_tokens"]
+    if length > ids.size:
+        ids, _ = _eval_ids(ref, source, folder, vocab, {**s, "eval_sequences": 1, "eval_tokens": length}, [],
+                           least=1)
+    return [int(t) for t in ids.reshape(-1)[:length]]
+
+
 def _eval_ids(ref: ModelRef, source: Path | None, folder: Path, vocab: int, s: dict[str, Any],
-              notes: list[str]) -> tuple[np.ndarray, str]:
+              notes: list[str], least: int = 2) -> tuple[np.ndarray, str]:
     """The user's own text (``--data FILE.txt`` or a folder of ``.txt`` files), else the Python standard library's
-    held-out files, in the model's tokenizer; else seeded random ids (said in a note)."""
+    held-out files, in the model's tokenizer; else seeded random ids (said in a note).  ``least``: the windows the
+    user's text must fill."""
     from mobilize.zoo import tiny_lm
 
     n, length = s["eval_sequences"], s["eval_tokens"]
@@ -254,7 +266,7 @@ def _eval_ids(ref: ModelRef, source: Path | None, folder: Path, vocab: int, s: d
 
         tokenizer = Tokenizer.from_file(str(tokenizer_file))
         if s.get("text"):
-            return _user_text_ids(Path(s["text"]), tokenizer, n, length, vocab, notes)
+            return _user_text_ids(Path(s["text"]), tokenizer, n, length, vocab, notes, least)
         ids = tiny_lm.held_out_ids(n, length, tokenizer=tokenizer).numpy()
         if int(ids.max()) < vocab:
             return ids, (f"{n} x {length} tokens of the Python standard library's held-out files ({tokenizer_file.name} "
@@ -269,9 +281,9 @@ def _eval_ids(ref: ModelRef, source: Path | None, folder: Path, vocab: int, s: d
 
 
 def _user_text_ids(path: Path, tokenizer: Any, n: int, length: int, vocab: int,
-                   notes: list[str]) -> tuple[np.ndarray, str]:
+                   notes: list[str], least: int = 2) -> tuple[np.ndarray, str]:
     """Up to ``n`` consecutive windows of ``length`` token ids of the user's text (a file, or a folder's ``.txt``
-    files in name order); at least two windows, refused in one line otherwise."""
+    files in name order); at least ``least`` windows, refused in one line otherwise."""
     files = sorted(path.rglob("*.txt")) if path.is_dir() else [path]
     if not files or not all(f.is_file() for f in files):
         raise ConfigError(f"--data {path}: no text file there", hint="give a .txt file or a folder of .txt files")
@@ -282,9 +294,9 @@ def _user_text_ids(path: Path, tokenizer: Any, n: int, length: int, vocab: int,
         except OSError as exc:
             raise ConfigError(f"--data {f}: cannot be read ({exc.strerror})") from None
     windows = min(n, len(ids) // length)
-    if windows < 2:
-        raise ConfigError(f"--data {path} gives {len(ids)} tokens: fewer than two windows of {length}",
-                          hint="give more text, or a shorter window with --eval-len")
+    if windows < least:
+        raise ConfigError(f"--data {path} gives {len(ids)} tokens: fewer than {least} window(s) of {length}",
+                          hint="give more text, or shorter windows (--eval-len; the prompt, --prompt-len)")
     if max(ids) >= vocab:
         raise ConfigError(f"--data {path}: the tokenizer gives ids beyond the model's vocabulary of {vocab}")
     if windows < n:

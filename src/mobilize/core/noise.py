@@ -42,6 +42,8 @@ _MARK_BYTES = "\u2060\u200b".encode()
 _END_BYTES = "\u2060\u2060mobilize-stderr-end\u2060\u2060\n".encode()
 """Written once by :func:`filtered_terminal` as it hands fd 2 back: once the reader has forwarded what came before it,
 the terminal is handed back."""
+HAND_BACK_WAIT_S = 2.0
+"""How long the hand-back waits for the reader to pass the end marker (a reader stuck on a terminal nobody reads)."""
 
 _REASON = re.compile(r"(Error|Exception|error:|failed|Failed|cannot|not supported|unsupported|expected|Traceback)")
 """A line that says why something failed."""
@@ -215,7 +217,7 @@ def filtered_terminal(enabled: bool = True) -> Iterator[collections.deque]:
             with contextlib.suppress(OSError):
                 os.write(end, _END_BYTES)
             os.close(end)
-            caught_up.wait(timeout=2.0)
+            caught_up.wait(timeout=HAND_BACK_WAIT_S)
 
     with on_abandon(restore):  # an interrupt that ends the process at once hands the terminal back too
         try:

@@ -213,6 +213,26 @@ def test_an_interrupt_while_bench_starts_is_one_line_at_once(signum):
         assert all_dead(workers + children(proc.pid))
 
 
+CUT_IMPORT = (
+    "import runpy, sys\n"
+    "class Cut:\n"
+    "    def find_spec(self, name, path=None, target=None):\n"
+    "        if name == 'mobilize.cli.main':\n"
+    "            raise KeyboardInterrupt\n"
+    "sys.meta_path.insert(0, Cut())\n"
+    "sys.argv = ['mobilize', 'list', 'recipes']\n"
+    "runpy.run_module('mobilize', run_name='__main__', alter_sys=True)\n")
+
+
+def test_an_interrupt_inside_the_clis_first_import_is_one_line():
+    """``python -m mobilize`` with the interrupt raised inside ``from mobilize.cli.main import main`` - before main()
+    installs its handler, the window a signal 50 ms after start hit on a slower CPU - printed Python's traceback
+    through mobilize's __main__.py and ended by SIGINT."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    proc = subprocess.run([sys.executable, "-c", CUT_IMPORT], capture_output=True, text=True, env=env, timeout=60)
+    assert (proc.returncode, proc.stderr.splitlines()) == (130, ["mobilize: interrupted"]), proc.stderr
+
+
 LAUNCHER = ROOT / ".venv" / "bin" / "mobilize"
 EXEC_WITH_SIGINT = (
     "import os, signal, sys\n"

@@ -99,7 +99,8 @@ class Target:
 
     @property
     def reduce_range(self) -> bool:
-        """7-bit weights for ONNX Runtime's x64 u8s8 kernels, which saturate 16-bit sums without VNNI."""
+        """7-bit weights for the x64 u8s8 kernels without VNNI, which sum pairs of 8-bit products in int16
+        (vpmaddubsw) and saturate: ONNX Runtime's ``reduce_range``, NNCF's ``OverflowFix.ENABLE`` for OpenVINO."""
         return self.arch == "x86_64" and not self.vnni
 
     @property
@@ -108,7 +109,7 @@ class Target:
         return "qnnpack" if self.arch == "arm64" else "x86"
 
     def int8_feature(self) -> str:
-        """The CPU feature that decides the int8 choices (ONNX ``reduce_range``), named as the notes name it."""
+        """The CPU feature that decides the int8 choices (ONNX ``reduce_range``, NNCFs overflow fix), named as the notes name it."""
         if self.name != "host":
             what = ("arm64, int8 dot products" if self.arch == "arm64" else
                     f"an x86-64 CPU {'with VNNI' if self.vnni else 'without VNNI: none of ' + ', '.join(VNNI_FLAGS)}")

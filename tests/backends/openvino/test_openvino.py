@@ -180,3 +180,23 @@ def test_openvino_bad_inputs_are_one_line_errors(tmp_path):
     with pytest.raises(UnsupportedModelError, match="OpenVINO could not read") as info:
         open_session(Artifact.from_file(bad))
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("target,chose", [("x86-avx2", True), ("x86-vnni", False), ("arm64", False)])
+def test_the_overflow_fix_follows_the_target_and_the_recipe_pins_it(tmp_path, target, chose):
+    """x64 int8 kernels without VNNI sum pairs of 8-bit products in int16 and saturate: NNCF's overflow fix on every
+    layer for such a target (as ONNX Runtime's reduce_range), its default (first layer only) for the others - the
+    choice follows --target, never the x86 the test runs on; the note says which and why; the recipe records it."""
+    from mobilize.backends.openvino.exporter import OpenVinoExporter
+    from mobilize.core.target import CHOSE, Target
+    from mobilize.zoo import ZOO
+
+    ctx = Context(input_specs=[InputSpec((1, 3, 16, 16))], data=open_data("sample-photos"), target=Target.parse(target))
+    exporter = OpenVinoExporter(OpenVinoExporter.Config(quantize="int8", calibration_samples=4))
+    art = exporter.export(ZOO.get("conv_bn_relu").build(), ctx, tmp_path / target)
+    note = next(n for n in art.notes if "overflow fix" in n)
+    assert (CHOSE in note) == chose and f"--target {target}" in note, note
+    assert ("on every layer" in note) == chose and ("first layer only (its default)" in note) != chose, note
+    assert exporter.decided(ctx) == {"overflow_fix": chose}
+    pinned = OpenVinoExporter(OpenVinoExporter.Config(quantize="int8", calibration_samples=4, overflow_fix=chose))
+    assert pinned.decided(ctx) == {}

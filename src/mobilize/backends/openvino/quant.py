@@ -13,8 +13,9 @@ from mobilize.core.errors import ExportError, headline, translate_errors
 
 
 def nncf_quantize(model: Any, samples: Sequence[Sequence[Any]], preset: str, fast_bias_correction: bool,
-                  minmax: bool = True) -> tuple[Any, list[str]]:
-    """``minmax``: activation ranges from the min and max over all samples (else NNCF's averaged quantiles)."""
+                  minmax: bool = True, overflow_fix: bool = False) -> tuple[Any, list[str]]:
+    """``minmax``: activation ranges from the min and max over all samples (else NNCF's averaged quantiles).
+    ``overflow_fix``: every layer's weights in half the 8-bit range (else NNCF's default, the first layer only)."""
     from mobilize.lowering.onnx_export import native_output
 
     lines: list[str] = []
@@ -27,11 +28,12 @@ def nncf_quantize(model: Any, samples: Sequence[Sequence[Any]], preset: str, fas
             native_output(lines), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import nncf
-        from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters
+        from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, OverflowFix
         from nncf.quantization.range_estimator import RangeEstimatorParametersSet
 
-        advanced = (AdvancedQuantizationParameters(
-            activations_range_estimator_params=RangeEstimatorParametersSet.MINMAX) if minmax else None)
+        advanced = AdvancedQuantizationParameters(overflow_fix=OverflowFix.ENABLE if overflow_fix else None)
+        if minmax:
+            advanced.activations_range_estimator_params = RangeEstimatorParametersSet.MINMAX
         encoder = encoder_ops(model)
         quantized = nncf.quantize(
             model, nncf.Dataset(items), subset_size=len(items),

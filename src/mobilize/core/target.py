@@ -109,7 +109,8 @@ class Target:
         return "qnnpack" if self.arch == "arm64" else "x86"
 
     def int8_feature(self) -> str:
-        """The CPU feature that decides the int8 choices (ONNX ``reduce_range``, NNCFs overflow fix), named as the notes name it."""
+        """The CPU feature that decides the int8 choices (ONNX ``reduce_range``, NNCF's overflow fix), named as the
+        notes name it."""
         if self.name != "host":
             what = ("arm64, int8 dot products" if self.arch == "arm64" else
                     f"an x86-64 CPU {'with VNNI' if self.vnni else 'without VNNI: none of ' + ', '.join(VNNI_FLAGS)}")

@@ -14,7 +14,8 @@ def describe(conn) -> None:
     blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, set())
     with open(f"/proc/{os.getppid()}/stat") as fh:
         grandparent = int(fh.read().rsplit(")", 1)[1].split()[1])
-    conn.send({"torch": "torch" in sys.modules, "sigint_blocked": blocked, "pid": os.getpid(),
+    conn.send({"torch": "torch" in sys.modules, "transformers": "transformers" in sys.modules,
+               "sigint_blocked": blocked, "pid": os.getpid(),
                "parent": os.getppid(), "grandparent": grandparent})
 
 

@@ -110,7 +110,7 @@ def test_a_saved_random_decoder_folder_is_vacuous_not_ok(run_cli_process, tmp_pa
                                  num_attention_heads=4, num_key_value_heads=2,
                                  max_position_embeddings=256)).save_pretrained(tmp_path / "lm")
     out = tmp_path / "gen"
-    code, stdout, err = run_cli_process("compare", tmp_path / "lm", "--variant", "onnx-fp32", "--prompt-len", "8",
+    code, stdout, err = run_cli_process("compare", tmp_path / "lm", "--variant", "eager-fp32", "--prompt-len", "8",
                                         "--gen-len", "4", "--rounds", "2", "-o", out)
     assert code == 0, err[-2000:]
     [v] = json.loads((out / "report.json").read_text())["variants"]

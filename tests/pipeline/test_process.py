@@ -29,6 +29,25 @@ def test_a_preloaded_child_comes_with_torch_a_spawned_one_without_and_both_keep_
     assert f["parent"] != os.getpid() and f["grandparent"] == os.getpid()  # forked from the server, our child
 
 
+def test_each_preload_set_has_its_own_server_and_a_torch_child_never_carries_transformers():
+    """A decoder job that loads transformers forks from a server that has it; a child of the torch server (another
+    engine's check, whose peak memory is reported for its file) still comes without it, whichever started first."""
+    from mobilize.pipeline.process import DECODER_PRELOAD
+
+    decoder, torch_only, again = Child(_describe(), preload=DECODER_PRELOAD), Child(_describe(), preload=True), \
+        Child(_describe(), preload=DECODER_PRELOAD)
+    try:
+        d, t, a = decoder.recv(180), torch_only.recv(180), again.recv(180)
+    finally:
+        for child in (decoder, torch_only, again):
+            child.close()
+    assert d["torch"] and d["transformers"] and a["transformers"]
+    assert t["torch"] and not t["transformers"]
+    assert d["sigint_blocked"] and t["sigint_blocked"] and a["sigint_blocked"]
+    assert d["grandparent"] == t["grandparent"] == os.getpid()
+    assert d["parent"] == a["parent"] != t["parent"]  # one server per set of modules, started once
+
+
 def test_a_preloaded_child_dies_when_its_parent_is_killed():
     """The parent killed outright (SIGKILL, no clean-up): its fork server sees its pipe close and exits, and the
     worker forked from the server dies with it (PR_SET_PDEATHSIG), so nothing keeps running."""

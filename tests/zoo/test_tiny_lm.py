@@ -59,3 +59,22 @@ def test_it_writes_python(model):
     prompt = tokenizer.encode("import os\n\n\ndef ").ids
     text = tokenizer.decode(greedy(FullForward(model.lm, 64), prompt, 12))
     assert text.strip() and "(" in text, text
+
+
+def test_the_zoos_decoders_are_known_without_importing_torch():
+    """Whether a zoo model is a decoder, and whether the name exists, is decided in the CLI's own process without
+    importing the entry (and torch: 2-3 s there, for nothing - the model is built in a worker); the list agrees with
+    what each entry declares."""
+    import subprocess
+    import sys
+
+    from mobilize.zoo import DECODERS, ZOO
+
+    assert {n for n in ZOO.names() if getattr(ZOO.get(n), "task", None) == "generation"} == DECODERS
+    script = ("import sys\nfrom mobilize.sources.models import check_reference\n"
+              "from mobilize.generation.detect import wants_generation\n"
+              "print([wants_generation(None, check_reference(r)) for r in ('zoo:tiny_lm', 'zoo:conv_bn_relu')], "
+              "'torch' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["[True,", "False]", "False"], out
+

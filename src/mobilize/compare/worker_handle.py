@@ -10,7 +10,7 @@ from typing import Any, Callable
 from mobilize.compare.failures import StageFailure
 from mobilize.compare.messages import Failed, Job, Stage, Stop
 from mobilize.core.outcome import Outcome
-from mobilize.pipeline.process import Child, Lost
+from mobilize.pipeline.process import DECODER_PRELOAD, PRELOAD, Child, Lost
 
 
 class Worker:
@@ -31,7 +31,7 @@ class Worker:
             on_start(self)
 
         self.child = Child(target or worker.main, (job,), log_path=job.log_path, capture_stderr=True,
-                           on_start=started, preload=target is None and job.kind != "time")
+                           on_start=started, preload=target is None and job.kind != "time" and preload_for(job))
 
     def expect(self, kind: type, timeout_s: float) -> Any:
         """The next message of type ``kind``; raises StageFailure on error, crash or timeout."""
@@ -79,3 +79,12 @@ class Worker:
     def stop(self) -> None:
         self.send(Stop())
         self.child.finish(10)
+
+
+def preload_for(job: Job) -> tuple[str, ...]:
+    """The modules the fork server of this torch worker has imported: a causal decoder's jobs that load its
+    transformers model (the reference, every build, the check of a file its session runs in transformers, the timing
+    host when it holds such a file) fork from the server that has transformers too; the rest from the torch server."""
+    if job.decoding is not None and (job.kind in ("reference", "build") or job.variant.get("loads_transformers")):
+        return DECODER_PRELOAD
+    return PRELOAD

@@ -114,6 +114,10 @@ class DecoderVariant:
     """What decoding one token reads of the built file's weights, from the file itself (a format that lists each
     tensor's stored size: GGUF); None: from the model's shapes and ``weights``
     (:func:`mobilize.bench.bandwidth.bytes_per_token`)."""
+    session_loads_transformers: bool = False
+    """Its session runs the transformers model itself (eager): compare forks its check from the server that has
+    transformers imported (:data:`mobilize.pipeline.process.DECODER_PRELOAD`); every other engine's check does not
+    import it and is forked without it."""
     groups_pad: bool = False
     """Its tool pads a linear whose in-features a group does not divide (ONNX Runtime's MatMulNBits blocks), so every
     group it offers fits every model; else a group that does not divide some linear is left off tune's ladder (the

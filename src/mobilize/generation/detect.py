@@ -25,8 +25,10 @@ def wants_generation(task: str | None, ref: ModelRef) -> bool:
     if task is not None:
         return task == "generation"
     if ref.kind == RefKind.ZOO:
-        from mobilize.zoo import ZOO
+        from mobilize.zoo import DECODERS, ZOO
 
+        if ref.attribute in ZOO.names():  # a built-in entry: known without importing it (and torch)
+            return ref.attribute in DECODERS
         return getattr(ZOO.get(ref.attribute), "task", None) == "generation"
     if ref.kind == RefKind.MODEL_FOLDER:
         check_folder(Path(ref.path))

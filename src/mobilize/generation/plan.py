@@ -79,7 +79,8 @@ class DecoderStep:
         return self.variant.name
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "engine": self.variant.engine, "decoder": True}
+        return {"name": self.name, "engine": self.variant.engine, "decoder": True,
+                "loads_transformers": self.variant.session_loads_transformers}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,12 +16,17 @@ by how it died (the signal and what it usually means).
 from __future__ import annotations
 
 import contextlib
+import io
 import multiprocessing
+import multiprocessing.context
 import os
 import signal
 import threading
 from pathlib import Path
 from typing import Any, Callable
+
+from multiprocessing import forkserver, popen_forkserver, reduction, spawn, util
+from multiprocessing.context import set_spawning_popen
 
 from mobilize.core.interrupts import interrupts_deferred
 
@@ -30,6 +35,13 @@ PRELOAD = ("mobilize.pipeline.process", "torch", "mobilize.compare.worker")
 like every child, so it and every child forked from it keep SIGINT blocked; a child forked from it dies with this process
 (it watches this process's pidfd; ``PR_SET_PDEATHSIG`` covers the server), and the server exits once this process
 and its children have ended (its "alive" pipe closes)."""
+DECODER_PRELOAD = PRELOAD + ("transformers.modeling_utils", "transformers.models.llama.modeling_llama",
+                             "mobilize.lowering.causal_lm", "mobilize.compare.decoder_worker")
+"""A second server's modules, for the children that load a transformers model anyway (a decoder's reference, its
+builds, an eager file's check): transformers brings torch._dynamo, sympy, scipy and torchao, 5-6 s of imports in each
+such child (measured on a 2-core AVX2 EPYC), paid once per command instead.  A child that never loads transformers
+(another engine's check) forks from the torch server, so the peak memory reported for its file is not inflated by
+modules it never imported."""
 
 
 class Lost(Exception):
@@ -47,17 +59,16 @@ class Child:
     stderr points, which the CLI may have redirected to that same file).  ``on_start(child)`` runs as soon as
     the process exists, before an interrupt can cut in (the caller registers it to stop it later).
     ``graceful_interrupt``: SIGTERM becomes a KeyboardInterrupt in the child (see :meth:`interrupt`).
-    ``preload``: fork the child from a server that has imported torch once (:data:`PRELOAD`) instead of
-    spawning a fresh interpreter that imports it again (about 2 s of CPU per child; compare starts one per
-    export and per check); only for children that import torch anyway (a lean timing worker must not carry it)."""
+    ``preload``: fork the child from a server that has imported torch once (:data:`PRELOAD`; or the modules named,
+    such as :data:`DECODER_PRELOAD`: one server per set) instead of spawning a fresh interpreter that imports it
+    again (about 2 s of CPU per child; compare starts one per export and per check); only for children that import
+    those modules anyway (a lean timing worker must not carry torch)."""
 
     def __init__(self, target: Callable[..., None], args: tuple = (), *, log_path: str | os.PathLike | None = None,
                  capture_stderr: bool = False, graceful_interrupt: bool = False,
-                 on_start: Callable[["Child"], None] | None = None, preload: bool = False):
-        ctx = multiprocessing.get_context("forkserver" if preload else "spawn")
-        if preload:  # effective when this process starts its fork server, i.e. for the first such child
-            ctx.set_forkserver_preload(list(PRELOAD))
-            # the fork server starts multiprocessing's resource tracker first, which unblocks SIGINT in the calling
+                 on_start: Callable[["Child"], None] | None = None, preload: bool | tuple[str, ...] = False):
+        if preload:
+            # a fork server starts multiprocessing's resource tracker first, which unblocks SIGINT in the calling
             # thread when it starts it (bpo-33613's mask, undone with SIG_UNBLOCK): started here, before the mask
             # below, the server and every child forked from it keep SIGINT blocked
             from multiprocessing import resource_tracker
@@ -65,14 +76,17 @@ class Child:
             resource_tracker.ensure_running()
         from mobilize.core.paths import make_temp_dir
 
-        self.conn, child_end = ctx.Pipe()
+        self.conn, child_end = multiprocessing.Pipe()
         self.log_path = str(log_path) if log_path else None
         # the child's temporary files (its own and its libraries') go here, and this process removes the folder when
         # the child ends, however it ended: a child killed mid-export (SIGKILL runs no clean-up) leaves nothing
         self.temp_dir: Path | None = make_temp_dir("child")
-        self.process = ctx.Process(target=_bootstrap, daemon=True, args=(
+        kind = _ServedProcess if preload else multiprocessing.get_context("spawn").Process
+        self.process = kind(target=_bootstrap, daemon=True, args=(
             child_end, target, args, os.getpid(), self.log_path if capture_stderr else None, graceful_interrupt,
             str(self.temp_dir)))
+        if preload:
+            self.process.preload = PRELOAD if preload is True else tuple(preload)
         try:
             start_ignoring_sigint(self.process, on_start=on_start and (lambda: on_start(self)))
         except BaseException:  # interrupted as it started: it must not outlive this call
@@ -167,6 +181,53 @@ class Child:
     def close(self) -> None:
         self.kill()
         self.conn.close()
+
+
+_SERVERS: dict[tuple[str, ...], Any] = {}
+_SERVERS_LOCK = threading.Lock()
+
+
+def _server(preload: tuple[str, ...]) -> Any:
+    """This process's fork server of ``preload`` (started by its first child)."""
+    from multiprocessing.forkserver import ForkServer
+
+    with _SERVERS_LOCK:
+        if preload not in _SERVERS:
+            _SERVERS[preload] = ForkServer()
+            _SERVERS[preload].set_forkserver_preload(list(preload))
+        return _SERVERS[preload]
+
+
+class _ServedProcess(multiprocessing.context.ForkServerProcess):
+    """A process forked from the server of its ``preload`` modules.  multiprocessing's own forkserver start method
+    keeps one server per process, with one set of modules; this one keeps a server per set, so a child is forked
+    with what it will import anyway and no more (its peak memory is its own)."""
+
+    preload: tuple[str, ...] = PRELOAD
+
+    @staticmethod
+    def _Popen(process_obj):
+        return _ServedPopen(process_obj)
+
+
+class _ServedPopen(popen_forkserver.Popen):
+    def _launch(self, process_obj) -> None:
+        """``popen_forkserver.Popen._launch`` (Python 3.11), asking the process's own server instead of the
+        module's one; the child's side (``forkserver.get_inherited_fds``) is the same for every server."""
+        prep_data = spawn.get_preparation_data(process_obj._name)
+        buf = io.BytesIO()
+        set_spawning_popen(self)
+        try:
+            reduction.dump(prep_data, buf)
+            reduction.dump(process_obj, buf)
+        finally:
+            set_spawning_popen(None)
+        self.sentinel, w = _server(process_obj.preload).connect_to_new_process(self._fds)
+        _parent_w = os.dup(w)  # the data pipe's write end, kept as a sentinel of the parent for the child
+        self.finalizer = util.Finalize(self, util.close_fds, (_parent_w, self.sentinel))
+        with open(w, "wb", closefd=True) as f:
+            f.write(buf.getbuffer())
+        self.pid = forkserver.read_signed(self.sentinel)
 
 
 def start_ignoring_sigint(process, on_start: Callable[[], None] | None = None) -> None:

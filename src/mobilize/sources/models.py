@@ -112,7 +112,8 @@ def check_reference(reference: str | ModelRef) -> ModelRef:
     if ref.kind == RefKind.ZOO:
         from mobilize.zoo import ZOO
 
-        ZOO.get(ref.attribute)
+        if ref.attribute not in ZOO.names():  # a built-in entry is built where it is used (importing it imports torch)
+            ZOO.get(ref.attribute)  # raises: unknown, with the nearest names
     elif ref.kind == RefKind.PYTHON_FILE and not Path(ref.path).exists():
         raise UserError(f"model file not found: {ref.path}")
     elif ref.kind == RefKind.FILE:

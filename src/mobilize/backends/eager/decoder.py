@@ -119,12 +119,12 @@ _RUN = "transformers DynamicCache, eager PyTorch on CPU"
 
 FP32 = DecoderVariant(
     name="eager-fp32", engine="eager", weights="fp32", promise=Promise.FLOAT,
-    build=build_fp32, load=EagerDecoderSession, packages=FLOAT_PACKAGES,
+    build=build_fp32, load=EagerDecoderSession, packages=FLOAT_PACKAGES, session_loads_transformers=True,
     how=f"float32, {_RUN}",
 )
 INT8_WEIGHT_ONLY = DecoderVariant(
     name="eager-int8wo", engine="eager", weights="int8", promise=Promise.QUANTIZED,
-    build=build_int8wo, load=EagerDecoderSession, packages=INT8_PACKAGES,
+    build=build_int8wo, load=EagerDecoderSession, packages=INT8_PACKAGES, session_loads_transformers=True,
     how=f"torchao Int8WeightOnlyConfig (int8 weights per output channel, every linear and lm_head; embeddings "
         f"float32; float32 activations), {_RUN}",
 )

@@ -38,6 +38,29 @@ def test_litert_fp32_prefills_every_length_through_its_signatures(decoder_file, 
         FP32.load(path, 1, 2 * MAX_LEN)
 
 
+def test_litert_keeps_its_cache_in_place(decoder_file):
+    """The cache buffers are bound as each call's inputs and outputs: a prefill of n tokens fills positions 0..n-1 of
+    the very buffers the session holds, and a decode step writes position n there (no copy of the cache per call)."""
+    _, path = decoder_file("litert-fp32")
+    session = FP32.load(path, 1, MAX_LEN)
+    try:
+        [(name, buffer)] = list(session._kv.items())[:1]
+        shape = buffer.get_tensor_details()["shape"]  # [1, positions, kv heads, head dim]
+
+        def filled() -> list[bool]:
+            cache = buffer.read(int(np.prod(shape)), np.float32).reshape(shape)
+            return [bool(np.any(cache[0, p])) for p in range(shape[1])]
+
+        session.prefill(list(range(8)))  # exactly its prefill_8 signature (a shorter prompt writes the padding too)
+        assert filled()[:10] == [True] * 8 + [False] * 2, name
+        session.decode(9)
+        assert filled()[:10] == [True] * 9 + [False], name
+        session.prefill(list(range(8)))  # a new sequence starts from an empty cache
+        assert filled()[:10] == [True] * 8 + [False] * 2, name
+    finally:
+        session.close()
+
+
 def test_litert_int4_names_its_recipe(decoder_file):
     _, path = decoder_file("litert-int4")
     assert "q4_block32" in path.name

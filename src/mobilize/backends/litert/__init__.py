@@ -13,6 +13,8 @@ BACKENDS.register("litert")(Backend(
     lint_targets={"litert": "lint_probe"},
     tune={"litert": "tune_route:ROUTE"},
     decoders={"litert-fp32": "decoder:FP32", "litert-int4": "decoder:INT4"},
-    noise=("Created TensorFlow Lite XNNPACK delegate", "node(s) with delegate", "INFO: "),
+    noise=("Created TensorFlow Lite XNNPACK delegate", "node(s) with delegate", "INFO: ",
+           # CompiledModel's start-up: the accelerators and vendor compiler plugins it looks for and does not need
+           "npu_registry.cc", "compiler_plugin.cc", "libLiteRtCompilerPlugin"),
     packages=("ai_edge_litert", "litert_torch"),
 ))

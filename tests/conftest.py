@@ -61,6 +61,32 @@ def tiny_input() -> torch.Tensor:
     return torch.randn(INPUT_SHAPE, generator=torch.Generator().manual_seed(1))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _temp_files_of_this_run():
+    """Every temporary file of the run - the CLI's kept-off-the-terminal stderr logs (``mobilize-stderr-*.log``),
+    the runtimes' own - goes in one short-named folder per pytest process, removed at its end, instead of piling up
+    in /tmp.  Set in the environment, so the commands and workers the tests start use it too (their checks that
+    nothing is left look in ``tempfile.gettempdir()``: the same folder).  Short: Unix socket paths under it (the fork
+    servers', Ray's) must stay within 107 bytes."""
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="mobilize-tests-", dir="/tmp")
+    before = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = tempfile.tempdir = folder
+    yield folder
+    if before is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = before
+    tempfile.tempdir = None
+    # removed at exit, after multiprocessing's own finalizers (its fork servers' socket folders are in it; theirs run
+    # at exit priority -100, and a folder gone before them is a traceback at the end of the run)
+    from multiprocessing import util
+
+    util.Finalize(None, shutil.rmtree, args=(folder,), kwargs={"ignore_errors": True}, exitpriority=-101)
+
+
 def once_per_run(tmp_path_factory, name: str, make):
     """``make(folder)`` once per test run: (its JSON-able result, the folder), shared by every pytest-xdist worker
     (a session fixture runs once per worker otherwise; the heavy ones are real compare runs and exports).  Users

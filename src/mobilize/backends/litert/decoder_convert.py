@@ -22,8 +22,8 @@ from typing import Any, Iterator
 from mobilize.core.errors import UnsupportedByEngineError, UnsupportedModelError, headline, translate_errors
 
 CACHE_LEN_CAP = 1024
-"""The KV cache holds the model's ``max_position_embeddings`` tokens, at most this many (it is a fixed-size input
-of every signature, copied in and out of each call)."""
+"""The KV cache holds the model's ``max_position_embeddings`` tokens, at most this many (a fixed-size input and output
+of every signature, which the session binds in place; attention reads all of it at every token, masked)."""
 PREFILL_LENS = (8, 32, 128, 512)
 """Prefill signature lengths exported (those that fit the cache); a prompt runs through the smallest that holds it
 (padded), or in windows of the largest."""

@@ -24,14 +24,14 @@ say() { echo "setup-peers: $*" >&2; }
 # tool -> pip requirement lines (after torch); the stamp file records them, a change reinstalls
 declare -A REQS=(
     [optimum-executorch]="optimum-executorch==1.1.0 executorch==1.5.1 transformers==5.0.0rc1"
-    [optimum-intel]="optimum==2.3.0 transformers==5.5.4 huggingface-hub<1.22,>=0.23.2 nncf==3.4.0 openvino==2026.4.1 openvino-tokenizers==2026.4.1.0 setuptools requests<3.0,>=2.33 accelerate"
+    [optimum-intel]="optimum==2.3.0 transformers==5.5.4 huggingface-hub<1.22,>=0.23.2 nncf==3.4.0 openvino==2026.4.1 openvino-tokenizers==2026.4.1.0 openvino-genai==2026.4.1.0 setuptools requests<3.0,>=2.33 accelerate"
 )
 declare -A NODEPS=(
     [optimum-intel]="optimum-intel==2.2.0"
 )
 declare -A CHECK=(
     [optimum-executorch]="import optimum.exporters.executorch, executorch, transformers"
-    [optimum-intel]="import optimum.intel, optimum.exporters.openvino, openvino, nncf, transformers"
+    [optimum-intel]="import optimum.intel, optimum.exporters.openvino, openvino, openvino_genai, nncf, transformers"
 )
 
 install() {

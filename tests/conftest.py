@@ -71,7 +71,7 @@ def _temp_files_of_this_run():
     import shutil
     import tempfile
 
-    folder = tempfile.mkdtemp(prefix="mobilize-tests-", dir="/tmp")
+    folder = tempfile.mkdtemp(prefix="mobilize-tests-", dir=tempfile.gettempdir())
     before = os.environ.get("TMPDIR")
     os.environ["TMPDIR"] = tempfile.tempdir = folder
     yield folder

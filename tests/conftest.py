@@ -71,7 +71,9 @@ def _temp_files_of_this_run():
     import shutil
     import tempfile
 
-    folder = tempfile.mkdtemp(prefix="mobilize-tests-", dir=tempfile.gettempdir())
+    system = tempfile.gettempdir()
+    folder = tempfile.mkdtemp(prefix="mobilize-tests-", dir=system)
+    os.chmod(folder, os.stat(system).st_mode & 0o7777)  # as reachable as the system's (a test drops to another user)
     before = os.environ.get("TMPDIR")
     os.environ["TMPDIR"] = tempfile.tempdir = folder
     yield folder

@@ -123,7 +123,8 @@ def _hosted(run: PlanRun, v, r: VariantResult, checked: Worker, ready: Ready):
     why = ready.hostable
     if why == "":
         if run.host is None or run.host.death is not None:
-            loads = any(step.to_dict().get("loads_transformers") for step in run.variants)  # a decoder's
+            # the host forks from the server with transformers when it will hold a file whose session runs it
+            loads = any(step.to_dict().get("loads_transformers") for step in run.variants)
             run.host = TimingHost(run.spawn(run.job("time-host", {"name": "timing-host", "loads_transformers": loads})))
         run.status(f"{v.name}: into the shared timing host")
         t0 = time.monotonic()

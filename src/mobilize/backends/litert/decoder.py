@@ -1,8 +1,9 @@
 """LiteRT decoders: a transformers Llama, Mistral or Qwen2 re-authored and converted by litert-torch's generative
 path (see :mod:`mobilize.backends.litert.decoder_convert`; other architectures are refused, UNSUPPORTED) into one
 ``.tflite`` with ``prefill_<L>`` and ``decode`` signatures and the KV cache as their inputs and outputs, run by
-ai-edge-litert's ``CompiledModel`` (XNNPACK) in float32 (``litert-fp32``) or with litert-torch's ``dynamic_int4_block32``
-recipe: int4 weights, one scale per 32 input features, activations quantized on the fly (``litert-int4``).
+ai-edge-litert's ``CompiledModel`` (XNNPACK) in float32 (``litert-fp32``) or with litert-torch's
+``dynamic_int4_block32`` recipe: int4 weights, one scale per 32 input features, activations quantized on the fly
+(``litert-int4``).
 
     >>> FP32.name, INT4.weights, INT4.promise
     ('litert-fp32', 'int4', <Promise.QUANTIZED: 'quantized'>)
@@ -49,10 +50,10 @@ class LiteRTDecoderSession(CachedDecoderSession):
     """A generative ``.tflite`` in LiteRT's ``CompiledModel`` (its CPU accelerator: XNNPACK) with ``threads`` threads.
 
     The cache lives in one set of LiteRT buffers, each bound as both the input and the output of its name in every
-    call: the file's own cache-update ops write each call's new positions in place.  Through the interpreter's signature runner the
-    whole cache was copied in and out through Python at every token (48 arrays, 25 MB for Qwen2.5-0.5B's shape at
-    1024 positions: 7.4 of 42.6 ms per token on a 2-core AVX2 EPYC), and the runner exposes no buffer of a signature
-    to bind instead.  The logits are the one copy out."""
+    call: the file's own cache-update ops write each call's new positions in place.  Through the interpreter's
+    signature runner the whole cache was copied in and out through Python at every token (48 arrays, 25 MB for
+    Qwen2.5-0.5B's shape at 1024 positions: 7.4 of 42.6 ms per token on a 2-core AVX2 EPYC), and the runner exposes
+    no buffer of a signature to bind instead.  The logits are the one copy out."""
 
     def __init__(self, path: Path, threads: int, max_len: int):
         import numpy as np
@@ -69,7 +70,7 @@ class LiteRTDecoderSession(CachedDecoderSession):
                                             f"generative decoder (signatures: {', '.join(signatures)})")
             self._kv = {n: self.model.create_input_buffer_by_name("decode", n)
                         for n in signatures["decode"]["inputs"] if n.startswith("kv_cache_")}
-            self._io = {name: _SignatureIO(self.model, name) for name in signatures
+            self._io = {name: _SignatureIO(self.model, name, self._kv) for name in signatures
                         if name == "decode" or _PREFILL.match(name)}
         details = next(iter(self._kv.values())).get_tensor_details()
         shape = details["shape"]
@@ -90,7 +91,7 @@ class LiteRTDecoderSession(CachedDecoderSession):
         """Run one signature on ``tokens`` at positions ``start...``, the cache updated in place; its logits."""
         io = self._io[signature]
         io.feed(tokens, start)
-        self.model.run_by_name(signature, {**io.inputs, **self._kv}, {**io.outputs, **self._kv})
+        self.model.run_by_name(signature, io.run_inputs, io.run_outputs)
         return io.logits()
 
     def _start(self) -> None:
@@ -135,11 +136,13 @@ def _compiled(path: Path, threads: int) -> Any:
 
 
 class _SignatureIO:
-    """One signature's own buffers: its token ids and positions in, its logits out."""
+    """One signature's own buffers - its token ids and positions in, its logits out - and the maps a call binds:
+    those with the session's cache buffers ``kv``, each both an input and an output."""
 
-    def __init__(self, model: Any, signature: str):
+    def __init__(self, model: Any, signature: str, kv: dict[str, Any]):
         self.inputs = {n: model.create_input_buffer_by_name(signature, n) for n in ("tokens", "input_pos")}
         self.outputs = {"logits": model.create_output_buffer_by_name(signature, "logits")}
+        self.run_inputs, self.run_outputs = {**self.inputs, **kv}, {**self.outputs, **kv}
         self.shape = [int(d) for d in self.outputs["logits"].get_tensor_details()["shape"]]  # [1, length, vocab]
 
     def feed(self, tokens: Sequence[int], start: int) -> None:

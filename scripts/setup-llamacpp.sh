@@ -37,7 +37,19 @@ command -v g++ >/dev/null || fail "g++ is missing (apt-get install g++)"
 # (or under OMP_WAIT_POLICY=passive): its speed would depend on what else the process had run.
 BUILD_ARGS="-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF \
 -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF -DGGML_NATIVE=ON -DGGML_OPENMP=OFF"
-CPUKEY=$( { (grep -m1 '^flags' /proc/cpuinfo || uname -m) | tr ' ' '\n' | sort; echo "$BUILD_ARGS"; } | sha256sum | cut -c1-12)
+# On an x86 CPU with AMX, ggml's AMX kernels are left out of the build (-mno-amx-*: GCC lets an explicit -mno-X win over
+# -march=native whatever their order): with this llama.cpp the AMX extra buffer type crashed every quantized GGUF on an
+# Intel Xeon with AMX (SIGSEGV for Q4_0/Q4_K_M, SIGILL for Q8_0, llama.cpp issue #20824; the tile-data permission is
+# asked on the main thread only and the tile config can be optimised away, llama.cpp PR #26954). The AVX-512/VNNI
+# repack path (CPU_REPACK) stays: the same files decode correctly there with it. Other CPUs build as before; the
+# flags are part of CPUKEY, so an AMX machine's earlier (crashing) build is not reused.
+# The flags reach the compiler as CFLAGS/CXXFLAGS (CMake's initial CMAKE_C_FLAGS/CMAKE_CXX_FLAGS).
+NO_AMX=""
+if grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | grep -qw amx_tile; then
+    NO_AMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+fi
+CPUKEY=$( { (grep -m1 '^flags' /proc/cpuinfo || uname -m) | tr ' ' '\n' | sort; echo "$BUILD_ARGS"; [ -z "$NO_AMX" ] || echo "$NO_AMX"; } \
+    | sha256sum | cut -c1-12)
 have() {
     "$PY" - "$VERSION" "$SHARE" "$CPUKEY" <<'EOF' 2>/dev/null
 import importlib.metadata, pathlib, sys
@@ -64,7 +76,7 @@ WHEELDIR="$CACHE/$VERSION-$CPUKEY"
 if ! ls "$WHEELDIR"/llama_cpp_python-*.whl >/dev/null 2>&1; then
     say "building libllama for this CPU (4-15 min on 2 cores; cached in $WHEELDIR)"
     mkdir -p "$WHEELDIR.tmp"
-    CMAKE_ARGS="$BUILD_ARGS" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+    CMAKE_ARGS="$BUILD_ARGS" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" CFLAGS="${CFLAGS:-} $NO_AMX" CXXFLAGS="${CXXFLAGS:-} $NO_AMX" \
         nice -n 19 "$PY" -m pip wheel -q --no-deps "$SDIST" -w "$WHEELDIR.tmp" > "$CACHE/build.log" 2>&1 \
         || { tail -20 "$CACHE/build.log" >&2; fail "the build failed (log: $CACHE/build.log)"; }
     rm -rf "$WHEELDIR"; mv "$WHEELDIR.tmp" "$WHEELDIR"

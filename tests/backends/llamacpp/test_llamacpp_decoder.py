@@ -53,6 +53,35 @@ def test_libllama_tokenizes_text_as_the_models_tokenizer_does(zoo_q4_k_m):
 
 
 @needs_llamacpp
+def test_an_amx_build_of_libllama_loads_files_without_its_extra_buffer_types(zoo_q4_k_m, monkeypatch):
+    """Issue #62: ggml's AMX buffer type (first among libllama's extra buffer types) crashed every quantized GGUF on
+    an Intel Xeon with AMX.  A libllama that says it was built with AMX loads each file with ``use_extra_bufts``
+    off, and says so; the tokens are those of the default load (the same file, the plain CPU buffers)."""
+    import numpy as np
+
+    from mobilize.backends.llamacpp import decoder
+
+    prompt = [1, 17, 42, 7, 99, 3]
+    default = LlamaCppSession(zoo_q4_k_m, 1, 16)
+    try:
+        assert not any("AMX" in n for n in default.notes), default.notes
+        want = np.asarray(default.prefill(prompt))
+    finally:
+        default.close()
+    seen = []
+    monkeypatch.setattr(decoder, "amx_compiled", lambda info: seen.append(info) or True)
+    plain = LlamaCppSession(zoo_q4_k_m, 1, 16)
+    try:
+        got = np.asarray(plain.prefill(prompt))
+    finally:
+        plain.close()
+    assert seen and "CPU :" in seen[0], seen  # what libllama itself says it was built with
+    assert decoder.AMX_NOTE in plain.notes, plain.notes
+    assert (got.argmax(-1) == want.argmax(-1)).all()
+    assert np.abs(got - want).max() < 0.05 * np.abs(want).max()
+
+
+@needs_llamacpp
 def test_the_file_says_what_each_tensor_is_stored_as(zoo_q4_k_m):
     line = describe(zoo_q4_k_m)
     # 4 layers x 7 matrices + the tied embedding; ffn_down's rows (704) are not a multiple of 256

@@ -73,6 +73,25 @@ def _library() -> Any:
     return llama_cpp
 
 
+def amx_compiled(system_info: str) -> bool:
+    """Whether libllama was built with ggml's AMX kernels, from its own ``llama_print_system_info()`` line (``AMX_INT8
+    = 1`` where ``__AMX_INT8__`` was defined at build time: a GGML_NATIVE build on a CPU with AMX).
+
+        >>> amx_compiled("CPU : SSE3 = 1 | AVX512 = 1 | AMX_INT8 = 1 | REPACK = 1 |")
+        True
+        >>> amx_compiled("CPU : SSE3 = 1 | AVX512 = 1 | AVX512_VNNI = 1 | REPACK = 1 |")
+        False
+    """
+    return any(part.strip().replace(" ", "") == "AMX_INT8=1" for part in system_info.split("|"))
+
+
+AMX_NOTE = ("llamacpp: this libllama was built with ggml's AMX kernels, whose weight buffers crash quantized GGUF files "
+            "with this llama.cpp (llama.cpp issue #20824, PR #26954): the file is loaded without llama.cpp's extra "
+            "buffer types (no AMX, no repacked weights: slower than llama.cpp at its best here); "
+            "scripts/setup-llamacpp.sh builds a libllama without AMX that keeps the AVX-512 repack path")
+"""Said on every file loaded by an AMX build (one llama-cpp-python wheel was not built by setup-llamacpp.sh)."""
+
+
 def quantize(source: Path, out: Path, kind: str, threads: int = 0) -> Path:
     """``llama_model_quantize(source, out, ftype)`` with llama.cpp's default parameters."""
     lib = _library()
@@ -169,6 +188,10 @@ class LlamaCppSession(CachedDecoderSession):
             if fh.read(4) != b"GGUF":
                 raise UnsupportedModelError(f"{self.path} is not a GGUF file (no GGUF magic at its start)")
         mparams = lib.llama_model_default_params()
+        self.notes = []
+        if amx_compiled(lib.llama_print_system_info().decode(errors="replace")):
+            mparams.use_extra_bufts = False  # the AMX buffer type comes first among the extra ones: all or none
+            self.notes.append(AMX_NOTE)
         LOG.clear()
         self.model = lib.llama_model_load_from_file(str(self.path).encode(), mparams)
         if not self.model:
@@ -190,7 +213,7 @@ class LlamaCppSession(CachedDecoderSession):
         self.vocab = int(lib.llama_vocab_n_tokens(lib.llama_model_get_vocab(self.model)))
         self.batch = lib.llama_batch_init(max_len, 0, 1)
         self._np = np
-        self.notes = [describe(self.path)]
+        self.notes.insert(0, describe(self.path))
 
     def _start(self) -> None:
         self.lib.llama_memory_clear(self.lib.llama_get_memory(self.ctx), True)

@@ -23,3 +23,10 @@ def sleep_forever(conn) -> None:
     conn.send(os.getpid())
     while True:
         time.sleep(1)
+
+
+def crash_in_a_decoder_step(reference, threads, prompt_tokens, gen_tokens, iterations, warmup, progress=None) -> None:
+    """A decoder bench child (``bench_generation``'s signature) whose engine dies in native code at its first
+    prefill, after announcing the step as the real one does."""
+    progress(1, 3, f"llamacpp running its first prefill and decode steps on {reference}")
+    os.kill(os.getpid(), signal.SIGSEGV)

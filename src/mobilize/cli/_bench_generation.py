@@ -64,14 +64,22 @@ def bench_generation(reference: str, threads: int, prompt_tokens: int, gen_token
     from mobilize.generation.package import context_of
 
     variant, path, how = decoder_loader(reference)
+    name = Path(path).name
+    # Each step is announced with the engine and the file: a crash in the engine's native code (the child dies
+    # without a word) is then blamed on that engine's step, not on the file (mobilize built valid files that one
+    # llama.cpp build crashed on).
+    say = progress or (lambda done, total, text: None)
+    say(0, 3, f"{variant.engine} loading {name}")
     if Path(path).is_dir():  # a transformers folder (eager): its config's context; a file's session checks its own
         check_lengths({"prompt_tokens": prompt_tokens, "gen_tokens": gen_tokens, "eval_tokens": 1}, context_of(path),
                       reference)
     session = variant.load(path, threads, prompt_tokens + gen_tokens + 1)
     try:
+        say(1, 3, f"{variant.engine} running its first prefill and decode steps on {name}")
         vocab = int(np.asarray(session.prefill([0])).shape[-1])
         prompt = [int(t) for t in np.random.default_rng(0).integers(0, vocab, size=prompt_tokens)]
         fed = greedy(session, prompt, gen_tokens)
+        say(2, 3, f"{variant.engine} timing {warmup + iterations} rounds on {name}")
         prefill_ms, decode_us = [], []
         for run in range(warmup + iterations):
             first, steps = decode_round(session, prompt, fed, gen_tokens)

@@ -259,6 +259,11 @@ def _token_lengths(args: argparse.Namespace) -> None:
     args.gen_len = DEFAULT_TOKENS if args.gen_len is None else args.gen_len
 
 
+CRASH_HINT = ("the engine named above crashed in its own native code at that step, which says nothing against the "
+              "file: rerun with --debug for the engine's log, try the model's file from another engine, or reinstall "
+              "the engine (bash scripts/setup.sh; llama.cpp: bash scripts/setup-llamacpp.sh)")
+"""What a native crash in a decoder bench's child is told to try (its stage names the engine and the step)."""
+
 DEFAULT_TOKENS = 32
 """--prompt-len and --gen-len when not given (with --task generation)."""
 
@@ -280,7 +285,7 @@ def _generation(args: argparse.Namespace, reference: str, threads: int | None) -
         report = run_isolated(bench_generation, reference, threads or default_threads(), args.prompt_len,
                               args.gen_len, args.iter, args.warmup, what="decoder bench", capture_stderr=True,
                               log_path=logs / "bench.log",
-                              crash_hint="is it a decoder file mobilize built (compare --task generation)?")
+                              crash_hint=CRASH_HINT)
     finally:
         shutil.rmtree(logs, ignore_errors=True)
     for line in lines(report):

@@ -178,7 +178,7 @@ def test_native_log_lines_stay_off_a_one_line_error(run_cli_process, tmp_path, a
         "ptl-wrong-dims": ((quantized_ptl, "--input_dims", "1,3,16"), ("the model failed on inputs [(1,3,16)",)),
         "pte-wrong-type": ((artifacts["executorch"], "--input_dims", "1,3,32,32", "--input_type", "int64"),
                            ("input 0 is int64 but the file declares float",)),
-        "garbage-xml": ((garbage,), ("OpenVINO could not read",)),
+        "garbage-xml": ((garbage,), ("is not a valid OpenVINO IR: truncated or corrupt XML",)),
     }[case]
     code, _, err = run_cli_process("bench", *argv, "--iter", "2", "--warmup", "0")
     assert_one_line_error(code, err, *fragments)

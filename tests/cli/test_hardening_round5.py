@@ -389,7 +389,8 @@ def test_a_model_line_in_a_runtime_log_format_is_kept_and_said(run_cli_process, 
     (tmp_path / "noisy.py").write_text(NOISY)
     code, out, err = run_cli_process(command[0], f"{tmp_path / 'noisy.py'}:Noisy", *command[1:])
     assert code == 0, err
-    note = next(line for line in out.splitlines() if "were kept off the terminal" in line)
+    assert "were kept off the terminal" not in out  # a note, on stderr (issue #66 item 5): stdout holds results
+    note = next(line for line in err.splitlines() if "were kept off the terminal" in line)
     path = note.rpartition("they are in ")[2]
     assert "calibration table my_table.bin loaded" in open(path).read()
     os.remove(path)

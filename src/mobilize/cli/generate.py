@@ -4,6 +4,7 @@ streamed as it is produced, then the time to the first token and tokens per seco
 
     $ mobilize generate out/compare/artifacts/executorch-8da4w --prompt "import os" --max-new-tokens 32
     $ mobilize generate out/compare/artifacts/onnx-int4 --prompt "def " --temperature 0.8 --top-p 0.9 --seed 1
+    $ echo "Once upon a time" | mobilize generate out/compare/artifacts/llamacpp-q4_k_m --prompt-file -
 
 Exit codes: 0 generated; 2 bad input (no package there, no tokenizer, a prompt longer than the file holds); 1 a bug.
 """
@@ -22,7 +23,10 @@ def add_parser(sub) -> None:
                                    "the first token and tokens/s.")
     p.add_argument("package", metavar="FOLDER_OR_FILE",
                    help="a decoder package: a folder under artifacts/ that compare or optimize wrote, or its file")
-    p.add_argument("--prompt", required=True, help="the text to continue")
+    given = p.add_mutually_exclusive_group(required=True)
+    given.add_argument("--prompt", help="the text to continue")
+    given.add_argument("--prompt-file", metavar="FILE", help="read the text to continue from FILE (UTF-8); - reads "
+                                                               "standard input")
     p.add_argument("--max-new-tokens", type=int, default=64, metavar="N", help="most tokens to generate (default 64)")
     p.add_argument("--temperature", type=float, default=0.0, metavar="T",
                    help="0: greedy, the most likely token (default); above 0: sampled")
@@ -39,15 +43,38 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from mobilize.generation.generate import GenerateConfig, Sampling, generate
 
-    config = GenerateConfig(args.prompt, args.max_new_tokens, Sampling(args.temperature, args.top_k, args.top_p,
-                                                                       args.seed), args.chat, args.threads)
+    prompt = _prompt(args)
+    config = GenerateConfig(prompt, args.max_new_tokens, Sampling(args.temperature, args.top_k, args.top_p,
+                                                                  args.seed), args.chat, args.threads)
 
     def show(text: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
 
-    sys.stdout.write(args.prompt)
-    result = generate(args.package, config, on_text=show)
+    sys.stdout.write(prompt)
+    try:
+        result = generate(args.package, config, on_text=show)
+    except KeyboardInterrupt:  # the text streamed so far ends its line: what is said next starts a line of its own
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+        raise
     print()
     print(result.speed_line(), file=sys.stderr)
     return 0
+
+
+def _prompt(args: argparse.Namespace) -> str:
+    """--prompt as typed, or --prompt-file's bytes (standard input's for -), as UTF-8 text."""
+    from mobilize.core.errors import ConfigError
+    from mobilize.generation.generate import text_of
+
+    if args.prompt is not None:
+        return text_of(args.prompt, "--prompt")
+    if args.prompt_file == "-":
+        return text_of(sys.stdin.buffer.read(), "the prompt on standard input")
+    try:
+        with open(args.prompt_file, "rb") as fh:
+            return text_of(fh.read(), f"--prompt-file {args.prompt_file}")
+    except OSError as exc:
+        raise ConfigError(f"--prompt-file {args.prompt_file}: {exc.strerror or exc}",
+                          hint="give a readable text file, or - for standard input") from None

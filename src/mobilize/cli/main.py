@@ -47,7 +47,9 @@ def _quiet_library_loggers() -> None:
 
     from mobilize.core.backend import engine_packages
 
-    for name in ("torch", "torch.utils._pytree", *engine_packages()):
+    # transformers: the tokenizer's "Token indices sequence length is longer than ..." came before mobilize's own
+    # one-line refusal of a prompt longer than the file holds
+    for name in ("torch", "torch.utils._pytree", "transformers", *engine_packages()):
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
@@ -107,7 +109,7 @@ def _say_where_dropped_lines_went(dropped: Sequence[str]) -> None:
     with open(fd, "w") as fh:
         fh.write("\n".join(dropped) + "\n")
     print(f"note: {len(dropped)} line(s) written to stderr in a library's log format (a runtime's, or the model's "
-          f"own in that form) were kept off the terminal: they are in {path}")
+          f"own in that form) were kept off the terminal: they are in {path}", file=sys.stderr)
 
 
 def _dispatch(args: argparse.Namespace, outputs, debug: bool, parser: argparse.ArgumentParser) -> int:
@@ -144,8 +146,39 @@ def _dispatch(args: argparse.Namespace, outputs, debug: bool, parser: argparse.A
     except KeyboardInterrupt:
         print(interrupts.INTERRUPTED, file=sys.stderr)
         return 130
+    except BrokenPipeError as exc:
+        if not _stdout_reader_gone():  # another pipe (a child's): not the user's reader, so a bug as any other
+            return _internal(exc, debug)
+        return _stop_writing()
     except Exception as exc:  # the last resort: anything else escaping a command is a bug in mobilize
         return _internal(exc, debug)
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader has closed it (``mobilize generate ... | head -c 10``): poll() reports
+    an error on the write end of a pipe with no reader left."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def _stop_writing() -> int:
+    """The reader of stdout went away: the command ends quietly, as Unix tools do when ``head`` has what it wanted
+    (exit 0: what the command had to write went as far as its reader wanted; its files are written as usual).
+    stdout is pointed at /dev/null so that Python's own flush at exit raises nothing more."""
+    import contextlib
+    import os
+
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return 0
 
 
 def _refuse_empty_values(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

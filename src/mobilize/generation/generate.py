@@ -48,6 +48,8 @@ class Sampling:
             raise ConfigError(f"--top-k must be 0 (all tokens) or more, got {self.top_k}")
         if not (0 < self.top_p <= 1):
             raise ConfigError(f"--top-p must be in (0, 1], got {self.top_p}")
+        if self.seed < 0:  # numpy's generator takes none, and it would be said only after the model loaded
+            raise ConfigError(f"--seed must be 0 or more, got {self.seed}")
 
     def picker(self) -> Callable[[Any], int]:
         """logits (V,) -> the next token."""
@@ -77,6 +79,39 @@ class GenerateConfig:
     chat: bool = False
     """Wrap the prompt in the tokenizer's chat template as a user turn (refused when it has none)."""
     threads: int | None = None
+
+    def __post_init__(self) -> None:
+        text_of(self.prompt, "--prompt")
+
+
+def text_of(prompt: str | bytes, where: str) -> str:
+    r"""The prompt as text: bytes (a file's, stdin's) decoded as UTF-8, a str checked to be text (a command-line
+    argument that is not UTF-8 reaches Python as lone surrogates, which no tokenizer takes); refused in one line
+    naming the first bad byte.
+
+        >>> text_of(b"caf\xc3\xa9", "--prompt-file")
+        'café'
+        >>> text_of("caf\udcc3 ok", "--prompt")
+        Traceback (most recent call last):
+        ...
+        mobilize.core.errors.ConfigError: --prompt is not UTF-8 text: byte 0xc3 at character 4 ...
+    """
+    if isinstance(prompt, bytes):
+        try:
+            return prompt.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            bad = prompt[exc.start:exc.start + 1].hex()
+            raise ConfigError(f"{where} is not UTF-8 text: byte 0x{bad} at byte {exc.start + 1}",
+                              hint="give the prompt as UTF-8 (iconv -t UTF-8 converts a file)") from None
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        code = ord(prompt[exc.start])
+        byte = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
+        raise ConfigError(f"{where} is not UTF-8 text: {byte} at character {exc.start + 1}",
+                          hint="give the prompt as UTF-8 (iconv -t UTF-8 converts a file; --prompt-file reads one)") \
+            from None
+    return prompt
 
 
 @dataclasses.dataclass
@@ -130,7 +165,7 @@ def generate(path: str | Path, config: GenerateConfig, on_text: Callable[[str], 
     ended = bool(out) and out[-1] in set(stop_tokens(package.folder))
     rate = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 and times[-1] > times[0] else None
     return Generated(stream.text, out, len(ids), "eos" if ended else "length", 1000 * (times[0] - t0) if times else 0.0,
-                     rate, package.variant, package.engine)
+                     rate, variant.name, variant.engine)  # what ran, not what the (editable) manifest says
 
 
 class _Stream:

@@ -77,7 +77,10 @@ def open_package(path: Path) -> Package:
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"{path} does not exist", hint="give a folder under artifacts/ that compare or optimize wrote")
-    folder = path if path.is_dir() and (path / MANIFEST).is_file() else path.parent  # the package, or its file
+    # the package folder, or a file in one (a folder file such as ExecuTorch's lives in its package too)
+    folder = path if path.is_dir() and (path / MANIFEST).is_file() else path.parent
+    if path.is_dir() and not (path / MANIFEST).is_file() and not (path.parent / MANIFEST).is_file():
+        folder = path  # a folder that is no package: named itself, not its parent
     manifest_path = folder / MANIFEST
     if not manifest_path.is_file():
         raise ConfigError(f"{path} is no decoder package: {folder} has no {MANIFEST}",
@@ -85,9 +88,17 @@ def open_package(path: Path) -> Package:
     try:
         manifest = json.loads(manifest_path.read_text())
         file = folder / manifest["file"]
-        return Package(folder, file, manifest["variant"], manifest["engine"], manifest.get("max_len"))
-    except (ValueError, KeyError, TypeError) as exc:
+        package = Package(folder, file, str(manifest["variant"]), str(manifest["engine"]), manifest.get("max_len"))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ConfigError(f"{manifest_path} cannot be read ({exc})") from None
+    from mobilize.generation.plan import generation_variants
+
+    [variant] = generation_variants([package.variant])
+    if variant.engine != package.engine:  # the label would name an engine that is not the one running the file
+        raise ConfigError(f"{manifest_path} says engine '{package.engine}', but its variant {variant.name} runs in "
+                          f"{variant.engine}: the manifest was edited or is not mobilize's",
+                          hint=f"set \"engine\": \"{variant.engine}\" in it, or build the package again")
+    return package
 
 
 def stop_tokens(folder: Path) -> list[int]:

@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from mobilize.backends.onnxruntime.complete import check_onnx
 from mobilize.core.decoder import CachedDecoderSession, DecoderVariant, Promise
 from mobilize.core.errors import ConfigError, UnsupportedByEngineError, UnsupportedModelError, headline, tool_reason, \
     translate_errors
@@ -102,13 +103,17 @@ class GenaiDecoderSession(CachedDecoderSession):
         if not (folder / CONFIG).is_file():
             raise UnsupportedModelError(f"{self.path} is not an onnxruntime-genai model folder (no {CONFIG})")
         try:
-            context = json.loads((folder / CONFIG).read_text())["model"].get("context_length")
+            described = json.loads((folder / CONFIG).read_text())["model"]
+            context = described.get("context_length")
+            onnx_file = folder / str(described.get("decoder", {}).get("filename", "model.onnx"))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise UnsupportedModelError(f"{folder / CONFIG} cannot be read as onnxruntime-genai's config: "
                                         f"{headline(exc)[:200]}") from None
         if context and max_len > int(context):
             raise ConfigError(f"{folder.name} was built for {context} tokens, not {max_len}",
                               hint=f"keep the prompt and the tokens generated under {context}")
+        if onnx_file.is_file():  # a cut weights file: onnxruntime-genai's own message is a C++ source-path dump
+            check_onnx(onnx_file)
         what = f"onnxruntime-genai could not load {folder}"
         with translate_errors(UnsupportedModelError, what, message=lambda exc: f"{what}: {headline(exc)[:300]}"):
             config = og.Config(str(folder))

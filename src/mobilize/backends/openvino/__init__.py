@@ -11,6 +11,7 @@ BACKENDS.register("openvino")(Backend(
     formats={"openvino": "openvino"},
     suffixes={".xml": "openvino"},
     side_files={"openvino": (".bin",)},
+    complete={"openvino": "complete:check_ir"},
     exporters={"openvino": "exporter:OpenVinoExporter"},
     runtimes={"openvino": "runtime:OpenVinoSession"},
     packages=("openvino", "nncf"),

@@ -29,6 +29,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from mobilize.backends.openvino.complete import check_ir
 from mobilize.core.decoder import CachedDecoderSession, DecoderVariant, Promise
 from mobilize.core.packages import require
 from mobilize.core.peers import OPTIMUM_INTEL
@@ -200,6 +201,7 @@ class OpenVinoDecoderSession(CachedDecoderSession):
         config = {"INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY",
                   "NUM_STREAMS": 1}
         what = f"OpenVINO could not load {self.path}"
+        check_ir(self.path)  # a short .bin: OpenVINO's reader names no reason
         with translate_errors(UnsupportedModelError, what, message=lambda exc: f"{what}: {headline(exc)[:300]}"):
             model = core.read_model(str(self.path))
         names = {port.get_any_name() for port in model.inputs}

@@ -1,0 +1,120 @@
+"""Issue #66 (hardening, sixth round): generate and its packages against hostile input - a closed stdout, a prompt
+that is not UTF-8, a negative seed, a manifest that names another engine, a folder with no manifest, weights cut
+short - each through the real command where the byte-level behaviour is the point."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import assert_one_line_error
+
+pytest.importorskip("transformers")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def package(decoder_file, tiny_llama, tmp_path_factory):
+    """onnxruntime-genai's fp32 file of the tiny Llama as the package compare writes (its tokenizer, configs and
+    mobilize.json beside it)."""
+    from mobilize.generation.package import write_package
+
+    variant, path = decoder_file("onnx-genai-fp32")
+    folder = tmp_path_factory.mktemp("pkg") / "onnx-genai-fp32"
+    folder.mkdir()
+    shutil.copytree(path, folder / "model")
+    write_package(Path(tiny_llama), folder / "model", variant, 64, folder)
+    return folder
+
+
+def _run(*argv, stdout=subprocess.PIPE, stdin=None, input=None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    return subprocess.run([sys.executable, "-m", "mobilize", *argv], stdout=stdout, stderr=subprocess.PIPE,
+                          stdin=stdin, input=input, env=env, cwd=ROOT, timeout=300)
+
+
+def test_a_closed_stdout_ends_generate_quietly(package):
+    """item 1: `generate ... | head -c 10`: the reader is gone before the text is; exit 0, nothing on stderr but the
+    command's own lines (no "internal error", no BrokenPipeError at exit)."""
+    read, write = os.pipe()
+    os.close(read)  # every write to stdout fails with EPIPE, deterministically
+    try:
+        done = _run("generate", package, "--prompt", "abc", "--max-new-tokens", "40", "--threads", "1", stdout=write)
+    finally:
+        os.close(write)
+    err = done.stderr.decode()
+    assert done.returncode == 0, err
+    assert "internal error" not in err and "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_a_prompt_that_is_not_utf8_is_one_line(package):
+    """item 2: the bytes of a Latin-1 shell's prompt reach Python as lone surrogates; refused before any load."""
+    done = _run("generate", package, b"--prompt", b"caf\xc3 \xff\xfe")
+    assert_one_line_error(done.returncode, done.stderr.decode(), "--prompt is not UTF-8 text: byte 0xc3 at character 4")
+
+
+def test_the_prompt_comes_from_a_file_or_stdin(package, tmp_path):
+    """item 2: --prompt-file FILE and --prompt-file - give the same text as --prompt; a file that is not UTF-8 is
+    one line."""
+    typed = _run("generate", package, "--prompt", "abc", "--max-new-tokens", "6", "--threads", "1")
+    assert typed.returncode == 0, typed.stderr.decode()
+    piped = _run("generate", package, "--prompt-file", "-", "--max-new-tokens", "6", "--threads", "1", input=b"abc")
+    assert piped.returncode == 0 and piped.stdout == typed.stdout, piped.stderr.decode()
+    (tmp_path / "p.txt").write_bytes(b"abc")
+    filed = _run("generate", package, "--prompt-file", tmp_path / "p.txt", "--max-new-tokens", "6", "--threads", "1")
+    assert filed.stdout == typed.stdout
+    (tmp_path / "bad.txt").write_bytes(b"ab\xff")
+    bad = _run("generate", package, "--prompt-file", tmp_path / "bad.txt")
+    assert_one_line_error(bad.returncode, bad.stderr.decode(), "is not UTF-8 text: byte 0xff at byte 3")
+
+
+def test_a_negative_seed_is_refused_before_anything_loads(package, run_cli):
+    """item 3: every argument is checked before the package is opened (the seed was refused after the load)."""
+    code, _, err = run_cli("generate", package, "--prompt", "x", "--temperature", "1", "--seed", "-1")
+    assert_one_line_error(code, err, "--seed must be 0 or more, got -1")
+
+
+def test_a_manifest_naming_another_engine_is_refused(package, tmp_path, run_cli):
+    """item 4: the label was taken from the editable manifest while the real engine ran."""
+    copy = tmp_path / "pkg"
+    shutil.copytree(package, copy)
+    manifest = json.loads((copy / "mobilize.json").read_text())
+    (copy / "mobilize.json").write_text(json.dumps({**manifest, "engine": "llamacpp"}))
+    code, _, err = run_cli("generate", copy, "--prompt", "x")
+    assert_one_line_error(code, err, "says engine 'llamacpp', but its variant onnx-genai-fp32 runs in onnxruntime")
+
+
+def test_a_folder_without_a_manifest_is_named_itself(tmp_path, run_cli):
+    """item 6: the folder given, not its parent."""
+    (tmp_path / "pk").mkdir()
+    code, _, err = run_cli("generate", tmp_path / "pk", "--prompt", "x")
+    assert_one_line_error(code, err, f"{tmp_path / 'pk'} has no mobilize.json")
+
+
+def test_weights_cut_short_are_named(decoder_file, tmp_path):
+    """item 6: OpenVINO stopped at "Exception from src/inference/src/cpp/core.cpp:84:" and onnxruntime-genai dumped a
+    C++ source path: each now names the weights file that is shorter than the model needs."""
+    from mobilize.core.errors import UnsupportedModelError
+
+    variant, xml = decoder_file("openvino-fp32")
+    for suffix in (".xml", ".bin"):
+        shutil.copy(Path(xml).with_suffix(suffix), tmp_path / f"m{suffix}")
+    weights = tmp_path / "m.bin"
+    weights.write_bytes(weights.read_bytes()[:weights.stat().st_size // 2])
+    with pytest.raises(UnsupportedModelError, match="m.bin is shorter than m.xml needs"):
+        variant.load(tmp_path / "m.xml", 1, 16)
+
+    variant, folder = decoder_file("onnx-genai-fp32")
+    cut = tmp_path / "genai"
+    shutil.copytree(folder, cut)
+    data = max((p for p in cut.iterdir() if p.name.startswith("model.onnx")), key=lambda p: p.stat().st_size)
+    data.write_bytes(data.read_bytes()[:data.stat().st_size // 2])
+    with pytest.raises(UnsupportedModelError, match="truncated or corrupt|past its end"):
+        variant.load(cut, 1, 16)

@@ -1,4 +1,7 @@
-"""``mobilize list [zoo|recipes|plans|runtimes|passes|exporters|targets]``: what is built in.
+"""``mobilize list [zoo|recipes|plans|runtimes|passes|exporters|targets] [--json FILE|-]``: what is built in - the
+classifier recipes and the decoder ones (each engine's generative files, their ``NAME@gN`` int4 groups), every plan
+(``generation`` among them), and every runtime with whether it can run here and, where not, the one command that
+installs it.
 
     $ mobilize list plans
     default   eager steps, TorchScript, eager int8 (x86, qnnpack), ExecuTorch and ONNX Runtime fp32/int8
@@ -16,6 +19,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("list", help="list zoo models, recipes, plans, runtimes, passes, exporters or targets",
                        description="List what mobilize has built in (everything, or one kind).")
     p.add_argument("kind", nargs="?", choices=KINDS, help="what to list (default: everything)")
+    p.add_argument("--json", metavar="FILE", help="write the listing as JSON to FILE (- for standard output), for "
+                                                 "scripts: each kind a list of {name, description}")
     p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(run=run)
 
@@ -32,11 +37,13 @@ def entries(kind: str) -> list[tuple[str, str]]:
     if kind == "recipes":
         from mobilize.pipeline.recipe import builtin_recipe_names, load_recipe
 
-        return [(n, load_recipe(n).description) for n in builtin_recipe_names()]
+        return [(n, load_recipe(n).description) for n in builtin_recipe_names()] + _decoder_recipes()
     if kind == "plans":
         from mobilize.plans.plan import builtin_plan_names, load_plan
 
-        return [(n, load_plan(n).description) for n in builtin_plan_names()]
+        return [(n, load_plan(n).description) for n in builtin_plan_names()] + [(
+            "generation", "every engine's decoder files for a causal LM (compare --task generation; the recipes "
+                          "marked [decoder]), the eager float model first")]
     if kind == "targets":
         from mobilize.core.target import TARGETS, Target
 
@@ -49,10 +56,54 @@ def entries(kind: str) -> list[tuple[str, str]]:
     out = []
     for name in registry.names():
         try:
-            out.append((name, _doc(registry.get(name))))
+            text = _doc(registry.get(name))
+            if kind == "runtimes":
+                text = f"{text} [{_runtime_here(registry.get(name))}]"
+            out.append((name, text))
         except ImportError as exc:  # an optional backend whose package is missing: say so, keep listing
             out.append((name, f"unavailable: {exc}"))
-    return out
+    return out + (_decoder_runtimes() if kind == "runtimes" else [])
+
+
+def _runtime_here(cls) -> str:
+    from mobilize.core.packages import install_hint, missing
+
+    gone = missing(getattr(cls, "packages", ()))
+    return f"not installed here: {install_hint(gone)}" if gone else "available here"
+
+
+def _decoder_recipes() -> list[tuple[str, str]]:
+    """Each engine's decoder variants (``Backend.decoders``), as ``--variant`` and ``optimize --recipe`` take them."""
+    from mobilize.generation.plan import generation_variants
+
+    rows = []
+    for v in generation_variants():
+        groups = f"; int4 groups {', '.join(f'{v.name}@g{g}' for g in v.groups)}" if v.groups else ""
+        rows.append((v.name, f"[decoder] {v.engine}, {v.weights} weights: {v.how}{groups}"))
+    return rows
+
+
+def _decoder_runtimes() -> list[tuple[str, str]]:
+    """The engines that run decoder files, each once, with whether its variants can run here (a decoder-only engine
+    such as llama.cpp has no tensor runtime in the registry above)."""
+    from mobilize.core.backend import BACKENDS
+    from mobilize.generation.plan import generation_variants, unavailable
+
+    engines: dict[str, list] = {}
+    for v in generation_variants():
+        engines.setdefault(v.engine, []).append(v)
+    rows = []
+    for engine, variants in engines.items():
+        uses = dict.fromkeys((*BACKENDS.get(engine).packages, *(p for v in variants for p in v.packages)))
+        why = {v.name: unavailable(v) for v in variants}
+        ready = [n for n, w in why.items() if w is None]
+        if len(ready) == len(variants):
+            here = "available here"
+        else:
+            missing = "; ".join(f"{n}: {w}" for n, w in why.items() if w)
+            here = (f"{len(ready)} of {len(variants)} available here; " if ready else "not available here: ") + missing
+        rows.append((f"{engine} (decoders)", f"{', '.join(why)}; imports {', '.join(uses)} [{here}]"))
+    return rows
 
 
 def _doc(obj) -> str:
@@ -64,6 +115,21 @@ def _doc(obj) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.json:
+        import json
+        import sys
+
+        from mobilize.core.artifact import atomic_write_text
+
+        listing = {kind: [{"name": n, "description": t} for n, t in entries(kind)]
+                   for kind in ([args.kind] if args.kind else KINDS)}
+        text = json.dumps(listing, indent=2) + "\n"
+        if args.json == "-":
+            sys.stdout.write(text)
+        else:
+            atomic_write_text(args.json, text)
+            print(f"wrote {args.json}", file=sys.stderr)
+        return 0
     for kind in [args.kind] if args.kind else KINDS:
         if not args.kind:
             print(f"{kind}:")

@@ -92,8 +92,10 @@ def test_tiny_lm_decoder_files_judged_and_timed_in_tokens(tiny_lm_run):
     for v in (fp32, int4):
         t = v["tokens"]
         assert t["decode_tokens_per_s"] > 0 and t["ttft_ms_p50"] > 0 and t["bytes_per_token"] > 0
-        llc = facts["bandwidth"]["last_level_cache_bytes"]  # the bound holds only where the bytes stream from DRAM
-        assert t["cache_resident"] == bool(llc and t["bytes_per_token"] <= llc)
+        # residency measured (issue #63): the read over the file's working set against DRAM, not the reported cache
+        at = band["at_size_gb_per_s"][str(t["bytes_per_token"])]
+        assert t["cache_resident"] == (at is not None and at >= 1.5 * band["gb_per_s"]), (t, band)
+        assert t["cache_rule"].startswith("measured: its ") and "rule: >= 1.5x DRAM" in t["cache_rule"]
         assert (t["percent_of_bound"] is None) == t["cache_resident"]
         assert t["check_peak_rss_mb"] > 0 and v["latency_ms_p50"] == t["decode_ms_per_token_p50"]
     assert report["recommended"]["name"] in got and "decode time per token" in report["recommended"]["reason"]

@@ -3,10 +3,16 @@
 Decoding one token reads every weight once (and one row of the embedding table), so a decoder cannot produce
 more tokens per second than the memory system delivers those bytes: bound = bandwidth / bytes read per token
 (:func:`bytes_per_token`).  A file at 80% of the bound is near what the hardware allows; at 10%, something else
-(kernels, the runtime's per-call cost) limits it.  A file whose bytes read per token fit in the last-level cache
+(kernels, the runtime's per-call cost) limits it.  A file whose bytes read per token are served from a cache
 streams nothing from DRAM: it has no DRAM bound, and is labelled cache-resident instead of a percentage.
 
-The figure is a read: numpy reducing a buffer at least 8x the last-level cache (a bitwise or over its 64-bit words,
+Which files those are is measured, never read off the cache size the machine reports (a VM's is the hypervisor's: one
+of ours says 480 MiB of L3, which would have called a 309 MB int4 file "cache" while it decoded at DRAM speed): the
+same read over a buffer of the file's working set (its bytes per token, :meth:`RoundSampler.at_size`) against the
+DRAM figure; at least :data:`CACHE_RATIO` times faster is a cache (:func:`residency`).  The DRAM figure, not a read at
+8x the working set: 8x a 3 MB working set still fits a 32 MB L3.
+
+The DRAM figure is a read: numpy reducing a buffer of :data:`DRAM_READ_MB` (a bitwise or over its 64-bit words,
 best of a few repeats, bytes read per second), on the decode's own thread count, each thread its slice - what a
 decode does with its weights, and the same figure for every file in the run: compare reads it after each timed
 round and takes the median (:class:`RoundSampler`), so the bound is the rounds' machine's.  A copy (what this measured before)
@@ -28,6 +34,34 @@ import time
 from typing import Any
 
 
+DRAM_READ_MB = 1024
+"""The DRAM reading's buffer: larger than any last-level cache of the machines this runs on, whatever they report."""
+CACHE_RATIO = 1.5
+"""A working set read at least this many times faster than DRAM is served from a cache (a read from DRAM varies by
+10-20% between readings here; L3 reads run 2-5x DRAM)."""
+
+
+def residency(working_set_bytes: int | None, at_size_gb_per_s: float | None, dram_gb_per_s: float | None) \
+        -> tuple[bool | None, str]:
+    """(whether a file whose decode reads ``working_set_bytes`` a token is cache-resident, the rule and figures that
+    decided it), from the read over a buffer of that size and the DRAM figure; (None, why) when not measured.
+
+        >>> residency(3_000_000, 80.0, 20.0)[0], residency(309_000_000, 21.5, 20.0)[0]
+        (True, False)
+        >>> residency(309_000_000, 21.5, 20.0)[1]
+        'measured: its 309 MB working set read at 21.5 GB/s, DRAM 20.0 GB/s: not cache-resident (rule: >= 1.5x DRAM)'
+    """
+    if not working_set_bytes or not dram_gb_per_s:
+        return None, "not measured (no bandwidth read in this run)"
+    if at_size_gb_per_s is None:
+        return False, (f"its {working_set_bytes / 1e6:.0f} MB working set is no smaller than the DRAM reading's "
+                       f"{DRAM_READ_MB} MB buffer: read from DRAM")
+    resident = at_size_gb_per_s >= CACHE_RATIO * dram_gb_per_s
+    return resident, (f"measured: its {working_set_bytes / 1e6:.0f} MB working set read at {at_size_gb_per_s:.1f} GB/s, "
+                      f"DRAM {dram_gb_per_s:.1f} GB/s: {'' if resident else 'not '}cache-resident "
+                      f"(rule: >= {CACHE_RATIO:g}x DRAM)")
+
+
 @dataclasses.dataclass(frozen=True)
 class Bandwidth:
     gb_per_s: float
@@ -37,11 +71,14 @@ class Bandwidth:
     how: str
     threads: int = 1
     last_level_cache_bytes: int | None = None
-    """The largest CPU cache (a file whose bytes read per token fit in it streams no weights from DRAM)."""
+    """The largest CPU cache the machine reports (for the record only: residency is measured, ``at_size_gb_per_s``)."""
     samples: tuple[float, ...] = ()
     """Each reading (GB/s) when the figure is their median (:class:`RoundSampler`: one after each timed round)."""
     before_rounds_gb_per_s: float | None = None
     """The one reading before the builds (the reference stage's), beside the rounds' median."""
+    at_size_gb_per_s: dict[str, float | None] = dataclasses.field(default_factory=dict)
+    """Working set in bytes (as a string, a JSON key) -> the same read over a buffer of that size, GB/s (None: not
+    smaller than the DRAM buffer): what decides each file's cache residency (:func:`residency`)."""
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -65,8 +102,8 @@ def last_level_cache_bytes() -> int | None:
 
 
 def measure_bandwidth(size_mb: int | None = None, repeats: int = 5, threads: int = 1) -> Bandwidth:
-    """The best of ``repeats`` reads of a buffer larger than the last-level cache (``size_mb``: at least 256 MB and
-    8x the cache), bytes read per second, on ``threads`` threads (the decode's own count: one thread may not
+    """The best of ``repeats`` reads of a buffer larger than any last-level cache (``size_mb``: :data:`DRAM_READ_MB`),
+    bytes read per second, on ``threads`` threads (the decode's own count: one thread may not
     saturate the memory system), each reducing its slice with numpy (which lets go of the GIL while it does)."""
     reader = RoundSampler(threads, size_mb, repeats)
     try:
@@ -98,27 +135,61 @@ class RoundSampler:
         import numpy as np
 
         self.llc = last_level_cache_bytes()
-        self.size_mb = size_mb or max(256, 8 * (self.llc or 0) // (1 << 20))
+        self.size_mb = size_mb or DRAM_READ_MB
         self.repeats, self.readings = repeats, []
+        self.at_size: dict[str, float | None] = {}
         self.words: Any = np.ones(self.size_mb * (1 << 20) // 8, dtype=np.uint64)
         bounds = np.linspace(0, len(self.words), max(1, threads) + 1).astype(int)
         self.slices = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
         self.pool = concurrent.futures.ThreadPoolExecutor(len(self.slices))
         self._read()  # warm: the threads started, the pages mapped
 
-    def _read(self) -> None:
+    def _read(self, slices: list | None = None, loops: int = 1) -> None:
         import numpy as np
 
-        list(self.pool.map(lambda sl: np.bitwise_or.reduce(self.words[sl]), self.slices))
+        def reduce(sl: slice) -> None:
+            for _ in range(loops):
+                np.bitwise_or.reduce(self.words[sl])
 
-    def sample(self) -> float:
+        list(self.pool.map(reduce, slices or self.slices))
+
+    def _best_s(self, slices: list | None = None, loops: int = 1) -> float:
+        """The fastest of ``repeats`` timed reads, each ``loops`` passes per thread, seconds per pass."""
         best = float("inf")
         for _ in range(self.repeats):
             t0 = time.perf_counter()
-            self._read()
+            self._read(slices, loops)
             best = min(best, time.perf_counter() - t0)
-        self.readings.append(self.words.nbytes / best / 1e9)
+        return best / loops
+
+    def sample(self) -> float:
+        self.readings.append(self.words.nbytes / self._best_s() / 1e9)
         return self.readings[-1]
+
+    def at_size_of(self, nbytes: int) -> float | None:
+        """The same read over the first ``nbytes`` of the buffer (a file's working set), each thread its slice, each
+        timed read as many passes over it as one read of the whole buffer makes bytes (a small buffer is read in
+        microseconds: the thread pool's own start would otherwise be most of the time); None when it is not smaller
+        than the buffer.  Kept in :attr:`at_size` for :meth:`result`.
+
+            >>> sampler = RoundSampler(threads=1, size_mb=32)
+            >>> small, whole = sampler.at_size_of(1 << 20), sampler.at_size_of(64 << 20)
+            >>> sampler.close()
+            >>> small > 0, whole
+            (True, None)
+        """
+        import numpy as np
+
+        words = nbytes // 8
+        if words >= len(self.words) or words < len(self.slices):
+            self.at_size[str(nbytes)] = None
+            return None
+        bounds = np.linspace(0, words, len(self.slices) + 1).astype(int)
+        slices = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+        self._read(slices)  # warm: its pages in whatever cache holds them, as a decode's weights are
+        gb = words * 8 / self._best_s(slices, loops=max(1, len(self.words) // words)) / 1e9
+        self.at_size[str(nbytes)] = gb
+        return gb
 
     def result(self, before: float | None) -> Bandwidth:
         import statistics
@@ -128,7 +199,7 @@ class RoundSampler:
                f"of {len(got)} timed round(s): median {statistics.median(got):.1f}, range {min(got):.1f}-"
                f"{max(got):.1f} GB/s" + (f"; {before:.1f} GB/s read once before the builds" if before else ""))
         return Bandwidth(statistics.median(got), self.size_mb, self.repeats, how, len(self.slices), self.llc,
-                         tuple(got), before)
+                         tuple(got), before, dict(self.at_size))
 
     def close(self) -> None:
         self.pool.shutdown()

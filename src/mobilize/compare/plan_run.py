@@ -295,6 +295,11 @@ class PlanRun:
         if sampler is None:
             return
         if sampler.readings:
+            shapes = (self.reference.generation or {}).get("shapes")
+            for r in self.results.values():  # each file's working set read too: its cache residency is measured
+                read = r.tokens.working_set(shapes) if r.tokens is not None else None
+                if read and str(read) not in sampler.at_size:
+                    sampler.at_size_of(read)
             before = (self.reference.generation or {}).get("bandwidth") or {}
             self.bandwidth = sampler.result(before.get("gb_per_s")).to_json()
         sampler.close()

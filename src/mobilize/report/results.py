@@ -45,7 +45,11 @@ class TokenFigures:
     own tensor sizes where its engine reads them (GGUF), else from the model's shapes and the file's weight type
     (:func:`mobilize.bench.bandwidth.bytes_per_token`)."""
     cache_resident: bool | None = None
-    """The bytes read per token fit in the last-level cache: no DRAM bound (``bound_tokens_per_s`` is then None)."""
+    """The bytes read per token are served from a cache, as measured (``cache_rule``): no DRAM bound
+    (``bound_tokens_per_s`` is then None)."""
+    cache_rule: str | None = None
+    """How ``cache_resident`` was decided: the read over a buffer of the working set against the DRAM figure
+    (:func:`mobilize.bench.bandwidth.residency`), never the cache size the machine reports."""
     bound_tokens_per_s: float | None = None
     """The memory-bandwidth bound: the bandwidth measured on the decode's threads over ``bytes_per_token``
     (:mod:`mobilize.bench.bandwidth`)."""
@@ -72,18 +76,27 @@ class TokenFigures:
               bandwidth: dict[str, Any], shapes: dict[str, int] | None) -> "TokenFigures":
         """These figures with the timed rounds' (and the bandwidth bound's) filled in: ``bandwidth`` as the run
         measured it (``gb_per_s``, ``last_level_cache_bytes``), ``shapes`` the model's (what a token reads)."""
-        from mobilize.bench.bandwidth import bytes_per_token, decode_bound
+        from mobilize.bench.bandwidth import decode_bound, residency
 
         rate = 1000.0 / p50_ms if p50_ms else None
-        read = self.bytes_per_token or (bytes_per_token(shapes, self.weights, self.group) if shapes else None)
-        llc, gb_per_s = bandwidth.get("last_level_cache_bytes"), bandwidth.get("gb_per_s")
-        resident = bool(read and llc and read <= llc) if read else None
+        read = self.working_set(shapes)
+        gb_per_s, at_size = bandwidth.get("gb_per_s"), bandwidth.get("at_size_gb_per_s") or {}
+        resident, rule = residency(read, at_size.get(str(read)), gb_per_s) if str(read) in at_size else \
+            (None, "not measured: no read at its working set's size in this run (its bound is the DRAM one)")
         bound = decode_bound(gb_per_s, read) if gb_per_s and read and not resident else None
         return dataclasses.replace(self, ttft_ms_rounds=list(ttft_ms), bytes_per_token=read, cache_resident=resident,
+                                   cache_rule=rule if read else None,
                                    ttft_ms_p50=statistics.median(ttft_ms) if ttft_ms else None,
                                    decode_ms_per_token_p50=p50_ms, decode_ms_per_token_p90=p90_ms,
                                    decode_tokens_per_s=rate, bound_tokens_per_s=bound,
                                    percent_of_bound=100.0 * rate / bound if rate and bound else None)
+
+    def working_set(self, shapes: dict[str, int] | None) -> int | None:
+        """What one decoded token reads of this file's weights: its own figure (a GGUF's tensors) or the model's
+        shapes at its weight type."""
+        from mobilize.bench.bandwidth import bytes_per_token
+
+        return self.bytes_per_token or (bytes_per_token(shapes, self.weights, self.group) if shapes else None)
 
     @classmethod
     def checked(cls, details: dict[str, Any], c: Any) -> "TokenFigures":

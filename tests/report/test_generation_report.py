@@ -23,6 +23,8 @@ def _tokens(engine: str, weights: str, ms: float, ttft: float, ppl: float, ci: f
             "decode_ms_per_token_p50": ms, "decode_ms_per_token_p90": ms * 1.08, "decode_tokens_per_s": 1000.0 / ms,
             "bound_tokens_per_s": None if bound is None else 1000.0 / ms / bound * 100,
             "percent_of_bound": bound, "cache_resident": bound is None, "bytes_per_token": 4_000_000,
+            "cache_rule": f"measured: its 4 MB working set read at {90.0 if bound is None else 21.0} GB/s, DRAM 20.0 "
+                          f"GB/s: {'' if bound is None else 'not '}cache-resident (rule: >= 1.5x DRAM)",
             "ppl_reference": 12.31,
             "ppl_candidate": 12.31 * (1 + ppl / 100), "ppl_increase_percent": ppl,
             "ppl_increase_percent_low": ppl - ci, "ppl_increase_percent_high": ppl + ci, "top1_agreement": agree,

@@ -118,3 +118,17 @@ def test_weights_cut_short_are_named(decoder_file, tmp_path):
     data.write_bytes(data.read_bytes()[:data.stat().st_size // 2])
     with pytest.raises(UnsupportedModelError, match="truncated or corrupt|past its end"):
         variant.load(cut, 1, 16)
+
+
+def test_generate_leaves_nothing_in_the_temp_folder(package, tmp_path):
+    """item 7: onnxruntime-genai's telemetry wrote a session file (.ses) into TMPDIR at every load and transformers'
+    import (through torchao) made an empty torchinductor_<user>/ there; a run leaves its temp folder as it found it."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), TMPDIR=str(temp))
+    env.pop("TORCHINDUCTOR_CACHE_DIR", None)
+    done = subprocess.run([sys.executable, "-m", "mobilize", "generate", package, "--prompt", "abc",
+                           "--max-new-tokens", "4", "--threads", "1"], capture_output=True, env=env, cwd=ROOT,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr.decode()
+    assert [p.name for p in temp.iterdir() if not p.name.startswith("mobilize-stderr-")] == []

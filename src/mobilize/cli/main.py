@@ -85,6 +85,8 @@ def _main(argv: list[str]) -> int:
 
     from mobilize.core.noise import filtered_terminal
 
+    _private_inductor_cache()
+
     outputs = Outputs()
     try:
         with interrupts.on_abandon(outputs.abandon), \
@@ -96,6 +98,26 @@ def _main(argv: list[str]) -> int:
     if code != 0:
         outputs.discard()  # a failed run leaves no empty folder it created behind
     return code
+
+
+def _private_inductor_cache() -> None:
+    """torch's inductor makes its cache folder (``$TMPDIR/torchinductor_$USER``) when transformers' modeling code is
+    imported (through torchao), which every decoder command's processes do: an empty folder was left in the user's
+    temp folder after each run.  Unless the user names one (``TORCHINDUCTOR_CACHE_DIR``), the run gets its own, which
+    the processes it starts inherit, removed at exit (a killed run's goes with the next run's stale clean-up)."""
+    import os
+
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        return
+    import atexit
+    import shutil
+    import tempfile
+
+    from mobilize.core.paths import temp_prefix
+
+    path = tempfile.mkdtemp(prefix=temp_prefix("inductor"))
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
+    atexit.register(shutil.rmtree, path, True)
 
 
 def _say_where_dropped_lines_went(dropped: Sequence[str]) -> None:

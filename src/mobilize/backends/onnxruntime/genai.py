@@ -20,6 +20,7 @@ line with the builder's own reason, and the torch.onnx-exported ``onnx-fp32``/``
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -114,6 +115,9 @@ class GenaiDecoderSession(CachedDecoderSession):
                               hint=f"keep the prompt and the tokens generated under {context}")
         if onnx_file.is_file():  # a cut weights file: onnxruntime-genai's own message is a C++ source-path dump
             check_onnx(onnx_file)
+        # onnxruntime-genai's 1DS telemetry is on by default and writes a session file (.ses) into TMPDIR at every
+        # model load; mobilize never asks for telemetry (a user who set the variable keeps their choice)
+        os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
         what = f"onnxruntime-genai could not load {folder}"
         with translate_errors(UnsupportedModelError, what, message=lambda exc: f"{what}: {headline(exc)[:300]}"):
             config = og.Config(str(folder))

@@ -23,13 +23,75 @@ OTHER = [int(t) for t in np.random.default_rng(2).integers(0, VOCAB, 30)]
 STEPS = 8
 
 
-def shared_build(tmp_path_factory, key: str, make: Callable[[Path], Path]) -> Path:
+CACHE_ENV = "MOBILIZE_TEST_BUILDS"
+"""Where builds are kept across test runs (default ``~/.cache/mobilize/test-builds``); ``off``: every run builds."""
+
+
+def shared_build(tmp_path_factory, key: str, make: Callable[[Path], Path], engine: str | None = None) -> Path:
     """``make(folder)`` once per test run (:func:`tests.conftest.once_per_run`): an ExecuTorch 8da4w build of the
-    tiny model takes ~25 s, and each pytest-xdist worker building its own cost a minute of the suite."""
+    tiny model takes ~25-55 s, and each pytest-xdist worker building its own cost a minute of the suite.  Kept across
+    runs too (:func:`across_runs`), keyed by the source that builds it: ``engine``'s code and everything outside the
+    other engines' folders (None: nothing of mobilize's), this file, the installed packages and the CPU."""
     from tests.conftest import once_per_run
 
-    made, _ = once_per_run(tmp_path_factory, key, lambda folder: str(make(folder)))
+    made, _ = once_per_run(tmp_path_factory, key, lambda folder: str(across_runs(key, engine, make, folder)))
     return Path(made)
+
+
+def across_runs(key: str, engine: str | None, make: Callable[[Path], Path], folder: Path) -> Path:
+    """The path ``make`` built, from the cache folder of this source's digest when a run built it before; else
+    built into ``folder`` and then kept there (moved in whole: a half-written build is never found)."""
+    import json
+    import os
+    import shutil
+    import tempfile
+
+    base = os.environ.get(CACHE_ENV) or str(Path.home() / ".cache" / "mobilize" / "test-builds")
+    if base == "off":
+        return make(folder)
+    kept = Path(base) / f"{key}-{source_digest(engine)}"
+    if (kept / "built.json").is_file():
+        return kept / json.loads((kept / "built.json").read_text())["path"]
+    Path(base).mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=base))
+    try:
+        path = make(staging)
+        (staging / "built.json").write_text(json.dumps({"path": str(path.relative_to(staging))}))
+        os.replace(staging, kept)  # atomic; another run that got there first keeps its own
+    except OSError:
+        if not (kept / "built.json").is_file():
+            raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return kept / json.loads((kept / "built.json").read_text())["path"]
+
+
+def source_digest(engine: str | None) -> str:
+    """sha256 (16 hex digits) of what a build of ``engine``'s depends on: mobilize's sources but the other engines'
+    folders (a backend imports no other backend: the architecture test holds that), this file, every installed
+    distribution's version, the Python version and the CPU's flags."""
+    import hashlib
+    import importlib.metadata
+    import platform
+    import sysconfig
+
+    h = hashlib.sha256()
+    src = Path(__file__).resolve().parents[1] / "src" / "mobilize"
+    if engine is not None:
+        for path in sorted(src.rglob("*")):
+            rel = path.relative_to(src).parts
+            if not path.is_file() or "__pycache__" in rel or (rel[0] == "backends" and len(rel) > 2 and rel[1] != engine):
+                continue
+            h.update("/".join(rel).encode() + b"\0" + path.read_bytes())
+    h.update(Path(__file__).read_bytes())
+    site = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})  # not what a test put on sys.path
+    versions = sorted({f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions(path=site)})
+    h.update("\n".join(versions).encode() + platform.python_version().encode())
+    try:
+        h.update(next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).encode())
+    except (OSError, StopIteration):
+        h.update(platform.machine().encode())
+    return h.hexdigest()[:16]
 
 
 @pytest.fixture(scope="session")
@@ -95,7 +157,8 @@ def decoder_file(tiny_llama, tmp_path_factory) -> Callable[[str], tuple[Any, Any
                 pytest.skip(f"{name}: {why}")
             key = name.replace("@", "-")
             built[name] = (variant, shared_build(tmp_path_factory, key,
-                                                 lambda folder: variant.build_file(tiny_llama, folder)))
+                                                 lambda folder: variant.build_file(tiny_llama, folder),
+                                                 engine=variant.engine))
         return built[name]
 
     return get

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.test_architecture import SRC, load_map, part_cycles, sources, violations
 
 ROOT = SRC.parents[1]
@@ -120,6 +122,7 @@ print('ok')
 ''')
 
 
+@pytest.mark.e2e
 def test_a_planted_engine_needs_no_edit_elsewhere(tmp_path):
     """One folder under backends/ in a copy of the tree, nothing else edited: the architecture rules accept the
     copy; the registry lists it, its suffix names its format, ``mobilize list`` shows its runtime, lint probes it,
@@ -196,6 +199,7 @@ FP32 = DecoderVariant(name="toydec-fp32", engine="toydec", weights="fp32", promi
 }
 
 
+@pytest.mark.e2e
 def test_a_planted_decoder_only_engine_joins_the_generation_plan(tmp_path):
     """A decoder-only engine (one folder, ``Backend.decoders`` and nothing else) is a variant of the generation plan:
     ``compare --task generation`` builds, judges and times its file beside eager's, and the decoder contract tests

@@ -90,6 +90,7 @@ def test_the_readme_is_short_with_the_two_commands_first_and_its_links_resolve()
                 assert (page.parent / link).resolve().exists(), f"{page}: {link}"
 
 
+@pytest.mark.e2e
 def test_two_built_pages_render_in_a_real_browser(tmp_path):
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:

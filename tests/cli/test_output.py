@@ -25,6 +25,7 @@ def run(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
                           cwd=ROOT)
 
 
+@pytest.mark.e2e
 def test_compare_keeps_third_party_noise_off_stderr(tmp_path):
     """The noisiest variants of the default compare (PT2E int8 with its calibration, ExecuTorch's XNNPACK
     lowering, ONNX Runtime quantization, torchao's kernel-library warnings) on the tiny test model (the same

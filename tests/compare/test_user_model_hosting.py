@@ -8,6 +8,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from mobilize.sources.reference import ModelRef
 
 USER_FILE = '''
@@ -50,6 +52,7 @@ def test_the_user_files_module_name_is_the_same_in_every_process(tmp_path):
     assert here == there and here.startswith("mobilize_user_")
 
 
+@pytest.mark.e2e
 def test_a_file_model_is_hosted_and_costs_what_the_zoo_model_costs(tmp_path):
     path = tmp_path / "net.py"
     path.write_text(USER_FILE)

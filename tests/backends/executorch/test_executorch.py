@@ -354,6 +354,7 @@ def test_a_session_runs_a_pte_without_importing_the_exporters_stack(tmp_path):
 
 
 # -- the CLI, end to end ------------------------------------------------------------------------------
+@pytest.mark.e2e
 def test_cli_optimize_int8_then_bench(run_cli, tmp_path):
     out = tmp_path / "out"
     code, stdout, err = run_cli("optimize", "zoo:toy_classifier", "--recipe", "executorch-int8", "--data",

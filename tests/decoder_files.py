@@ -50,20 +50,21 @@ def across_runs(key: str, engine: str | None, make: Callable[[Path], Path], fold
     if base == "off":
         return make(folder)
     kept = Path(base) / f"{key}-{source_digest(engine)}"
-    if (kept / "built.json").is_file():
-        return kept / json.loads((kept / "built.json").read_text())["path"]
+    index = kept.with_name(kept.name + ".json")  # beside the folder: tests list what a build wrote in it
+    if index.is_file() and kept.is_dir():
+        return kept / json.loads(index.read_text())["path"]
     Path(base).mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=base))
     try:
-        path = make(staging)
-        (staging / "built.json").write_text(json.dumps({"path": str(path.relative_to(staging))}))
-        os.replace(staging, kept)  # atomic; another run that got there first keeps its own
-    except OSError:
-        if not (kept / "built.json").is_file():
-            raise
+        relative = str(make(staging).relative_to(staging))
+        shutil.rmtree(kept, ignore_errors=True)  # a build whose index was never written (an interrupted run)
+        os.replace(staging, kept)
+        note = index.with_name(f".{index.name}.{os.getpid()}")
+        note.write_text(json.dumps({"path": relative}))
+        os.replace(note, index)  # the index last: a folder without one is never used
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return kept / json.loads((kept / "built.json").read_text())["path"]
+    return kept / json.loads(index.read_text())["path"]
 
 
 def source_digest(engine: str | None) -> str:

@@ -250,8 +250,13 @@ class Outputs:
     when nothing of value is in them.  :meth:`lock` holds a folder against a second run until :meth:`release`."""
 
     def __init__(self) -> None:
+        import time
+
         self.created: list[Path] = []
         self.locks: list[FolderLock] = []
+        self.folders: list[Path] = []
+        """The output folders checked with :meth:`folder` (a failed run's empty subfolders go from them)."""
+        self.started = time.time()
 
     def lock(self, path: str | os.PathLike, flag: str = "-o") -> str:
         """Hold the output folder ``path`` (checked with :meth:`folder` first) for this run; returns a note when a
@@ -274,6 +279,7 @@ class Outputs:
         self._mkdirs(out, flag)
         self._probe(out, flag, out)
         remove_stale(out)
+        self.folders.append(out)
         return out
 
     def file(self, path: str | os.PathLike, flag: str) -> Path:
@@ -322,13 +328,35 @@ class Outputs:
 
     def discard(self) -> list[Path]:
         """After a failed run: remove the folders this run created that hold no file with content
-        (an empty log is not content); returns what was removed."""
+        (an empty log is not content), and the empty folders it made inside its output folders (an interrupted
+        build's ``artifacts/NAME/``: made since the run started, so a user's own empty folder stays); returns what
+        was removed."""
         removed = []
+        for out in self.folders:
+            removed += _prune_empty(out, self.started)
         for folder in reversed(self.created):
             if folder.is_dir() and not _has_content(folder):
                 shutil.rmtree(folder, ignore_errors=True)
                 removed.append(folder)
         return removed
+
+
+def _prune_empty(root: Path, since: float) -> list[Path]:
+    """The empty folders below ``root`` (not ``root``) made at ``since`` or later, removed deepest first (a folder that
+    held only such folders goes too)."""
+    removed = []
+    for path, dirs, files in os.walk(root, topdown=False):
+        here = Path(path)
+        if here == root or files:
+            continue
+        try:
+            # ctime: its creation (file times come from a coarse clock, a few ms behind time.time())
+            if not any(here.iterdir()) and here.stat().st_ctime >= since - 0.05:
+                here.rmdir()
+                removed.append(here)
+        except OSError:
+            continue
+    return removed
 
 
 def _has_content(folder: Path) -> bool:

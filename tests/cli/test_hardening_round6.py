@@ -132,3 +132,32 @@ def test_generate_leaves_nothing_in_the_temp_folder(package, tmp_path):
                           timeout=300)
     assert done.returncode == 0, done.stderr.decode()
     assert [p.name for p in temp.iterdir() if not p.name.startswith("mobilize-stderr-")] == []
+
+
+SUBREAPER = """
+import ctypes, os, subprocess, sys
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans of the command come to this process
+code = subprocess.run(sys.argv[1:], capture_output=True).returncode
+left = []
+for entry in os.listdir("/proc"):
+    if entry.isdigit():
+        try:
+            stat = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(stat[1]) == os.getpid():
+            left.append(f"{entry} {stat[0]}")
+print(code, len(left), left)
+"""
+
+
+def test_a_refused_bench_leaves_no_orphan_and_no_zombie(tmp_path):
+    """item 7: `bench zoo:tiny_lm --task generation --prompt-len 200 --gen-len 100` exits 2, and nothing it started
+    outlives it (its resource tracker was a <defunct> child re-parented to init for up to 2 s; a child killed after
+    it had answered left a semaphore the tracker warned about)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    done = subprocess.run([sys.executable, "-c", SUBREAPER, sys.executable, "-m", "mobilize", "bench", "zoo:tiny_lm",
+                           "--task", "generation", "--prompt-len", "200", "--gen-len", "100"],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    code, count, _ = done.stdout.split(" ", 2)
+    assert (code, count) == ("2", "0"), done.stdout

@@ -66,7 +66,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     finally:
         if argv is None:  # the `mobilize` process itself (not a test calling main): what follows is its exit
+            _reap_helpers()
             interrupts.exiting()
+
+
+def _reap_helpers() -> None:
+    """The fork servers and resource tracker this process started, stopped and reaped as it exits (none left a
+    zombie re-parented to init): last among multiprocessing's exit finalizers, after those that release its
+    semaphores (stopped before them, the tracker warned of a "leaked semaphore").  Nothing when none was started."""
+    if "mobilize.pipeline.process" in sys.modules:
+        from multiprocessing import util
+
+        util.Finalize(None, sys.modules["mobilize.pipeline.process"].stop_servers, exitpriority=-101)
 
 
 def _main(argv: list[str]) -> int:

@@ -255,7 +255,8 @@ class Outputs:
         self.created: list[Path] = []
         self.locks: list[FolderLock] = []
         self.folders: list[Path] = []
-        """The output folders checked with :meth:`folder` (a failed run's empty subfolders go from them)."""
+        """The output folders this run held (:meth:`lock`): a failed run's empty subfolders go from them, never
+        from a folder another run holds."""
         self.started = time.time()
 
     def lock(self, path: str | os.PathLike, flag: str = "-o") -> str:
@@ -265,6 +266,7 @@ class Outputs:
             return ""  # the same folder given to two flags (-o and --emit-app)
         held = FolderLock(Path(path), flag)
         self.locks.append(held)
+        self.folders.append(Path(path))  # held by this run: what it makes inside is its own to tidy
         return held.note
 
     def release(self) -> None:
@@ -279,7 +281,6 @@ class Outputs:
         self._mkdirs(out, flag)
         self._probe(out, flag, out)
         remove_stale(out)
-        self.folders.append(out)
         return out
 
     def file(self, path: str | os.PathLike, flag: str) -> Path:

@@ -80,6 +80,7 @@ def run_isolated(func: Callable[..., Any], *args: Any, what: str,
                 elif isinstance(msg, Raised):
                     if msg.error_type == "KeyboardInterrupt":
                         raise KeyboardInterrupt
+                    child.finish(5)  # it has said all it will: let it exit by itself (its semaphores released)
                     raise _rebuild(msg)
             except KeyboardInterrupt:
                 if not graceful_interrupt or interrupted or not child.alive():

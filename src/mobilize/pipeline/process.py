@@ -187,6 +187,21 @@ _SERVERS: dict[tuple[str, ...], Any] = {}
 _SERVERS_LOCK = threading.Lock()
 
 
+def stop_servers() -> None:
+    """Stop this process's fork servers and multiprocessing's resource tracker, and reap them: left to end by
+    themselves when the command exits, each was a ``<defunct>`` child re-parented to init for up to 2 s after it
+    (what a script that waits for the command's children sees).  Called once the command's own children are gone.
+    Both stop as Python's own tests stop them (``_stop``: close the descriptor they watch, wait for the exit)."""
+    from multiprocessing import resource_tracker
+
+    with _SERVERS_LOCK:
+        servers = list(_SERVERS.values())
+        _SERVERS.clear()
+    for server in [*servers, resource_tracker._resource_tracker]:
+        with contextlib.suppress(OSError, ChildProcessError, AttributeError):
+            server._stop()
+
+
 def _server(preload: tuple[str, ...]) -> Any:
     """This process's fork server of ``preload`` (started by its first child)."""
     from multiprocessing.forkserver import ForkServer

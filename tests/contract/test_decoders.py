@@ -37,6 +37,24 @@ def test_every_engine_declares_decoders():
     assert {v.engine for v in generation_variants()} >= {"eager", "executorch", "onnxruntime", "openvino", "litert"}
 
 
+def test_a_variant_is_registered_under_its_own_name_and_engine(monkeypatch):
+    """Issue #63 item 7: the registry's key, the variant's name and its engine agree for every decoder (a name the
+    listing showed could be refused by --variant), and a backend that registers one under another key is a bug
+    named at once, not a variant that cannot be asked for."""
+    import dataclasses
+
+    from mobilize.backends import BACKENDS
+    from mobilize.core.errors import InternalError
+
+    for v in generation_variants():
+        assert generation_variants([v.name])[0] == v
+    onnx = BACKENDS.get("onnxruntime")
+    wrong = dataclasses.replace(onnx, decoders={**onnx.decoders, "onnx-int5": onnx.decoders["onnx-int4"]})
+    monkeypatch.setattr(BACKENDS, "get", lambda name, _get=BACKENDS.get: wrong if name == "onnxruntime" else _get(name))
+    with pytest.raises(InternalError, match="registers decoder 'onnx-int5' .* named 'onnx-int4'"):
+        generation_variants()
+
+
 @pytest.mark.parametrize("name", CONTRACT_VARIANTS)
 def test_decoder_contract(name, decoder_file, tiny_llama):
     from mobilize.lowering.decoder import load_hf_decoder

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Sequence
+from typing import Any, Sequence
 
 from mobilize.core.backend import entries
 from mobilize.core.decoder import DecoderVariant
-from mobilize.core.errors import ConfigError
+from mobilize.core.errors import ConfigError, InternalError
 from mobilize.core.registry import did_you_mean
 
 REFERENCE = "eager-fp32"
@@ -30,13 +30,13 @@ def generation_variants(names: Sequence[str] = ()) -> list[DecoderVariant]:
     found = entries("decoders")
     order = sorted(found, key=lambda n: (n != REFERENCE, found[n][0].name, n))
     if not names:
-        return [found[n][0].load(found[n][1]) for n in order]
+        return [_registered(n, *found[n]) for n in order]
     chosen = []
     for name in dict.fromkeys(names):  # once each, in the plan's order below
         base, group = split_group(name)
         if base not in found:
             raise ConfigError(f"unknown decoder variant '{base}'", hint=did_you_mean(base, order))
-        variant = found[base][0].load(found[base][1])
+        variant = _registered(base, *found[base])
         if group is not None:
             if group not in variant.groups:
                 offered = ", ".join(str(g) for g in variant.groups) or "none (it has no int4 groups)"
@@ -44,6 +44,17 @@ def generation_variants(names: Sequence[str] = ()) -> list[DecoderVariant]:
             variant = dataclasses.replace(variant, name=name, group=group)
         chosen.append(variant)
     return sorted(chosen, key=lambda v: (v.name != REFERENCE, v.engine, v.name))
+
+
+def _registered(key: str, backend: Any, entry: str) -> DecoderVariant:
+    """The variant a backend registers under ``key``, which must be its own name and name that backend as its engine:
+    a listed name that ``--variant`` then refused, or a file labelled with another engine, was the alternative."""
+    variant = backend.load(entry)
+    if variant.name != key or variant.engine != backend.name:
+        raise InternalError(f"backend '{backend.name}' registers decoder '{key}' as {entry}, whose variant is named "
+                            f"'{variant.name}' with engine '{variant.engine}': the key, the name and the engine must "
+                            f"agree")
+    return variant
 
 
 def split_group(name: str) -> tuple[str, int | None]:

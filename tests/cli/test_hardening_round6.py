@@ -161,3 +161,18 @@ def test_a_refused_bench_leaves_no_orphan_and_no_zombie(tmp_path):
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     code, count, _ = done.stdout.split(" ", 2)
     assert (code, count) == ("2", "0"), done.stdout
+
+
+def test_a_prompt_past_the_context_is_one_line_and_no_echo(package, tmp_path):
+    """item 5: a prompt longer than the tokenizer's and the file's length printed transformers' "Token indices
+    sequence length is longer ..." warning before mobilize's own line, under the echoed prompt."""
+    copy = tmp_path / "pkg"
+    shutil.copytree(package, copy)
+    config = json.loads((copy / "tokenizer_config.json").read_text())
+    (copy / "tokenizer_config.json").write_text(json.dumps({**config, "model_max_length": 32}))
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    env.pop("TRANSFORMERS_VERBOSITY", None)
+    done = subprocess.run([sys.executable, "-m", "mobilize", "generate", copy, "--prompt", "abcd" * 50], env=env,
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert_one_line_error(done.returncode, done.stderr, "holds 64")
+    assert done.stdout == ""

@@ -47,17 +47,23 @@ def run(args: argparse.Namespace) -> int:
     config = GenerateConfig(prompt, args.max_new_tokens, Sampling(args.temperature, args.top_k, args.top_p,
                                                                   args.seed), args.chat, args.threads)
 
+    echoed = []  # the prompt is written with the first generated text: a prompt refused (too long for the file,
+    # a package that does not load) is not echoed above the one-line error
+
     def show(text: str) -> None:
+        if not echoed:
+            echoed.append(sys.stdout.write(prompt))
         sys.stdout.write(text)
         sys.stdout.flush()
 
-    sys.stdout.write(prompt)
     try:
         result = generate(args.package, config, on_text=show)
     except KeyboardInterrupt:  # the text streamed so far ends its line: what is said next starts a line of its own
-        sys.stdout.write("\n")
-        sys.stdout.flush()
+        if echoed:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
         raise
+    show("")  # the prompt, when the model added no text to it
     print()
     print(result.speed_line(), file=sys.stderr)
     return 0

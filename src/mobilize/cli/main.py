@@ -44,12 +44,16 @@ def _quiet_library_loggers() -> None:
     """torch and the engines' packages (``Backend.packages``: torchao, onnxscript ...) configure their own loggers
     and warn about internals users cannot act on."""
     import logging
+    import os
 
     from mobilize.core.backend import engine_packages
 
-    # transformers: the tokenizer's "Token indices sequence length is longer than ..." came before mobilize's own
-    # one-line refusal of a prompt longer than the file holds
-    for name in ("torch", "torch.utils._pytree", "transformers", *engine_packages()):
+    # transformers sets its own level when it is first imported (from TRANSFORMERS_VERBOSITY, else warnings), so a
+    # level set here before that is undone: its tokenizer's "Token indices sequence length is longer than ..." came
+    # before mobilize's own one-line refusal of a prompt longer than the file holds.  The variable reaches the
+    # processes the command starts too; a user who set it keeps their choice.
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    for name in ("torch", "torch.utils._pytree", *engine_packages()):
         logging.getLogger(name).setLevel(logging.ERROR)
 
 

@@ -62,9 +62,26 @@ def across_runs(key: str, engine: str | None, make: Callable[[Path], Path], fold
         note = index.with_name(f".{index.name}.{os.getpid()}")
         note.write_text(json.dumps({"path": relative}))
         os.replace(note, index)  # the index last: a folder without one is never used
+        _keep_newest(Path(base), key, KEEP_PER_KEY)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return kept / json.loads(index.read_text())["path"]
+
+
+KEEP_PER_KEY = 4
+"""Builds of one key (each of another source) kept: the latest few, so the folder does not grow with every change."""
+
+
+def _keep_newest(base: Path, key: str, keep: int) -> None:
+    """Remove all but the ``keep`` newest builds of ``key`` (a build is its folder and its index beside it)."""
+    import re
+    import shutil
+
+    pattern = re.compile(re.escape(key) + r"-[0-9a-f]{16}\.json")
+    builds = sorted((p for p in base.iterdir() if pattern.fullmatch(p.name)), key=lambda p: p.stat().st_mtime)
+    for index in builds[:-keep]:
+        index.unlink(missing_ok=True)  # the index first: a folder without one is never used
+        shutil.rmtree(index.with_suffix(""), ignore_errors=True)
 
 
 def source_digest(engine: str | None) -> str:

@@ -77,8 +77,11 @@ def test_an_amx_build_of_libllama_loads_files_without_its_extra_buffer_types(zoo
         plain.close()
     assert seen and "CPU :" in seen[0], seen  # what libllama itself says it was built with
     assert decoder.AMX_NOTE in plain.notes, plain.notes
-    assert (got.argmax(-1) == want.argmax(-1)).all()
-    assert np.abs(got - want).max() < 0.05 * np.abs(want).max()
+    tolerance = 0.05 * np.abs(want).max()  # two kernel paths for the same weights: float rounding apart
+    assert np.abs(got - want).max() < tolerance
+    top2 = np.sort(want, axis=-1)[:, -2:]
+    clear = top2[:, 1] - top2[:, 0] > 2 * tolerance  # a near tie may flip between kernels: not a difference
+    assert (got.argmax(-1) == want.argmax(-1))[clear].all()
 
 
 @needs_llamacpp

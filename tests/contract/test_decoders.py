@@ -55,6 +55,19 @@ def test_a_variant_is_registered_under_its_own_name_and_engine(monkeypatch):
         generation_variants()
 
 
+def test_a_float_sibling_is_the_same_engines_float_file():
+    """Issue #63 item 5: the float file a quantized variant is judged beside is registered, float and of the same
+    engine; every engine whose tool makes a float and a quantized file declares the pair."""
+    from mobilize.core.decoder import Promise
+
+    variants = {v.name: v for v in generation_variants()}
+    paired = {v.name for v in variants.values() if v.float_sibling}
+    for name in paired:
+        v, sibling = variants[name], variants[variants[name].float_sibling]
+        assert v.promise == Promise.QUANTIZED and sibling.promise == Promise.FLOAT and sibling.engine == v.engine
+    assert {"onnx-int4", "onnx-genai-int4", "executorch-8da4w", "openvino-int4", "litert-int4", "eager-int8wo"} <= paired
+
+
 @pytest.mark.parametrize("name", CONTRACT_VARIANTS)
 def test_decoder_contract(name, decoder_file, tiny_llama):
     from mobilize.lowering.decoder import load_hf_decoder

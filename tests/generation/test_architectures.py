@@ -194,6 +194,65 @@ def test_compare_reports_an_engines_refusal_as_unsupported(run_cli_process, rand
     assert "converts Llama, Mistral and Qwen2" in note and "GPT2LMHeadModel" in note and "\n" not in note
 
 
+@pytest.mark.parametrize("variant", ["llamacpp-q8_0", "onnx-genai-int4"])
+def test_a_sliding_window_the_tool_would_drop_is_refused_before_any_build(variant, random_folders, tmp_path):
+    """llama.cpp's converter and onnxruntime-genai's builder build a Mistral's attention as full causal attention:
+    its window of 8 dropped (14.5 dB from the model at 12 tokens, then GroupQueryAttention's raw error at 40).  Both
+    refuse it in one line, naming the window, before the tool runs (issue #63 item 5)."""
+    import shutil
+
+    from mobilize.core.errors import UnsupportedByEngineError
+    from mobilize.generation.plan import generation_variants, unavailable
+    from tests.decoder_files import save_byte_tokenizer
+
+    [v] = generation_variants([variant])
+    if unavailable(v):
+        pytest.skip(f"{variant}: {unavailable(v)}")
+    folder = tmp_path / "mistral"
+    shutil.copytree(random_folders["mistral"], folder)
+    save_byte_tokenizer(folder, VOCAB, SPECIAL["eos_token_id"])
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(UnsupportedByEngineError) as info:
+        v.build_file(folder, out)
+    said = str(info.value)
+    assert f"sliding_window={WINDOW}" in said and "model_type mistral" in said and "\n" not in said
+    assert not any(out.iterdir())  # nothing was built
+
+
+def test_gpt2_builds_with_llama_cpp_and_the_builder_refuses_it_by_class(random_folders, tmp_path):
+    """transformers' GPT2Config writes its context as n_positions, llama.cpp's GPT-2 converter read n_ctx (its
+    refusal was a raw ``KeyError: 'n_ctx'``): the file now builds and answers as the model does.  The builder's own
+    refusal named the temporary folder; it names the class."""
+    import shutil
+
+    from mobilize.accuracy.metrics import sqnr_db
+    from mobilize.core.errors import UnsupportedByEngineError
+    from mobilize.generation.plan import generation_variants, unavailable
+    from tests.decoder_files import save_byte_tokenizer
+
+    folder = tmp_path / "gpt2"
+    shutil.copytree(random_folders["gpt2"], folder)
+    save_byte_tokenizer(folder, VOCAB, SPECIAL["eos_token_id"])
+    llama, genai = generation_variants(["llamacpp-f16", "onnx-genai-fp32"])
+    if unavailable(llama) is None:
+        session = llama.load(llama.build_file(folder, tmp_path / "gguf"), 1, 32)
+        ids = [int(t) for t in np.random.default_rng(1).integers(3, 120, 20)]
+        try:
+            got = np.asarray(session.prefill(ids), dtype=np.float64)
+        finally:
+            session.close()
+        model = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
+        with torch.no_grad():
+            want = model(input_ids=torch.tensor([ids])).logits[0].double().numpy()
+        assert sqnr_db(want, got) > 40  # fp16 weights: 67 dB on this model
+    if unavailable(genai) is None:
+        with pytest.raises(UnsupportedByEngineError) as info:
+            genai.build_file(folder, tmp_path / "genai")
+        said = str(info.value)
+        assert "GPT2LMHeadModel model is not currently supported" in said and str(folder) not in said
+
+
 # -- one fast case per architecture ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", ARCHITECTURES)

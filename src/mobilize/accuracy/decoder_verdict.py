@@ -10,6 +10,9 @@
   (``budget-ppl-increase``, the point estimate; its paired-bootstrap interval over sequences is reported).  A
   near-uniform float reference is the reference's warning (rule ``vacuous-reference``), found once by the
   reference stage (:func:`mobilize.accuracy.generation.near_uniform`), and makes an OK file VACUOUS.
+- **the float sibling** (:func:`judge_siblings`): a quantized file whose tool's own float file (the variant's
+  ``float_sibling``, in the same run) is MISMATCH against the float model carries that export error
+  (``float-sibling``): its perplexity or agreement is then not quantization's alone to judge, and it is not OK.
 
     >>> from mobilize.accuracy.generation import measure_tokens
     >>> from mobilize.accuracy.verify import assess
@@ -26,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from mobilize.accuracy.generation import TokenMeasures
 from mobilize.accuracy.metrics import sqnr_from_powers
@@ -147,3 +150,43 @@ def judge_tokens(c: TokenComparison, policy: Any) -> Any:
                        f"{budget:g}% (rule budget-ppl-increase)", numbers)
     return Verdict(Outcome.OK, "budget-ppl-increase", f"{said}: within the --max-ppl-increase budget of {budget:g}% "
                    f"(rule budget-ppl-increase)", numbers)
+
+
+def judge_siblings(verdicts: Mapping[str, dict[str, Any]], siblings: Mapping[str, str]) -> dict[str, Any]:
+    """The quantized files whose float sibling is MISMATCH, each with its new verdict (rule ``float-sibling``).
+
+    ``verdicts``: each file's verdict (``Verdict.to_json``) by variant name, those checked in this run; ``siblings``:
+    a quantized variant's name -> its tool's float file (``DecoderVariant.float_sibling``).  A file that already
+    failed or is MISMATCH keeps its own verdict; one that is OK, VACUOUS or OVER_BUDGET is MISMATCH, naming the
+    sibling's rule and figures: onnxruntime-genai's builder, on a Llama with linear rope scaling, gave an fp32 file
+    25-36 dB from the model and an int4 file whose +2.33% perplexity was within budget.
+
+        >>> bad = {"outcome": "MISMATCH", "rule": "float-sqnr", "reason": "teacher-forced logits at 35.6 dB against "
+        ...        "the float model, below 60 dB: a float file must match it to rounding (rule float-sqnr)"}
+        >>> ok = {"outcome": "OK", "rule": "budget-ppl-increase", "reason": "perplexity 9.1 vs 9.0 (rule ...)"}
+        >>> [v] = judge_siblings({"f": bad, "q": ok}, {"q": "f"}).values()
+        >>> v.outcome, v.rule, "export error" in v.reason
+        (<Outcome.MISMATCH: 'MISMATCH'>, 'float-sibling', True)
+        >>> judge_siblings({"f": {**bad, "outcome": "OK"}, "q": ok}, {"q": "f"}), judge_siblings({"q": ok}, {"q": "f"})
+        ({}, {})
+    """
+    from mobilize.accuracy.verify import Verdict
+
+    out = {}
+    for name, sibling in siblings.items():
+        own, theirs = verdicts.get(name), verdicts.get(sibling)
+        if not own or not theirs or theirs.get("outcome") != Outcome.MISMATCH:
+            continue
+        if own.get("outcome") not in (Outcome.OK, Outcome.VACUOUS, Outcome.OVER_BUDGET):
+            continue
+        said = str(theirs.get("reason", "")).rstrip(".")
+        own_said = str(own.get("reason", "")).split(" (rule ")[0]
+        reason = (f"its float sibling {sibling}, made by the same tool without quantizing, is MISMATCH: {said}; "
+                  f"an export error, not quantization's - this file's own check ({own_said}; {own.get('outcome')}) "
+                  f"does not clear it (rule float-sibling)")
+        out[name] = Verdict(Outcome.MISMATCH, "float-sibling", reason,
+                            {"sibling": sibling, "sibling_rule": theirs.get("rule"),
+                             "own_outcome": str(own.get("outcome")), "own_rule": own.get("rule")},
+                            fidelity=own.get("fidelity"), quality=own.get("quality"),
+                            reference_warning=own.get("reference_warning"))
+    return out

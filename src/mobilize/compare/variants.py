@@ -35,6 +35,23 @@ def check_variants(run: PlanRun) -> None:
             run.save()
     finally:
         pool.shutdown(wait=False, cancel_futures=True)  # interrupted: the running build's process is killed
+    if run.decoding is not None:
+        name_sibling_errors(run)
+
+
+def name_sibling_errors(run: PlanRun) -> None:
+    """A quantized decoder file whose tool's float file is MISMATCH in this run carries that export error
+    (:func:`mobilize.accuracy.decoder_verdict.judge_siblings`): it is MISMATCH before the race, so it is neither
+    raced nor recommended."""
+    from mobilize.accuracy.decoder_verdict import judge_siblings
+
+    siblings = {v.name: v.variant.float_sibling for v in run.variants
+                if getattr(getattr(v, "variant", None), "float_sibling", None)}
+    verdicts = {name: r.verdict for name, r in run.results.items() if r.verdict}
+    for name, verdict in judge_siblings(verdicts, siblings).items():
+        r = run.results[name]
+        r.verdict, r.outcome, r.stage = verdict.to_json(), verdict.outcome, "accuracy"
+        r.note(f"{verdict.outcome}: {verdict.reason}")
 
 
 def check_one(run: PlanRun, v) -> None:

@@ -118,6 +118,11 @@ class DecoderVariant:
     """Its session runs the transformers model itself (eager): compare forks its check from the server that has
     transformers imported (:data:`mobilize.pipeline.process.DECODER_PRELOAD`); every other engine's check does not
     import it and is forked without it."""
+    float_sibling: str | None = None
+    """The float file the same tool makes without quantizing (``onnx-genai-int4`` -> ``onnx-genai-fp32``): where
+    both run, an export error that file shows against the float model is named on this one too (rule
+    ``float-sibling``: :func:`mobilize.accuracy.decoder_verdict.judge_siblings`), not charged to quantization.  None:
+    the tool makes no float file here (llama.cpp's f16 is its nearest; a peer's CLI file)."""
     groups_pad: bool = False
     """Its tool pads a linear whose in-features a group does not divide (ONNX Runtime's MatMulNBits blocks), so every
     group it offers fits every model; else a group that does not divide some linear is left off tune's ladder (the

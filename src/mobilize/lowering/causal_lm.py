@@ -99,6 +99,39 @@ def not_a_causal_lm(config: dict[str, Any]) -> str | None:
     return None
 
 
+def short_sliding_window(config: dict[str, Any]) -> int | None:
+    """The sliding attention window of a saved config (``config.json``'s dict) where it bites: set, switched on
+    (Qwen2's ``use_sliding_window``) and shorter than the model's context; else None.
+
+        >>> short_sliding_window({"sliding_window": 8, "max_position_embeddings": 128})
+        8
+        >>> short_sliding_window({"sliding_window": 4096, "use_sliding_window": False, "max_position_embeddings": 32768})
+    """
+    window = config.get("sliding_window")
+    context = config.get("max_position_embeddings") or config.get("n_positions")
+    if isinstance(window, int) and window > 0 and config.get("use_sliding_window", True) and \
+            (not isinstance(context, int) or window < context):
+        return window
+    return None
+
+
+WINDOW_AWARE = frozenset({"gemma2", "gemma3", "gemma3_text"})
+"""Model types whose sliding windows onnxruntime-genai's builder and llama.cpp's converter build as local attention
+(a Gemma 2 with a window of 8: the builder's fp32 file 127.7 dB from the model); every other one's window they drop
+silently (a Mistral with a window of 8: 14.5 dB at 12 tokens, then GroupQueryAttention refused 40), so those engines
+refuse it before building."""
+
+
+def window_refusal(config: dict[str, Any], engine: str) -> str | None:
+    """Why ``engine`` (the builder or llama.cpp) cannot take a model with a sliding window, or None."""
+    window = short_sliding_window(config)
+    if window is None or config.get("model_type") in WINDOW_AWARE:
+        return None
+    return (f"{engine} builds full causal attention for model_type {config.get('model_type')}: this model's "
+            f"sliding_window={window} (shorter than its context) would be dropped, giving other answers past "
+            f"{window} tokens (it builds sliding windows of Gemma 2 and 3 only)")
+
+
 def causal_lm_class_names() -> frozenset[str]:
     """Every class transformers' ``AutoModelForCausalLM`` builds (``GPT2LMHeadModel``, ``LlamaForCausalLM``, ...)."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES

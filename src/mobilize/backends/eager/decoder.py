@@ -124,6 +124,7 @@ FP32 = DecoderVariant(
 )
 INT8_WEIGHT_ONLY = DecoderVariant(
     name="eager-int8wo", engine="eager", weights="int8", promise=Promise.QUANTIZED,
+    float_sibling="eager-fp32",
     build=build_int8wo, load=EagerDecoderSession, packages=INT8_PACKAGES, session_loads_transformers=True,
     how=f"torchao Int8WeightOnlyConfig (int8 weights per output channel, every linear and lm_head; embeddings "
         f"float32; float32 activations), {_RUN}",

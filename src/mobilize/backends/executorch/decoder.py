@@ -145,6 +145,7 @@ FP32 = DecoderVariant(
 )
 INT4_8DA4W = DecoderVariant(
     name="executorch-8da4w", engine="executorch", weights="int4", promise=Promise.QUANTIZED,
+    float_sibling="executorch-fp32",
     build=build_8da4w, load=ExecuTorchDecoderSession, packages=QUANT_PACKAGES, groups=(128, 64, 32),
     how=f"torchao 8da4w (int8 dynamic activations, int4 weights group 32 (tune: 128, 64, 32), per channel where the "
         f"group does not divide the "

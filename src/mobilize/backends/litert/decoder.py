@@ -167,6 +167,7 @@ FP32 = DecoderVariant(
 )
 INT4 = DecoderVariant(
     name="litert-int4", engine="litert", weights="int4", promise=Promise.QUANTIZED,
+    float_sibling="litert-fp32",
     build=build_int4, load=LiteRTDecoderSession, packages=BUILD_PACKAGES, groups=(128, 32),
     how=f"litert-torch dynamic_int4_block32 (int4 weights, block 32 (tune: 128, 32), dynamic int8 activations), {_RUN}",
 )

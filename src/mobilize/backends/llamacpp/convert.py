@@ -2,13 +2,18 @@
 ``.venv/share/llama.cpp`` from the same sdist as libllama) run on a saved transformers folder, in a child process
 (it imports torch and transformers again and ends with ``sys.exit``), its output kept for the refusal.
 
-One thing is written here by hand, because the converter has no option for it: a BPE tokenizer whose vocabulary
+Two things are written here by hand, because the converter has no option for them.  A BPE tokenizer whose vocabulary
 llama.cpp has never seen (the zoo's own, a user's freshly trained one) is refused by the converter's pre-tokenizer
 check, which recognises tokenizers by a hash of the ids they give a test string, not by their split rule.  When that
 check fails and the tokenizer's pre-tokenizer is byte-level BPE with GPT-2's split (``ByteLevel``, ``use_regex``),
 which is exactly llama.cpp's ``gpt-2`` pre-tokenizer, the converter is told ``gpt-2``; any other unknown tokenizer is
 refused with the converter's own reason.  ``tests/backends/llamacpp`` checks that libllama then gives the same ids
-as the tokenizer for real text.
+as the tokenizer for real text.  And its GPT-2 reads the context as ``n_ctx``, a name transformers' ``GPT2Config``
+no longer writes (it writes ``n_positions``; the converter failed on ``KeyError: 'n_ctx'``): the hyper-parameters
+it loads get ``n_ctx`` from ``n_positions`` where only that is there (:func:`with_gpt2_context`).
+
+    >>> with_gpt2_context({"model_type": "gpt2", "n_positions": 128})["n_ctx"]
+    128
 
     >>> byte_level_gpt2({"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True}})
     True
@@ -53,6 +58,13 @@ def byte_level_gpt2(tokenizer: dict[str, Any]) -> bool:
     return pre.get("type") == "ByteLevel" and bool(pre.get("use_regex", True))
 
 
+def with_gpt2_context(hparams: dict[str, Any]) -> dict[str, Any]:
+    """A GPT-2 config's hyper-parameters with ``n_ctx`` (llama.cpp's name) from ``n_positions`` (transformers')."""
+    if isinstance(hparams, dict) and "n_ctx" not in hparams and "n_positions" in hparams:
+        return {**hparams, "n_ctx": hparams["n_positions"]}
+    return hparams
+
+
 def convert(folder: Path, out: Path, outtype: str, timeout_s: float | None = None) -> Path:
     """``convert_hf_to_gguf.py FOLDER --outfile OUT --outtype OUTTYPE``; a model the converter cannot take is an
     UnsupportedByEngineError with its reason (one line)."""
@@ -75,7 +87,7 @@ def convert(folder: Path, out: Path, outtype: str, timeout_s: float | None = Non
 
 
 def _main(folder: str, out: str, outtype: str) -> None:
-    """In the child: the converter's ``main`` with the one patch the module docstring describes."""
+    """In the child: the converter's ``main`` with the two patches the module docstring describes."""
     import runpy
 
     root = share()
@@ -94,6 +106,8 @@ def _main(folder: str, out: str, outtype: str) -> None:
             raise
 
     base.TextModel.get_vocab_base_pre = pre_tokenizer
+    loaded = base.ModelBase.load_hparams
+    base.ModelBase.load_hparams = staticmethod(lambda *args, **kwargs: with_gpt2_context(loaded(*args, **kwargs)))
     sys.argv = ["convert_hf_to_gguf.py", folder, "--outfile", out, "--outtype", outtype]
     runpy.run_path(str(root / "convert_hf_to_gguf.py"), run_name="__main__")
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import ctypes
+import json
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from typing import Any
 from mobilize.backends.llamacpp.convert import available, convert
 from mobilize.core.decoder import CachedDecoderSession, DecoderVariant, Promise
 from mobilize.core.errors import ConfigError, UnsupportedByEngineError, UnsupportedModelError
+from mobilize.lowering.causal_lm import window_refusal
 
 PACKAGES = ("transformers",)
 """What pip alone installs; llama-cpp-python and gguf-py come from scripts/setup-llamacpp.sh (``available`` says)."""
@@ -108,6 +110,9 @@ def _build(folder: Path, out_dir: Path, kind: str) -> Path:
     why = available()
     if why:
         raise UnsupportedModelError(why)
+    refused = window_refusal(json.loads((Path(folder) / "config.json").read_text()), "llama.cpp's converter")
+    if refused:
+        raise UnsupportedByEngineError(refused)
     out = Path(out_dir) / f"model-{kind.upper()}.gguf"
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="mobilize-gguf-") as tmp:

@@ -192,6 +192,7 @@ FP32 = DecoderVariant(
 )
 INT4 = DecoderVariant(
     name="onnx-int4", engine="onnxruntime", weights="int4", promise=Promise.QUANTIZED,
+    float_sibling="onnx-fp32",
     build=build_int4, load=OnnxDecoderSession, packages=FLOAT_PACKAGES, groups=(128, 64, 32, 16), groups_pad=True,
     how=f"ONNX Runtime MatMulNBits int4 weights (symmetric, block {BLOCK} (tune: 128 to 16), every linear and lm_head; embeddings "
         f"float32), {_CACHE}",

@@ -32,6 +32,7 @@ from mobilize.core.decoder import CachedDecoderSession, DecoderVariant, Promise
 from mobilize.core.errors import ConfigError, UnsupportedByEngineError, UnsupportedModelError, headline, tool_reason, \
     translate_errors
 from mobilize.core.packages import require
+from mobilize.lowering.causal_lm import window_refusal
 
 PACKAGES = ("onnxruntime_genai", "onnxruntime", "transformers", "onnx")
 BLOCK = 32
@@ -44,6 +45,9 @@ def build(folder: Path, out_dir: Path, precision: str, extra: dict[str, Any] | N
     """Run the builder on the saved folder into ``out_dir/genai`` (the folder is what a GenAI app opens)."""
     require(PACKAGES, "the onnxruntime-genai decoder")
     config = json.loads((Path(folder) / "config.json").read_text())
+    why = window_refusal(config, "onnxruntime-genai's model builder")
+    if why:
+        raise UnsupportedByEngineError(why)
     heads = config.get("num_attention_heads") or 1
     head_size = config.get("head_dim") or (config.get("hidden_size") or 0) // heads
     if head_size % 16:
@@ -57,10 +61,17 @@ def build(folder: Path, out_dir: Path, precision: str, extra: dict[str, Any] | N
                 *(["--extra_options", *[f"{k}={v}" for k, v in options.items()]] if options else [])]
         done = subprocess.run(argv, capture_output=True, text=True)
     if done.returncode != 0 or not (out / "model.onnx").is_file():
-        raise UnsupportedByEngineError(f"onnxruntime-genai's model builder cannot take this model: "
-                                       f"{tool_reason(done.stderr + done.stdout)}")
+        why = tool_reason(done.stderr + done.stdout).replace(f"The {folder} model", f"The {_architecture(config)} "
+                                                               f"model")  # its refusal names the folder, not the class
+        raise UnsupportedByEngineError(f"onnxruntime-genai's model builder cannot take this model: {why}")
     _drop_end_ids_past_the_vocabulary(out / CONFIG)
     return out
+
+
+def _architecture(config: dict[str, Any]) -> str:
+    """The model's class as its config names it (``GPT2LMHeadModel``), else its model_type."""
+    names = config.get("architectures") or []
+    return str(names[0]) if names else str(config.get("model_type") or "this")
 
 
 def _drop_end_ids_past_the_vocabulary(path: Path) -> None:
@@ -153,12 +164,14 @@ FP32 = DecoderVariant(
 )
 INT4 = DecoderVariant(
     name="onnx-genai-int4", engine="onnxruntime", weights="int4", promise=Promise.QUANTIZED,
+    float_sibling="onnx-genai-fp32",
     build=build_int4, load=GenaiDecoderSession, packages=PACKAGES, groups=(128, 64, 32, 16), groups_pad=True,
     how=f"the builder's CPU default: MatMulNBits int4 (symmetric, block {BLOCK}, round to nearest) for every MatMul "
         f"and the tied embedding table, int8 activations in the matmuls (accuracy level 4), {_HOW}",
 )
 INT4_MIXED = DecoderVariant(
     name="onnx-genai-int4-mixed", engine="onnxruntime", weights="int4", promise=Promise.QUANTIZED,
+    float_sibling="onnx-genai-fp32",
     build=build_int4_mixed, load=GenaiDecoderSession, packages=PACKAGES, groups=(128, 64, 32, 16),
     groups_pad=True,
     how=f"the builder's algo_config=k_quant_mixed: k-quant int4 (block {BLOCK}), the head and llama.cpp's "

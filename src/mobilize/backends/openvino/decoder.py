@@ -263,11 +263,13 @@ FP32 = DecoderVariant(
 )
 INT8 = DecoderVariant(
     name="openvino-int8", engine="openvino", weights="int8", promise=Promise.QUANTIZED,
+    float_sibling="openvino-fp32",
     build=build_int8, load=OpenVinoDecoderSession, packages=QUANT_PACKAGES,
     how=f"NNCF compress_weights INT8_ASYM (data-free, per output channel, linears and embeddings), {_CACHE}; {_DEFAULTS}",
 )
 INT4 = DecoderVariant(
     name="openvino-int4", engine="openvino", weights="int4", promise=Promise.QUANTIZED,
+    float_sibling="openvino-fp32",
     build=build_int4, load=OpenVinoDecoderSession, packages=QUANT_PACKAGES, groups=(128, 64, 32, 16),
     how=f"NNCF compress_weights INT4_SYM (data-free, group {GROUP} (tune: 128 to 16), ratio 1.0; embeddings and lm_head int8 "
         f"asymmetric), {_CACHE}; {_DEFAULTS}",

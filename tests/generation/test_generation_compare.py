@@ -98,6 +98,11 @@ def test_tiny_lm_decoder_files_judged_and_timed_in_tokens(tiny_lm_run):
         assert t["cache_rule"].startswith("measured: its ") and "rule: >= 1.5x DRAM" in t["cache_rule"]
         assert (t["percent_of_bound"] is None) == t["cache_resident"]
         assert t["check_peak_rss_mb"] > 0 and v["latency_ms_p50"] == t["decode_ms_per_token_p50"]
+        # the file's own memory (issue #63 item 4): a process with ONNX Runtime alone, not the checker's torch
+        assert 0 < t["footprint_mb"] < t["footprint_peak_mb"] < t["check_peak_rss_mb"], t
+        assert t["footprint_mb"] == round(t["footprint_peak_mb"] - t["baseline_mb"], 1)
+        assert t["footprint_mb"] < 4 * v["size_bytes"] / 1e6 + 64  # the file, its cache and the session's buffers
+        assert any(n.startswith("TTFT: ") for n in v["notes"])
     assert report["recommended"]["name"] in got and "decode time per token" in report["recommended"]["reason"]
     assert "tok/s" in stdout and "recommended" in stdout
     assert "<table" in (out / "report.html").read_text()

@@ -29,7 +29,8 @@ def _tokens(engine: str, weights: str, ms: float, ttft: float, ppl: float, ci: f
             "ppl_candidate": 12.31 * (1 + ppl / 100), "ppl_increase_percent": ppl,
             "ppl_increase_percent_low": ppl - ci, "ppl_increase_percent_high": ppl + ci, "top1_agreement": agree,
             "continuation_match_tokens": matched, "continuation_tokens": 32, "cache_sqnr_db": 61.0 if weights == "fp32"
-            else 28.5, "logits_sqnr_db": 118.0 if weights == "fp32" else None, "check_peak_rss_mb": peak}
+            else 28.5, "logits_sqnr_db": 118.0 if weights == "fp32" else None, "check_peak_rss_mb": peak,
+            "footprint_mb": peak and peak / 8, "baseline_mb": 55.0, "footprint_peak_mb": peak and 55.0 + peak / 8}
 
 
 def _variant(name: str, outcome: str, fmt: str, runtime: str, size_mb: float | None, tokens: dict | None,
@@ -122,12 +123,12 @@ def test_the_fixture_is_a_report_json_compare_writes():
 def test_the_terminal_table_has_the_decoder_columns_and_figures():
     report = decoder_report()
     lines = format_table(report).splitlines()
-    for head in ("engine/format", "weights", "tok/s", "ms/tok", "TTFT ms", "speedup", "size MB", "peak MB",
+    for head in ("engine/format", "weights", "tok/s", "ms/tok", "TTFT ms", "speedup", "size MB", "+mem MB",
                  "ppl +% (95% CI)", "agree %", "cont.", "rule", "notes"):
         assert head in lines[0], head
     rows = {line.split()[0]: line for line in lines[2:11]}
     fast = rows["executorch-8da4w"]
-    for cell in ("executorch/pte", "int4", "1639", "0.610", "4.20", "6.72x", "6.10", "240", "+1.92 [+1.3,+2.5]",
+    for cell in ("executorch/pte", "int4", "1639", "0.610", "4.20", "6.72x", "6.10", " 30 ", "+1.92 [+1.3,+2.5]",
                  "94.2", "18/32", "budget-ppl-increase"):
         assert cell in fast, (cell, fast)
     assert "0.95" not in rows["openvino-int8"] and "6.61x~" in rows["openvino-int8"]  # a tie: inside its interval
@@ -162,10 +163,11 @@ def test_the_page_has_a_table_row_per_file_with_its_ttft_and_memory():
     rows = re.findall(r"<tr>(.*?)</tr>", results, re.S)
     assert len(rows) == 1 + 9  # the heading, then one row per file
     heads = re.findall(r"<th[^>]*>(.*?)</th>", rows[0])
-    assert {"TTFT ms", "peak MB", "tok/s", "ms/tok", "ppl +% (95% CI)", "agree %", "cont.", "rule"} <= set(heads)
+    assert {"TTFT ms", "+mem MB", "check MB", "tok/s", "ms/tok", "ppl +% (95% CI)", "agree %", "cont.", "rule"} <= set(heads)
     fast = next(r for r in rows if ">executorch-8da4w</td>" in r)
     cells = re.findall(r"<td[^>]*>(.*?)</td>", fast)
-    assert cells[heads.index("TTFT ms")] == "4.20" and cells[heads.index("peak MB")] == "240"
+    assert cells[heads.index("TTFT ms")] == "4.20" and cells[heads.index("+mem MB")] == "30" and \
+        cells[heads.index("check MB")] == "240"
     assert cells[heads.index("ppl +% (95% CI)")] == "+1.92 [+1.3,+2.5]" and cells[heads.index("cont.")] == "18/32"
     failed = next(r for r in rows if ">litert-int4</td>" in r)
     assert "EXPORT_FAIL" in failed and "litert/tflite" in failed

@@ -36,7 +36,7 @@ def continue_tokens(session: Any, prompt: Sequence[int], steps: int, pick: Calla
     """Up to ``steps`` tokens after ``prompt``, each ``pick``-ed from the logits (the most likely by default: the
     one greedy continuation), ending early after a token in ``stop``; ``on_token`` sees each as it comes."""
     pick = pick or (lambda logits: int(np.argmax(logits)))
-    out = [int(pick(np.asarray(session.prefill([int(t) for t in prompt]))[-1]))]
+    out = [int(pick(np.asarray(first_logits(session, prompt))))]
     if on_token:
         on_token(out[-1])
     while len(out) < steps and out[-1] not in stop:
@@ -46,17 +46,36 @@ def continue_tokens(session: Any, prompt: Sequence[int], steps: int, pick: Calla
     return out
 
 
+def first_logits(session: Any, prompt: Sequence[int]) -> Any:
+    """The prompt run as an app starts a sequence: the last position's logits only (``DecoderSession.first``; a
+    session without it - a test's - gives every position's and the last is taken)."""
+    ids = [int(t) for t in prompt]
+    first = getattr(session, "first", None)
+    return first(ids) if first is not None else np.asarray(session.prefill(ids))[-1]
+
+
+def ttft_note(session: Any) -> str:
+    """What the timed time to first token computes on this file (the engine's ``last_position``)."""
+    how = getattr(session, "last_position", "")
+    if how:
+        return f"TTFT: {how}"
+    return ("TTFT: this file computes the output head at every prompt position (it has no last-position output); "
+            "the last row is taken")
+
+
 def decode_round(session: Any, prompt: Sequence[int], decode_ids: Sequence[int], steps: int) -> tuple[int, list[int]]:
-    """One timed round: the prefill of ``prompt`` (ns, the time to the first token), then ``steps`` decode steps
-    fed ``decode_ids`` in order (ns each, the time per token)."""
+    """One timed round: the prefill of ``prompt`` as an app runs it, to the last position's logits (ns, the time to
+    the first token), then ``steps`` decode steps fed ``decode_ids`` in order (ns each, the time per token; each
+    token's logits computed and left in the engine, ``DecoderSession.step``, as an app's sampler reads them)."""
     prompt = [int(t) for t in prompt]
     t0 = time.perf_counter_ns()
-    session.prefill(prompt)
+    first_logits(session, prompt)
     prefill_ns = time.perf_counter_ns() - t0
     times = []
+    advance = getattr(session, "step", None) or session.decode  # the logits left in the engine, where it can
     for token in list(decode_ids)[:max(1, steps)]:
         t = time.perf_counter_ns()
-        session.decode(int(token))
+        advance(int(token))
         times.append(time.perf_counter_ns() - t)
     return prefill_ns, times
 

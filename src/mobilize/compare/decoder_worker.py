@@ -9,7 +9,8 @@ other task's (:mod:`mobilize.compare.worker`), with the decoder's unit and measu
 - ``run``: the file loaded in its engine's decoder session and checked - teacher-forced logits on the held-out
   ids, greedy continuations decoded with the cache, the cache against its own prefill; answers ``Ready`` with a
   :class:`~mobilize.accuracy.decoder_verdict.TokenComparison` (the parent's ``assess`` judges it), then times
-  rounds until ``Stop`` where the shared timing host cannot take it.
+  rounds until ``Stop`` where the shared timing host cannot take it; the file's memory footprint is measured
+  beside, in a fresh process holding only its runtime (:mod:`mobilize.bench.footprint`).
 - the timing host (:mod:`mobilize.compare.host`) holds :class:`HostedDecoder` for each file: every round one
   prefill (time to first token) and the decode steps (time per token), :func:`mobilize.bench.decoding.decode_round`.
 """
@@ -28,6 +29,10 @@ CACHE_CHECK_PREFIX = 8
 """Tokens prefilled before the cache check decodes the rest of its sequence one at a time."""
 CACHE_CHECK_TOKENS = 32
 """Tokens of the cache check's sequence (the first held-out sequence's first ones)."""
+
+FOOTPRINT_TIMEOUT_S = 300.0
+"""The most the memory footprint's own process may take (a load of the file and a few tokens; a 1B file's load is
+seconds): past it the figure is left out, said in a note, and the check's verdict stands."""
 
 
 MODEL_FOLDER = "model"
@@ -145,8 +150,17 @@ def check_and_serve(conn, job: Job, enter) -> None:
     comparison = TokenComparison(measure_tokens(ref["logits"], logits, ids), logits_sqnr_db(ref["logits"], logits),
                                  cache, continuation_match(ref["continuations"].tolist(), continuations), gen)
     del logits
-    notes = list(getattr(session, "notes", []))
+    from mobilize.bench.decoding import ttft_note
+    from mobilize.bench.footprint import measure_footprint
+
+    notes = [*getattr(session, "notes", []), ttft_note(session)]
     details = {"check_peak_rss_mb": peak_rss_mb()}
+    enter("footprint")
+    footprint = measure_footprint(variant.name, Path(job.artifact), job.threads, job.decoding["max_len"],
+                                  [int(t) for t in ref["prompt"]], timeout_s=FOOTPRINT_TIMEOUT_S)
+    details["footprint"] = footprint
+    if "error" in footprint:
+        notes.append(f"memory footprint {footprint['error']}")
     enter("bench")
     conn.send(Ready(variant.engine, str(job.variant.get("format") or variant.engine), str(variant.promise), load_ms,
                     first_run_ms, comparison, notes, details, None, True, ""))

@@ -4,7 +4,8 @@ An engine lists its decoder variants on its descriptor (``Backend.decoders``: va
 ``module:VARIANT``, a :class:`DecoderVariant`).  A variant builds its file from a saved transformers model folder
 (``config.json`` + weights, as ``save_pretrained`` writes it: the zoo's decoder and a user's own checkpoint alike)
 and loads it as a :class:`DecoderSession`, which every measure drives the same way: ``prefill`` a prompt (the
-logits of every position, for teacher-forced quality), then ``decode`` one token at a time with the cache.
+logits of every position, for teacher-forced quality) or ``first`` (the last position's, as an app starts: the timed
+time to first token), then ``decode`` one token at a time with the cache.
 
     >>> v = DecoderVariant(name="eager-fp32", engine="eager", weights="fp32", promise=Promise.FLOAT,
     ...                    build=lambda folder, out: folder, load=lambda path, threads, max_len: None)
@@ -38,18 +39,30 @@ class DecoderSession(Protocol):
     def prefill(self, ids: Sequence[int]) -> Any:
         """Start a sequence: run the prompt and return the logits of every position (float32, [T, V])."""
 
+    def first(self, ids: Sequence[int]) -> Any:
+        """Start a sequence as an app does before its first token: run the prompt and return the last position's
+        logits only (float32, [V]); an engine whose file lets it computes the output head at that position alone."""
+
     def decode(self, token: int) -> Any:
         """Append one token (the cache grows by one) and return the next position's logits (float32, [V])."""
+
+    def step(self, token: int) -> None:
+        """As ``decode``, the logits left in the engine (the timed loop, which feeds fixed ids: an app's sampler
+        reads them where the engine keeps them; copying a vocabulary-wide row out to Python is not the file's
+        time)."""
 
     def close(self) -> None: ...
 
 
 class CachedDecoderSession:
     """The sequence bookkeeping every engine's session shares: ``prefill`` checks that the prompt fits the cache,
-    empties it (``_start``) and runs the prompt from position 0; ``decode`` checks that a sequence was started and
-    that the cache has room, then runs one token at the next position.  An engine implements ``_start()`` and
-    ``_forward(ids, start)`` (the logits of each of ``ids``, float32 [len(ids), V]); ``_pos`` is None until a
-    prefill, and is set back to None by anything that empties the cache behind the session (a reload)."""
+    empties it (``_start``) and runs the prompt from position 0; ``first`` does the same for the last position's
+    logits only; ``decode`` (and ``step``, which hands no logits out) checks that a sequence was started and that the cache has room, then runs one token at
+    the next position.  An engine implements ``_start()`` and ``_forward(ids, start)`` (the logits of each of
+    ``ids``, float32 [len(ids), V]), and ``_forward_last(ids, start)`` (the last one's, [V]) where its file can
+    compute the head at one position or hand out one row without copying the rest (the default takes the last row
+    of ``_forward``); ``last_position`` says which.  ``_pos`` is None until a prefill, and is set back to None by
+    anything that empties the cache behind the session (a reload)."""
 
     max_len: int
     _pos: int | None = None
@@ -59,10 +72,27 @@ class CachedDecoderSession:
     def _start(self) -> None:
         raise NotImplementedError
 
+    last_position: str = ""
+    """How ``first`` reaches the last position's logits (said in the notes): empty where the file computes the head
+    at every prompt position and the last row is taken (the default ``_forward_last``)."""
+
     def _forward(self, ids: list[int], start: int) -> Any:
         raise NotImplementedError
 
+    def _forward_last(self, ids: list[int], start: int) -> Any:
+        return self._forward(ids, start)[-1]
+
+    def _advance(self, token: int, start: int) -> None:
+        """One token through the file, its logits not handed out (the default hands them out and drops them)."""
+        self._forward_last([token], start)
+
     def prefill(self, ids: Sequence[int]) -> Any:
+        return self._begin(ids, self._forward)
+
+    def first(self, ids: Sequence[int]) -> Any:
+        return self._begin(ids, self._forward_last)
+
+    def _begin(self, ids: Sequence[int], forward: Callable[[list[int], int], Any]) -> Any:
         from mobilize.core.errors import ConfigError
 
         ids = [int(t) for t in ids]
@@ -70,20 +100,27 @@ class CachedDecoderSession:
             raise ConfigError(f"a prompt of {len(ids)} tokens: prefill takes 1 to {self.max_len - 1}")
         self._pos = None  # a prefill that fails leaves no half-started sequence behind
         self._start()
-        logits = self._forward(ids, 0)
+        logits = forward(ids, 0)
         self._pos = len(ids)
         return logits
 
     def decode(self, token: int) -> Any:
-        from mobilize.core.errors import ConfigError
-
-        if self._pos is None:
-            raise ConfigError(self.not_started)
-        if self._pos >= self.max_len:
-            raise ConfigError(f"the KV cache is full ({self.max_len} tokens)")
-        logits = self._forward([int(token)], self._pos)
+        self._room()
+        logits = self._forward_last([int(token)], self._pos)
         self._pos += 1
-        return logits[-1]
+        return logits
+
+    def step(self, token: int) -> None:
+        self._room()
+        self._advance(int(token), self._pos)
+        self._pos += 1
+
+    def _room(self) -> None:
+        if self._pos is None or self._pos >= self.max_len:
+            from mobilize.core.errors import ConfigError
+
+            raise ConfigError(self.not_started if self._pos is None else
+                              f"the KV cache is full ({self.max_len} tokens)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,6 +155,9 @@ class DecoderVariant:
     """Its session runs the transformers model itself (eager): compare forks its check from the server that has
     transformers imported (:data:`mobilize.pipeline.process.DECODER_PRELOAD`); every other engine's check does not
     import it and is forked without it."""
+    runtime: tuple[str, ...] = ()
+    """The modules its session imports to run a file: a process holding them alone is the runtime's bare baseline,
+    which the file's memory footprint is measured over (:mod:`mobilize.bench.footprint`)."""
     float_sibling: str | None = None
     """The float file the same tool makes without quantizing (``onnx-genai-int4`` -> ``onnx-genai-fp32``): where
     both run, an export error that file shows against the float model is named on this one too (rule

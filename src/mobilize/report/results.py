@@ -70,7 +70,16 @@ class TokenFigures:
     logits_sqnr_db: float | None = None
     """Teacher-forced logits against the float model's."""
     check_peak_rss_mb: float | None = None
-    """Peak memory of the process that loaded this file alone and ran its checks."""
+    """Peak memory of the process that loaded this file alone and ran its checks (torch and the float model's
+    answers in it too: not what an app holds; ``footprint_mb`` is)."""
+    footprint_mb: float | None = None
+    """The file's memory beyond its runtime: the peak resident memory of a fresh process that imports only the
+    runtime, loads the file, runs the prompt and a few decode steps, less ``baseline_mb``
+    (:mod:`mobilize.bench.footprint`)."""
+    baseline_mb: float | None = None
+    """That process's resident memory with the runtime imported and nothing loaded (the runtime's bare cost)."""
+    footprint_peak_mb: float | None = None
+    """That process's peak resident memory (runtime and file together: what an app with this file holds)."""
 
     def timed(self, ttft_ms: list[float], p50_ms: float | None, p90_ms: float | None,
               bandwidth: dict[str, Any], shapes: dict[str, int] | None) -> "TokenFigures":
@@ -102,7 +111,9 @@ class TokenFigures:
     def checked(cls, details: dict[str, Any], c: Any) -> "TokenFigures":
         """From what the build recorded (``details``) and the check's comparison (a ``TokenComparison``)."""
         t = c.tokens
-        return cls(engine=details.get("engine", ""), weights=details.get("weights", ""), how=details.get("how", ""),
+        footprint = details.get("footprint") or {}
+        return cls(footprint_mb=footprint.get("footprint_mb"), baseline_mb=footprint.get("baseline_mb"),
+                   footprint_peak_mb=footprint.get("peak_mb"), engine=details.get("engine", ""), weights=details.get("weights", ""), how=details.get("how", ""),
                    group=details.get("group"), ppl_reference=t.reference_ppl, ppl_candidate=t.candidate_ppl,
                    ppl_increase_percent=t.ppl_increase_percent, ppl_increase_percent_low=t.ppl_increase_percent_low,
                    ppl_increase_percent_high=t.ppl_increase_percent_high, top1_agreement=t.top1_agreement,

@@ -110,8 +110,11 @@ COLUMNS: tuple[Column, ...] = (
            title="time to first token: the prefill of the prompt, p50"),
     Column("speedup", 8, speed_text, title="decode time per token vs the reference"),
     Column("size MB", 8, lambda v: _fmt(size_mb(v), ".2f")),
-    Column("peak MB", 7, lambda v: _fmt(tokens(v).get("check_peak_rss_mb"), ".0f"),
-           title="peak memory of the process that loaded the file and ran its checks"),
+    Column("+mem MB", 7, lambda v: _fmt(tokens(v).get("footprint_mb"), ".0f"),
+           title="the file's memory beyond its runtime: peak RSS of a process holding only that runtime and the "
+                 "file, less the runtime's bare baseline"),
+    Column("check MB", 8, lambda v: _fmt(tokens(v).get("check_peak_rss_mb"), ".0f"), terminal=False,
+           title="peak memory of the checking process (torch and the float model's answers in it too)"),
     Column("ppl +% (95% CI)", 19, ppl_text, title="perplexity increase vs the float model on the held-out text"),
     Column("agree %", 7, agreement_text, title="teacher-forced next-token agreement with the float model"),
     Column("cont.", 7, continuation_text,
@@ -158,11 +161,12 @@ def legend_lines(report: dict[str, Any]) -> list[str]:
     prompts = gen.get("continuations")
     return [
         f"tok/s, ms/tok: decode with the KV cache, ms per decoded token (p50), the same token ids in every runtime; "
-        f"TTFT ms: time to first token, the prefill of a {gen.get('prompt_tokens', '?')}-token prompt; "
+        f"TTFT ms: time to first token, the prefill of a {gen.get('prompt_tokens', '?')}-token prompt to its last position's logits (each file's notes say how its engine gets there); "
         f"%bound: tok/s over the bandwidth bound ({bound})",
         f"~ : inside the 95% interval of no difference (a tie, not a win or a loss); speed-up: decode time per token "
-        f"vs {report.get('reference_variant')}; peak MB: peak memory of the process that loaded the file and ran "
-        f"its checks",
+        f"vs {report.get('reference_variant')}; +mem MB: the file's memory beyond its runtime - the peak RSS of a "
+        f"fresh process that imports only the runtime, loads the file and decodes a few tokens, less that runtime's "
+        f"bare baseline (report.json tokens.footprint_mb, baseline_mb)",
         f"ppl +%: perplexity increase vs the float model on {gen.get('held_out') or 'the held-out text'}, its 95% "
         f"CI a paired bootstrap over sequences; agree %: teacher-forced next-token agreement; cont.: greedy tokens "
         f"matching the float model's before the first difference, the fewest over {prompts or 'the'} prompts / "

@@ -93,13 +93,22 @@ class EagerDecoderSession(CachedDecoderSession):
         self.threads = threads
         self.max_len = max_len
         self._cache: Any = None
+        import inspect
+
+        self._keeps = "logits_to_keep" in inspect.signature(self.model.forward).parameters
+        if not self._keeps:
+            self.last_position = ""
 
     def _start(self) -> None:
         from transformers import DynamicCache
 
         self._cache = DynamicCache(config=self.model.config)
 
-    def _forward(self, ids: list[int], start: int) -> Any:
+    last_position = "transformers computes the output head at the last prompt position only (logits_to_keep=1)"
+
+    def _forward(self, ids: list[int], start: int, keep: int = 0) -> Any:
+        """Every position's logits; ``keep=1``: the last one's only (transformers' ``logits_to_keep``, as its
+        ``generate`` prefills)."""
         import numpy as np
         import torch
 
@@ -107,9 +116,12 @@ class EagerDecoderSession(CachedDecoderSession):
             torch.set_num_threads(self.threads)
         with torch.no_grad():
             out = self.model(input_ids=torch.tensor([list(ids)], dtype=torch.long), cache=self._cache,
-                             use_cache=True)
+                             use_cache=True, **({"logits_to_keep": keep} if keep and self._keeps else {}))
         self._cache = out.cache
         return np.asarray(out.logits[0].float().numpy(), dtype=np.float32)
+
+    def _forward_last(self, ids: list[int], start: int) -> Any:
+        return self._forward(ids, start, keep=1)[-1]
 
     def close(self) -> None:
         self.model = self._cache = None
@@ -118,11 +130,13 @@ class EagerDecoderSession(CachedDecoderSession):
 _RUN = "transformers DynamicCache, eager PyTorch on CPU"
 
 FP32 = DecoderVariant(
+    runtime=("torch", "transformers"),
     name="eager-fp32", engine="eager", weights="fp32", promise=Promise.FLOAT,
     build=build_fp32, load=EagerDecoderSession, packages=FLOAT_PACKAGES, session_loads_transformers=True,
     how=f"float32, {_RUN}",
 )
 INT8_WEIGHT_ONLY = DecoderVariant(
+    runtime=("torch", "transformers"),
     name="eager-int8wo", engine="eager", weights="int8", promise=Promise.QUANTIZED,
     float_sibling="eager-fp32",
     build=build_int8wo, load=EagerDecoderSession, packages=INT8_PACKAGES, session_loads_transformers=True,

@@ -136,14 +136,20 @@ class ExecuTorchDecoderSession(CachedDecoderSession):
         self.module = self._program = None
 
 
+RUNTIME = ("torch", "executorch.runtime", "executorch.extension.llm.custom_ops.custom_ops",
+           "executorch.kernels.quantized")
+"""What the session imports to run a .pte (torch: its inputs are torch tensors; the custom and quantized kernels)."""
+
 _CACHE = "ExecuTorch custom SDPA/KV-cache ops, static KV cache (max_position_embeddings, at most 1024 tokens)"
 
 FP32 = DecoderVariant(
+    runtime=RUNTIME,
     name="executorch-fp32", engine="executorch", weights="fp32", promise=Promise.FLOAT,
     build=build_fp32, load=ExecuTorchDecoderSession, packages=FLOAT_PACKAGES,
     how=f"ExecuTorch XNNPACK float32, {_CACHE}",
 )
 INT4_8DA4W = DecoderVariant(
+    runtime=RUNTIME,
     name="executorch-8da4w", engine="executorch", weights="int4", promise=Promise.QUANTIZED,
     float_sibling="executorch-fp32",
     build=build_8da4w, load=ExecuTorchDecoderSession, packages=QUANT_PACKAGES, groups=(128, 64, 32),
@@ -152,6 +158,7 @@ INT4_8DA4W = DecoderVariant(
         f"in-features; the embedding table int8 per row, as optimum-executorch's --qembedding 8w), XNNPACK, {_CACHE}",
 )
 OPTIMUM_8DA4W = DecoderVariant(
+    runtime=RUNTIME,
     name="optimum-executorch-8da4w", engine="executorch", weights="int4", promise=Promise.QUANTIZED,
     build=build_optimum_8da4w, load=ExecuTorchDecoderSession, packages=FLOAT_PACKAGES, available=OPTIMUM_EXECUTORCH.available,
     how="a peer's file: optimum-executorch's CLI (`optimum-cli export executorch --recipe xnnpack --use_custom_sdpa "

@@ -223,7 +223,23 @@ class LlamaCppSession(CachedDecoderSession):
     def _start(self) -> None:
         self.lib.llama_memory_clear(self.lib.llama_get_memory(self.ctx), True)
 
+    last_position = "libllama computes the output head at the last prompt position only (its batch's logits flag)"
+
     def _forward(self, ids: list[int], start: int) -> Any:
+        self._decode(ids, start, every=True)
+        logits = self._np.ctypeslib.as_array(self.lib.llama_get_logits(self.ctx), shape=(len(ids) * self.vocab,))
+        return logits.reshape(len(ids), self.vocab).copy()
+
+    def _forward_last(self, ids: list[int], start: int) -> Any:
+        """As llama.cpp's own loop starts and steps a sequence: the output head on the last token only."""
+        self._decode(ids, start, every=False)
+        row = self.lib.llama_get_logits_ith(self.ctx, len(ids) - 1)
+        return self._np.ctypeslib.as_array(row, shape=(self.vocab,)).copy()
+
+    def _advance(self, token: int, start: int) -> None:
+        self._decode([token], start, every=False)
+
+    def _decode(self, ids: list[int], start: int, every: bool) -> None:
         batch = self.batch
         batch.n_tokens = len(ids)
         for i, token in enumerate(ids):
@@ -231,13 +247,11 @@ class LlamaCppSession(CachedDecoderSession):
             batch.pos[i] = start + i
             batch.n_seq_id[i] = 1
             batch.seq_id[i][0] = 0
-            batch.logits[i] = True
+            batch.logits[i] = every or i == len(ids) - 1
         status = self.lib.llama_decode(self.ctx, batch)
         if status != 0:
             raise UnsupportedModelError(f"libllama's decode of {len(ids)} token(s) at position {start} returned "
                                         f"{status}")
-        logits = self._np.ctypeslib.as_array(self.lib.llama_get_logits(self.ctx), shape=(len(ids) * self.vocab,))
-        return logits.reshape(len(ids), self.vocab).copy()
 
     def close(self) -> None:
         lib = getattr(self, "lib", None)
@@ -259,7 +273,7 @@ _HOW = ("llama.cpp's convert_hf_to_gguf.py (f32) then its quantizer ({}), liblla
 
 def _variant(kind: str, weights: str, build: Any) -> DecoderVariant:
     return DecoderVariant(name=f"llamacpp-{kind}", engine="llamacpp", weights=weights, promise=Promise.QUANTIZED,
-                          build=build, load=LlamaCppSession, packages=PACKAGES, how=_HOW.format(kind.upper()),
+                          runtime=("llama_cpp",), build=build, load=LlamaCppSession, packages=PACKAGES, how=_HOW.format(kind.upper()),
                           available=available, bytes_read=bytes_read)
 
 

@@ -186,11 +186,13 @@ def _dtype(onnx_type: str) -> Any:
 _CACHE = "torch.onnx dynamo export (opset 18), KV cache as past/present inputs and outputs, ONNX Runtime CPU"
 
 FP32 = DecoderVariant(
+    runtime=("onnxruntime",),
     name="onnx-fp32", engine="onnxruntime", weights="fp32", promise=Promise.FLOAT,
     build=build_fp32, load=OnnxDecoderSession, packages=FLOAT_PACKAGES,
     how=f"float32, {_CACHE}",
 )
 INT4 = DecoderVariant(
+    runtime=("onnxruntime",),
     name="onnx-int4", engine="onnxruntime", weights="int4", promise=Promise.QUANTIZED,
     float_sibling="onnx-fp32",
     build=build_int4, load=OnnxDecoderSession, packages=FLOAT_PACKAGES, groups=(128, 64, 32, 16), groups_pad=True,

@@ -151,6 +151,20 @@ class GenaiDecoderSession(CachedDecoderSession):
         logits = self.generator.get_output("logits")
         return np.asarray(logits[0, -len(ids):], dtype=np.float32)
 
+    last_position = ("onnxruntime-genai's Generator hands out the last position's logits (get_logits, as its own "
+                     "loop reads them); the builder's graph computes the head at every prompt position")
+
+    def _forward_last(self, ids: list[int], start: int) -> Any:
+        import numpy as np
+
+        self.generator.append_tokens(np.asarray([ids], dtype=np.int32))
+        return np.asarray(self.generator.get_logits()[0], dtype=np.float32).reshape(-1)
+
+    def _advance(self, token: int, start: int) -> None:
+        import numpy as np
+
+        self.generator.append_tokens(np.array([[token]], dtype=np.int32))
+
     def close(self) -> None:
         self.generator = self.model = None
 
@@ -159,10 +173,12 @@ _HOW = ("onnxruntime-genai's model builder (GroupQueryAttention, a KV buffer sha
         "run by its Generator")
 
 FP32 = DecoderVariant(
+    runtime=("onnxruntime_genai",),
     name="onnx-genai-fp32", engine="onnxruntime", weights="fp32", promise=Promise.FLOAT,
     build=build_fp32, load=GenaiDecoderSession, packages=PACKAGES, how=f"float32, {_HOW}",
 )
 INT4 = DecoderVariant(
+    runtime=("onnxruntime_genai",),
     name="onnx-genai-int4", engine="onnxruntime", weights="int4", promise=Promise.QUANTIZED,
     float_sibling="onnx-genai-fp32",
     build=build_int4, load=GenaiDecoderSession, packages=PACKAGES, groups=(128, 64, 32, 16), groups_pad=True,
@@ -170,6 +186,7 @@ INT4 = DecoderVariant(
         f"and the tied embedding table, int8 activations in the matmuls (accuracy level 4), {_HOW}",
 )
 INT4_MIXED = DecoderVariant(
+    runtime=("onnxruntime_genai",),
     name="onnx-genai-int4-mixed", engine="onnxruntime", weights="int4", promise=Promise.QUANTIZED,
     float_sibling="onnx-genai-fp32",
     build=build_int4_mixed, load=GenaiDecoderSession, packages=PACKAGES, groups=(128, 64, 32, 16),

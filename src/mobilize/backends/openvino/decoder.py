@@ -182,6 +182,40 @@ def _check_inputs(path: Path, names: set[str]) -> None:
             hint="give a causal LM's IR: one mobilize built, or optimum-cli export openvino --task text-generation-with-past")
 
 
+HEAD_FROM = "mobilize_head_from"
+"""The input :func:`slice_before_head` adds: the first position the output head computes (0: every one)."""
+_THROUGH = {"Convert", "Add", "Multiply", "Divide", "Tanh", "Reshape"}
+"""What may sit between the head's MatMul and the logits (a bias, a soft-cap, a precision change)."""
+
+
+def slice_before_head(model: Any) -> bool:
+    """Give the head's input a Slice along the positions from a new input (:data:`HEAD_FROM`), so a prefill can
+    compute the head at its last position only - what OpenVINO GenAI's LLMPipeline does to every decoder it compiles
+    (its slice-before-MatMul transformation, fixed to the last position) - while perplexity still asks for every
+    position (0).  In the session's compiled model only: the file on disk is unchanged.  False (nothing changed)
+    where the logits do not come from a MatMul over [batch, positions, hidden]."""
+    import numpy as np
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    node = model.outputs[0].get_node().input_value(0).get_node()
+    for _ in range(6):
+        if node.get_type_name() == "MatMul" or node.get_type_name() not in _THROUGH:
+            break
+        node = node.input_value(0).get_node()
+    if node.get_type_name() != "MatMul" or node.input_value(0).get_partial_shape().rank.get_length() != 3:
+        return False
+    start = ops.parameter([1], ov.Type.i64, name=HEAD_FROM)
+    start.output(0).get_tensor().set_names({HEAD_FROM})
+    hidden = node.input_value(0)
+    sliced = ops.slice(hidden, start, np.asarray([np.iinfo(np.int64).max], np.int64), np.asarray([1], np.int64),
+                       np.asarray([1], np.int64))
+    node.input(0).replace_source_output(sliced.output(0))
+    model.add_parameters([start])
+    model.validate_nodes_and_infer_types()
+    return True
+
+
 def _property(compiled: Any, key: str) -> str:
     value = compiled.get_property(key)
     return value.get_type_name() if hasattr(value, "get_type_name") else str(value)
@@ -211,6 +245,7 @@ class OpenVinoDecoderSession(CachedDecoderSession):
             if "beam_idx" not in names:  # a past/present IR (saved before the files were made stateful)
                 make_stateful(model)
             compressed = _compressed(model)
+            self._sliced = slice_before_head(model)
             if not compressed:  # a float file stays float: the plugin's default KV cache is u8
                 config.update({"KV_CACHE_PRECISION": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": 0})
             self.compiled = core.compile_model(model, "CPU", config)
@@ -233,20 +268,30 @@ class OpenVinoDecoderSession(CachedDecoderSession):
                    "activations kept float"))
         self.request = self.compiled.create_infer_request()
         self._beam = np.zeros(1, np.int32)
+        if not self._sliced:
+            self.last_position = ""
+
+    last_position = ("the output head at the last prompt position only (a Slice before its MatMul, as OpenVINO GenAI "
+                     "compiles a decoder; its start an input here, 0 for perplexity's every position)")
 
     def _start(self) -> None:
         self.request.reset_state()
 
-    def _forward(self, ids: list[int], start: int) -> Any:
+    def _forward(self, ids: list[int], start: int, keep_from: int = 0) -> Any:
         import numpy as np
 
         feed = {"input_ids": np.asarray([ids], np.int64), "beam_idx": self._beam}
+        if self._sliced:
+            feed[HEAD_FROM] = np.asarray([keep_from], np.int64)
         if "attention_mask" in self._fed:  # optimum-intel's IRs: every position so far attended
             feed["attention_mask"] = np.ones((1, start + len(ids)), np.int64)
         if "position_ids" in self._fed:
             feed["position_ids"] = np.arange(start, start + len(ids), dtype=np.int64)[None]
         results = self.request.infer(feed)
         return np.array(results[self.compiled.outputs[0]][0], dtype=np.float32)  # a copy: the request reuses it
+
+    def _forward_last(self, ids: list[int], start: int) -> Any:
+        return self._forward(ids, start, keep_from=len(ids) - 1)[-1]
 
     def close(self) -> None:
         self.request = self.compiled = None
@@ -257,17 +302,20 @@ _CACHE = ("ov.convert_model from PyTorch, made stateful (KV cache in the plugin'
 _DEFAULTS = "KV cache and activation precision as the CPU plugin's defaults for compressed weights (said in the notes)"
 
 FP32 = DecoderVariant(
+    runtime=("openvino",),
     name="openvino-fp32", engine="openvino", weights="fp32", promise=Promise.FLOAT,
     build=build_fp32, load=OpenVinoDecoderSession, packages=FLOAT_PACKAGES,
     how=f"float32 IR, {_CACHE}",
 )
 INT8 = DecoderVariant(
+    runtime=("openvino",),
     name="openvino-int8", engine="openvino", weights="int8", promise=Promise.QUANTIZED,
     float_sibling="openvino-fp32",
     build=build_int8, load=OpenVinoDecoderSession, packages=QUANT_PACKAGES,
     how=f"NNCF compress_weights INT8_ASYM (data-free, per output channel, linears and embeddings), {_CACHE}; {_DEFAULTS}",
 )
 INT4 = DecoderVariant(
+    runtime=("openvino",),
     name="openvino-int4", engine="openvino", weights="int4", promise=Promise.QUANTIZED,
     float_sibling="openvino-fp32",
     build=build_int4, load=OpenVinoDecoderSession, packages=QUANT_PACKAGES, groups=(128, 64, 32, 16),
@@ -275,6 +323,7 @@ INT4 = DecoderVariant(
         f"asymmetric), {_CACHE}; {_DEFAULTS}",
 )
 OPTIMUM_INT4 = DecoderVariant(
+    runtime=("openvino",),
     name="optimum-intel-int4", engine="openvino", weights="int4", promise=Promise.QUANTIZED,
     build=build_optimum_int4, load=OpenVinoDecoderSession, packages=FLOAT_PACKAGES, available=OPTIMUM_INTEL.available,
     how="a peer's file: optimum-intel's CLI (`optimum-cli export openvino --task text-generation-with-past "

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -74,6 +75,10 @@ def main() -> None:
     ap.add_argument("--timeout", type=int, default=2400, help="compare's seconds per stage (a 1B file's build "
                     "and check take minutes each; the float reference took 652 s before it decoded with a cache)")
     ap.add_argument("--variant", action="append", help=f"default: {', '.join(VARIANTS)}")
+    ap.add_argument("--default-plan", action="store_true",
+                    help="compare as a user runs it: no --variant, --eval-len, --rounds or --timeout (the plan a "
+                         "model of this size gets, the default held-out window and stage limit); --prompt "
+                         "and --threads still apply")
     args = ap.parse_args()
     cpu = host_cpu()
     flags = ", ".join(f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_int8") if f in cpu.flags)
@@ -91,13 +96,17 @@ def main() -> None:
           f"{params / 1e6:.0f}M parameters, saved in {time.time() - t0:.0f} s; prompt {args.prompt}, decode "
           f"{args.gen}, {args.threads} thread(s), {args.rounds} interleaved rounds")
     out = work / "compare"
-    argv = [sys.executable, "-m", "mobilize", "compare", str(folder), "--task", "generation", "--threads",
-            str(args.threads), "--prompt-len", str(args.prompt), "--gen-len", str(args.gen), "--eval-len", "32",
-            "--rounds", str(args.rounds), "--timeout", str(args.timeout), "-o", str(out),
-            *[a for v in (args.variant or VARIANTS) for a in ("--variant", v)]]
+    argv = [sys.executable, "-m", "mobilize", "compare", str(folder), "--threads", str(args.threads),
+            "--prompt-len", str(args.prompt), "-o", str(out)]
+    if not args.default_plan:
+        argv += ["--task", "generation", "--gen-len", str(args.gen), "--eval-len", "32", "--rounds", str(args.rounds),
+                 "--timeout", str(args.timeout), *[a for v in (args.variant or VARIANTS) for a in ("--variant", v)]]
+    print("run: " + " ".join(["mobilize", *argv[3:]]))
     t0 = time.time()
     done = subprocess.run(argv, capture_output=True, text=True)
-    print(f"compare: exit {done.returncode} in {time.time() - t0:.0f} s (builds, checks, timing)")
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(f"compare: exit {done.returncode} in {time.time() - t0:.0f} s (builds, checks, timing); the largest "
+          f"process's peak RSS {peak:.0f} MB")
     if not (out / "report.json").is_file():
         sys.exit(done.stderr[-3000:])
     report = json.loads((out / "report.json").read_text())
@@ -108,7 +117,7 @@ def main() -> None:
         sys.exit(f"the float reference failed ({failure.get('outcome')}): {failure.get('message')}; "
                  f"{failure.get('hint') or ''}")
     print(f"{'file':<20} {'outcome':<11} {'MB':>7} {'build s':>8} {'ms/tok':>7} {'tok/s':>6} {'TTFT ms':>8} "
-          f"{'read/tok MB':>11} {'bound tok/s':>11} {'% bound':>7} {'RSS MB':>7}")
+          f"{'read/tok MB':>11} {'bound tok/s':>11} {'% bound':>7} {'+mem MB':>7}")
     for v in report["variants"]:
         t = v.get("tokens") or {}
 
@@ -119,7 +128,8 @@ def main() -> None:
               f"{(v.get('build_s') or 0):8.0f} {cell('decode_ms_per_token_p50', '.2f', 7)} "
               f"{cell('decode_tokens_per_s', '.1f', 6)} {cell('ttft_ms_p50', '.0f', 8)} "
               f"{(t.get('bytes_per_token') or 0) / 1e6:11.1f} {cell('bound_tokens_per_s', '.1f', 11)} "
-              f"{cell('percent_of_bound', '.0f', 7)} {cell('check_peak_rss_mb', '.0f', 7)}")
+              f"{'cache' if t.get('cache_resident') else cell('percent_of_bound', '.0f', 7):>7} "
+              f"{cell('footprint_mb', '.0f', 7)}")
     bandwidth = (report.get("generation") or {}).get("bandwidth") or {}
     print(f"bandwidth: {bandwidth.get('gb_per_s', float('nan')):.1f} GB/s on {args.threads} thread(s) "
           f"({bandwidth.get('how', '')})")

@@ -300,6 +300,7 @@ DYNAMIC_IMPORTS = {
     ("mobilize.runtimes.base", "import_backend"): "the third-party packages a runtime declares",
     ("mobilize.sources.models", "_resolve_import"): "the user's own model module (pkg.mod:factory)",
     ("mobilize.backends.executorch.bpte", "read_test_cases"): "executorch's generated flatbuffer modules",
+    ("mobilize.generation.footprint", "_child"): "the third-party runtime modules a decoder variant declares",
 }
 """Where a module is imported by a computed name, which the layer check cannot follow: (module, function) -> why."""
 

@@ -94,7 +94,9 @@ def test_tiny_lm_decoder_files_judged_and_timed_in_tokens(tiny_lm_run):
         assert t["decode_tokens_per_s"] > 0 and t["ttft_ms_p50"] > 0 and t["bytes_per_token"] > 0
         # residency measured (issue #63): the read over the file's working set against DRAM, not the reported cache
         at = band["at_size_gb_per_s"][str(t["bytes_per_token"])]
-        assert t["cache_resident"] == (at is not None and at >= 1.5 * band["gb_per_s"]), (t, band)
+        dram = band["at_size_dram_gb_per_s"][str(t["bytes_per_token"])]  # read right after it: the same moment
+        assert t["cache_resident"] == (at is not None and at >= 1.5 * dram), (t, band)
+        assert "the whole buffer read right after it" in t["cache_rule"]
         assert t["cache_rule"].startswith("measured: its ") and "rule: >= 1.5x DRAM" in t["cache_rule"]
         assert (t["percent_of_bound"] is None) == t["cache_resident"]
         assert t["check_peak_rss_mb"] > 0 and v["latency_ms_p50"] == t["decode_ms_per_token_p50"]
@@ -287,3 +289,33 @@ def test_cache_consistency_tells_a_broken_cache_from_the_files_own_rounding(comm
     assert floor in verdict.reason or (outcome == Outcome.OK and floor == "30 dB"), verdict.reason
     if path and not forget:
         assert cache["sqnr_db"] < Policy().reduced_min_sqnr_db, cache  # under the fixed floor: its rounding passed it
+
+
+def test_a_large_model_gets_the_float_reference_and_one_int4_file_per_engine(run_cli, tiny_llama, tmp_path,
+                                                                              monkeypatch):
+    """Issue #63 item 1: from LARGE_PARAMETERS (read from the folder's safetensors headers, no weight loaded) compare's
+    default is the large plan, said in a note; --plan generation asks for every file.  The threshold and the plan are
+    shrunk here to the tiny model and two fast files: what is tested is the choice and what the report says."""
+    import mobilize.generation.plan as plan
+    from mobilize.lowering.causal_lm import saved_parameters
+
+    transformers = pytest.importorskip("transformers")
+    model = transformers.AutoModelForCausalLM.from_pretrained(tiny_llama)
+    assert saved_parameters(tiny_llama) == sum(p.numel() for p in model.parameters())
+    monkeypatch.setattr(plan, "LARGE_PARAMETERS", saved_parameters(tiny_llama))
+    monkeypatch.setattr(plan, "LARGE_PLAN", ("eager-fp32", "onnx-fp32"))
+    out = tmp_path / "o"
+    code, stdout, err = run_cli("compare", tiny_llama, "--prompt-len", "8", "--gen-len", "4", "--eval-len", "16",
+                                "--rounds", "1", "--time-budget", "1", "-o", out)
+    assert code == 0, err[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    validate(report)
+    assert report["plan"] == "generation-large" and [v["name"] for v in report["variants"]] == ["eager-fp32",
+                                                                                                "onnx-fp32"]
+    assert any("the float reference and one int4 file per engine" in n and "--plan generation builds all" in n
+               for n in report["notes"]), report["notes"]
+    assert plan.default_names(saved_parameters(tiny_llama), "generation") == ([], [])
+    # asked for by name, on any model: accepted (refused here only for the bad number checked after the plan)
+    code, _, err = run_cli("compare", tiny_llama, "--plan", "generation-large", "--rounds", "0", "-o", tmp_path / "p")
+    assert code == 2 and "--rounds" in err and "generation plan" not in err, err
+    assert plan.default_names(1, "generation-large")[0] == list(plan.LARGE_PLAN)

@@ -262,3 +262,20 @@ def test_the_decoder_page_screenshot_shows_the_chart(tmp_path):
     assert shot.exists(), "chromium wrote no screenshot"
     colours = {c for _, c in Image.open(shot).convert("RGB").getcolors(1 << 20)}
     assert (0x15, 0x65, 0xC0) in colours and (0xE6, 0x51, 0x00) in colours  # OK and OVER_BUDGET markers
+
+
+def test_residency_weighs_a_working_set_against_the_dram_read_beside_it():
+    """Issue #63 item 2, seen at Qwen2.5-0.5B's shape (2026-12-02): a 346 MB Q4_0 working set read at 54.0 GB/s in
+    a fast moment of the VM's memory, 1.6x the rounds' median DRAM 33.4 GB/s, was called cache-resident; the whole
+    buffer read right after it (55 GB/s) is the figure it is weighed against, and it is DRAM-bound."""
+    from mobilize.report.results import TokenFigures
+
+    read = 346_206_720
+    band = {"gb_per_s": 33.4, "at_size_gb_per_s": {str(read): 54.0}, "at_size_dram_gb_per_s": {str(read): 55.0}}
+    t = TokenFigures("llamacpp", "int4", "Q4_0", bytes_per_token=read).timed([400.0], 16.0, 17.0, band, None)
+    assert t.cache_resident is False and t.percent_of_bound is not None
+    assert "DRAM 55.0 GB/s (the whole buffer read right after it): not cache-resident" in t.cache_rule
+    small = TokenFigures("llamacpp", "int4", "Q4_0", bytes_per_token=3_000_000).timed(
+        [1.0], 0.2, 0.3, {"gb_per_s": 33.4, "at_size_gb_per_s": {"3000000": 120.0},
+                          "at_size_dram_gb_per_s": {"3000000": 34.0}}, None)
+    assert small.cache_resident is True and small.percent_of_bound is None

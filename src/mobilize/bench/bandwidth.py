@@ -41,10 +41,11 @@ CACHE_RATIO = 1.5
 10-20% between readings here; L3 reads run 2-5x DRAM)."""
 
 
-def residency(working_set_bytes: int | None, at_size_gb_per_s: float | None, dram_gb_per_s: float | None) \
-        -> tuple[bool | None, str]:
+def residency(working_set_bytes: int | None, at_size_gb_per_s: float | None, dram_gb_per_s: float | None,
+              beside: str = "") -> tuple[bool | None, str]:
     """(whether a file whose decode reads ``working_set_bytes`` a token is cache-resident, the rule and figures that
-    decided it), from the read over a buffer of that size and the DRAM figure; (None, why) when not measured.
+    decided it), from the read over a buffer of that size and the DRAM figure (``beside``: how that figure was read,
+    said); (None, why) when not measured.
 
         >>> residency(3_000_000, 80.0, 20.0)[0], residency(309_000_000, 21.5, 20.0)[0]
         (True, False)
@@ -58,7 +59,7 @@ def residency(working_set_bytes: int | None, at_size_gb_per_s: float | None, dra
                        f"{DRAM_READ_MB} MB buffer: read from DRAM")
     resident = at_size_gb_per_s >= CACHE_RATIO * dram_gb_per_s
     return resident, (f"measured: its {working_set_bytes / 1e6:.0f} MB working set read at {at_size_gb_per_s:.1f} GB/s, "
-                      f"DRAM {dram_gb_per_s:.1f} GB/s: {'' if resident else 'not '}cache-resident "
+                      f"DRAM {dram_gb_per_s:.1f} GB/s{beside}: {'' if resident else 'not '}cache-resident "
                       f"(rule: >= {CACHE_RATIO:g}x DRAM)")
 
 
@@ -79,6 +80,10 @@ class Bandwidth:
     at_size_gb_per_s: dict[str, float | None] = dataclasses.field(default_factory=dict)
     """Working set in bytes (as a string, a JSON key) -> the same read over a buffer of that size, GB/s (None: not
     smaller than the DRAM buffer): what decides each file's cache residency (:func:`residency`)."""
+    at_size_dram_gb_per_s: dict[str, float] = dataclasses.field(default_factory=dict)
+    """Working set -> the whole DRAM buffer read right after that read: the figure it is weighed against (a VM's
+    memory moved 31.7-60.3 GB/s between rounds here; a 346 MB read in a fast moment was 1.6x the rounds' median and
+    would have been called cache-resident)."""
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -138,6 +143,7 @@ class RoundSampler:
         self.size_mb = size_mb or DRAM_READ_MB
         self.repeats, self.readings = repeats, []
         self.at_size: dict[str, float | None] = {}
+        self.at_size_dram: dict[str, float] = {}
         self.words: Any = np.ones(self.size_mb * (1 << 20) // 8, dtype=np.uint64)
         bounds = np.linspace(0, len(self.words), max(1, threads) + 1).astype(int)
         self.slices = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
@@ -189,6 +195,7 @@ class RoundSampler:
         self._read(slices)  # warm: its pages in whatever cache holds them, as a decode's weights are
         gb = words * 8 / self._best_s(slices, loops=max(1, len(self.words) // words)) / 1e9
         self.at_size[str(nbytes)] = gb
+        self.at_size_dram[str(nbytes)] = self.words.nbytes / self._best_s() / 1e9  # the same moment's DRAM
         return gb
 
     def result(self, before: float | None) -> Bandwidth:
@@ -199,7 +206,7 @@ class RoundSampler:
                f"of {len(got)} timed round(s): median {statistics.median(got):.1f}, range {min(got):.1f}-"
                f"{max(got):.1f} GB/s" + (f"; {before:.1f} GB/s read once before the builds" if before else ""))
         return Bandwidth(statistics.median(got), self.size_mb, self.repeats, how, len(self.slices), self.llc,
-                         tuple(got), before, dict(self.at_size))
+                         tuple(got), before, dict(self.at_size), dict(self.at_size_dram))
 
     def close(self) -> None:
         self.pool.shutdown()

@@ -41,9 +41,13 @@ def entries(kind: str) -> list[tuple[str, str]]:
     if kind == "plans":
         from mobilize.plans.plan import builtin_plan_names, load_plan
 
+        from mobilize.generation.plan import LARGE_PARAMETERS, LARGE_PLAN
+
         return [(n, load_plan(n).description) for n in builtin_plan_names()] + [(
             "generation", "every engine's decoder files for a causal LM (compare --task generation; the recipes "
-                          "marked [decoder]), the eager float model first")]
+                          "marked [decoder]), the eager float model first"), (
+            "generation-large", f"compare's default for a causal LM of {LARGE_PARAMETERS // 1_000_000}M parameters "
+                                f"or more: {', '.join(LARGE_PLAN)} (--plan generation: every file)")]
     if kind == "targets":
         from mobilize.core.target import TARGETS, Target
 

@@ -10,7 +10,7 @@ other task's (:mod:`mobilize.compare.worker`), with the decoder's unit and measu
   ids, greedy continuations decoded with the cache, the cache against its own prefill; answers ``Ready`` with a
   :class:`~mobilize.accuracy.decoder_verdict.TokenComparison` (the parent's ``assess`` judges it), then times
   rounds until ``Stop`` where the shared timing host cannot take it; the file's memory footprint is measured
-  beside, in a fresh process holding only its runtime (:mod:`mobilize.bench.footprint`).
+  beside, in a fresh process holding only its runtime (:mod:`mobilize.generation.footprint`).
 - the timing host (:mod:`mobilize.compare.host`) holds :class:`HostedDecoder` for each file: every round one
   prefill (time to first token) and the decode steps (time per token), :func:`mobilize.bench.decoding.decode_round`.
 """
@@ -151,7 +151,7 @@ def check_and_serve(conn, job: Job, enter) -> None:
                                  cache, continuation_match(ref["continuations"].tolist(), continuations), gen)
     del logits
     from mobilize.bench.decoding import ttft_note
-    from mobilize.bench.footprint import measure_footprint
+    from mobilize.generation.footprint import measure_footprint
 
     notes = [*getattr(session, "notes", []), ttft_note(session)]
     details = {"check_peak_rss_mb": peak_rss_mb()}

@@ -153,17 +153,23 @@ def _generation(ref: ModelRef, cfg: Any, plan: Any, variants: Sequence[str],
     PlanRun`): every engine's decoder file built, judged token by token and timed in tokens; reports written as it
     goes."""
     from mobilize.generation.model import check_decoder_lengths
-    from mobilize.generation.plan import decoder_plan
+    from mobilize.generation.plan import decoder_plan, default_names
+    from mobilize.lowering.causal_lm import saved_parameters
+    from mobilize.sources.reference import RefKind
+    from pathlib import Path
 
     if cfg.frames:
         raise ConfigError("--frames times camera frames through an image model; a causal LM is timed in tokens",
                           hint="leave out --frames")
-    if plan not in ("default", "generation"):
+    if plan not in ("default", "generation", "generation-large"):
         raise ConfigError(f"a causal LM runs the generation plan (every engine's decoder files), not '{plan}'",
                           hint="leave --plan out, and pick files with --variant")
     _check_numbers(cfg)
     check_decoder_lengths(cfg.prompt_tokens, cfg.gen_tokens, cfg.eval_tokens, cfg.eval_sequences)
-    decoders, notes = decoder_plan(variants)
+    chosen, why = (list(variants), []) if variants else default_names(
+        saved_parameters(Path(ref.path)) if ref.kind == RefKind.MODEL_FOLDER else None, plan)
+    decoders, notes = decoder_plan(chosen, name="generation-large" if why else "generation")
+    notes = why + notes
     if not decoders.variants:
         raise ConfigError("no decoder variant can run here: " + "; ".join(n.removeprefix("plan: left out ")
                                                                           for n in notes))

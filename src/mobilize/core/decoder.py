@@ -157,7 +157,7 @@ class DecoderVariant:
     import it and is forked without it."""
     runtime: tuple[str, ...] = ()
     """The modules its session imports to run a file: a process holding them alone is the runtime's bare baseline,
-    which the file's memory footprint is measured over (:mod:`mobilize.bench.footprint`)."""
+    which the file's memory footprint is measured over (:mod:`mobilize.generation.footprint`)."""
     float_sibling: str | None = None
     """The float file the same tool makes without quantizing (``onnx-genai-int4`` -> ``onnx-genai-fp32``): where
     both run, an export error that file shows against the float model is named on this one too (rule

@@ -23,6 +23,12 @@ from mobilize.core.registry import did_you_mean
 
 REFERENCE = "eager-fp32"
 """The variant speed-ups are measured against."""
+LARGE_PARAMETERS = 200_000_000
+"""From this many parameters (a saved folder's, read from its safetensors headers) compare's default generation plan
+is :data:`LARGE_PLAN`; ``--plan generation`` builds every file."""
+LARGE_PLAN = ("eager-fp32", "executorch-8da4w", "onnx-genai-int4", "openvino-int4", "llamacpp-q4_k_m", "litert-int4")
+"""The float reference and one int4 file per engine (each engine's fastest at Qwen2.5-0.5B's shape): the 0.5B shape
+with llm_shapes.py's seven files took 15 min of 2 cores, every file of the plan would take past 40."""
 
 
 def generation_variants(names: Sequence[str] = ()) -> list[DecoderVariant]:
@@ -102,6 +108,25 @@ class DecoderPlan:
     name: str
     variants: tuple[DecoderStep, ...]
     reference: str = REFERENCE
+
+
+def default_names(parameters: int | None, plan: str) -> tuple[list[str], list[str]]:
+    """The variants compare builds when none is named (an empty list: all), and the note saying why: a model of
+    :data:`LARGE_PARAMETERS` or more, or ``--plan generation-large``, gets :data:`LARGE_PLAN` unless ``--plan
+    generation`` asks for every file.
+
+        >>> default_names(494_000_000, "default")[0][:2], default_names(4_000_000, "default"), default_names(494_000_000, "generation")
+        (['eager-fp32', 'executorch-8da4w'], ([], []), ([], []))
+        >>> default_names(4_000_000, "generation-large")[0] == list(LARGE_PLAN)
+        True
+    """
+    asked = plan == "generation-large"
+    if not asked and (plan == "generation" or not parameters or parameters < LARGE_PARAMETERS):
+        return [], []
+    total = len(generation_variants())
+    model = "--plan generation-large" if asked else f"a {parameters / 1e6:.0f}M-parameter model"
+    return list(LARGE_PLAN), [f"plan: {model}: the float reference and one int4 file per engine "
+                              f"({', '.join(LARGE_PLAN)}); --plan generation builds all {total}, --variant NAME any one"]
 
 
 def decoder_plan(names: Sequence[str] = (), name: str = "generation") -> tuple[DecoderPlan, list[str]]:

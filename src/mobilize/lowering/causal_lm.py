@@ -99,6 +99,26 @@ def not_a_causal_lm(config: dict[str, Any]) -> str | None:
     return None
 
 
+def saved_parameters(folder: Path) -> int | None:
+    """Parameters of a saved transformers folder, from its safetensors files' headers alone (each tensor's shape; no
+    weight is read, nothing unpickled); None where it has no safetensors file or a header cannot be read."""
+    import math
+
+    files = sorted(Path(folder).glob("*.safetensors"))
+    total = 0
+    for f in files:
+        try:
+            with open(f, "rb") as fh:
+                size = int.from_bytes(fh.read(8), "little")
+                if not 0 < size < 1 << 28:
+                    return None
+                header = json.loads(fh.read(size))
+            total += sum(math.prod(v["shape"]) for k, v in header.items() if k != "__metadata__")
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+    return total if files else None
+
+
 def short_sliding_window(config: dict[str, Any]) -> int | None:
     """The sliding attention window of a saved config (``config.json``'s dict) where it bites: set, switched on
     (Qwen2's ``use_sliding_window``) and shorter than the model's context; else None.

@@ -75,7 +75,7 @@ class TokenFigures:
     footprint_mb: float | None = None
     """The file's memory beyond its runtime: the peak resident memory of a fresh process that imports only the
     runtime, loads the file, runs the prompt and a few decode steps, less ``baseline_mb``
-    (:mod:`mobilize.bench.footprint`)."""
+    (:mod:`mobilize.generation.footprint`)."""
     baseline_mb: float | None = None
     """That process's resident memory with the runtime imported and nothing loaded (the runtime's bare cost)."""
     footprint_peak_mb: float | None = None
@@ -90,7 +90,10 @@ class TokenFigures:
         rate = 1000.0 / p50_ms if p50_ms else None
         read = self.working_set(shapes)
         gb_per_s, at_size = bandwidth.get("gb_per_s"), bandwidth.get("at_size_gb_per_s") or {}
-        resident, rule = residency(read, at_size.get(str(read)), gb_per_s) if str(read) in at_size else \
+        paired = (bandwidth.get("at_size_dram_gb_per_s") or {}).get(str(read))
+        resident, rule = residency(read, at_size.get(str(read)), paired or gb_per_s,
+                                   " (the whole buffer read right after it)" if paired else "") \
+            if str(read) in at_size else \
             (None, "not measured: no read at its working set's size in this run (its bound is the DRAM one)")
         bound = decode_bound(gb_per_s, read) if gb_per_s and read and not resident else None
         return dataclasses.replace(self, ttft_ms_rounds=list(ttft_ms), bytes_per_token=read, cache_resident=resident,

@@ -36,7 +36,7 @@ def measure_footprint(name: str, path: Path, threads: int, max_len: int, prompt:
                           "prompt": [int(t) for t in prompt]})
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "TRANSFORMERS_VERBOSITY": "error"}
     try:
-        done = subprocess.run([sys.executable, "-m", "mobilize.bench.footprint"], input=request, text=True,
+        done = subprocess.run([sys.executable, "-m", "mobilize.generation.footprint"], input=request, text=True,
                               capture_output=True, timeout=timeout_s, env=env)
     except subprocess.TimeoutExpired:
         return {"error": f"not measured: its process took over {timeout_s:.0f} s"}

@@ -12,6 +12,10 @@ memory bandwidth measured in the same run on the decode's threads divided by the
 
     .venv/bin/python benchmarks/llm_shapes.py [--shape qwen2.5-0.5b|llama-3.2-1b] [--threads 2] [--rounds 5]
         [--prompt 128] [--gen 64] [--variant NAME ...]
+    .venv/bin/python benchmarks/llm_shapes.py --default-plan --prompt 128   # compare as a user runs it
+
+With ``--default-plan`` compare gets the folder with no ``--variant``, ``--eval-len``, ``--rounds`` or ``--timeout``:
+the plan a model of this size gets by default (``generation-large``), its wall time and phases printed.
 """
 
 from __future__ import annotations
@@ -93,8 +97,9 @@ def main() -> None:
     byte_tokenizer(folder)
     del model
     print(f"CPU: {cpu.model} ({flags}); {time.strftime('%Y-%m-%d')}; {title} shape, random weights, "
-          f"{params / 1e6:.0f}M parameters, saved in {time.time() - t0:.0f} s; prompt {args.prompt}, decode "
-          f"{args.gen}, {args.threads} thread(s), {args.rounds} interleaved rounds")
+          f"{params / 1e6:.0f}M parameters, saved in {time.time() - t0:.0f} s; prompt {args.prompt}, {args.threads} "
+          f"thread(s), " + ("compare's defaults otherwise" if args.default_plan else
+                            f"decode {args.gen}, {args.rounds} interleaved rounds"))
     out = work / "compare"
     argv = [sys.executable, "-m", "mobilize", "compare", str(folder), "--threads", str(args.threads),
             "--prompt-len", str(args.prompt), "-o", str(out)]
@@ -117,7 +122,7 @@ def main() -> None:
         sys.exit(f"the float reference failed ({failure.get('outcome')}): {failure.get('message')}; "
                  f"{failure.get('hint') or ''}")
     print(f"{'file':<20} {'outcome':<11} {'MB':>7} {'build s':>8} {'ms/tok':>7} {'tok/s':>6} {'TTFT ms':>8} "
-          f"{'read/tok MB':>11} {'bound tok/s':>11} {'% bound':>7} {'+mem MB':>7}")
+          f"{'read/tok MB':>11} {'bound tok/s':>11} {'% bound':>7} {'+mem MB':>7} {'build MB':>8}")
     for v in report["variants"]:
         t = v.get("tokens") or {}
 
@@ -129,7 +134,7 @@ def main() -> None:
               f"{cell('decode_tokens_per_s', '.1f', 6)} {cell('ttft_ms_p50', '.0f', 8)} "
               f"{(t.get('bytes_per_token') or 0) / 1e6:11.1f} {cell('bound_tokens_per_s', '.1f', 11)} "
               f"{'cache' if t.get('cache_resident') else cell('percent_of_bound', '.0f', 7):>7} "
-              f"{cell('footprint_mb', '.0f', 7)}")
+              f"{cell('footprint_mb', '.0f', 7)} {(v.get('build_peak_rss_mb') or 0):8.0f}")
     bandwidth = (report.get("generation") or {}).get("bandwidth") or {}
     print(f"bandwidth: {bandwidth.get('gb_per_s', float('nan')):.1f} GB/s on {args.threads} thread(s) "
           f"({bandwidth.get('how', '')})")

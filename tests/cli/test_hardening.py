@@ -267,6 +267,18 @@ def test_a_model_that_crashes_or_hangs_before_the_variants_is_one_line(run_cli, 
         assert not out.exists(), "a failed run removes the folder it created"
 
 
+def test_debug_shows_where_the_float_reference_failed_in_its_worker(run_cli, tmp_path):
+    """The reference runs in a worker: without --debug one line, with it the worker's own traceback (it was the
+    parent's alone, which ends at the message it received)."""
+    model = tmp_path / "bad.py"
+    model.write_text("import torch\nclass Net(torch.nn.Module):\n    def forward(self, x):\n"
+                     "        raise ValueError('planted in forward')\n")
+    code, _, err = run_cli("compare", f"{model}:Net", "--plan", "quick", *TINY, "-o", tmp_path / "o")
+    assert_one_line_error(code, err, "the float reference failed", "planted in forward")
+    code, _, err = run_cli("compare", f"{model}:Net", "--plan", "quick", *TINY, "-o", tmp_path / "p", "--debug")
+    assert code == 2 and "In the child process:" in err and f'File "{model}", line 4, in forward' in err, err[-3000:]
+
+
 # -- item 4: no raw torch tracebacks from a damaged .pt2 ----------------------------------------------
 def test_damaged_pt2_is_one_line_without_torch_log(tmp_path):
     """A whole zip that still is no readable program: torch.export.load logs the reason with its traceback

@@ -84,6 +84,7 @@ def test_tiny_lm_decoder_files_judged_and_timed_in_tokens(tiny_lm_run):
     got = {v["name"]: v for v in report["variants"]}
     fp32, int4 = got["onnx-fp32"], got["onnx-int4"]
     assert fp32["outcome"] == "OK" and fp32["verdict"]["fidelity"]["rule"] == "float-sqnr"
+    assert all(v["build_peak_rss_mb"] > 0 for v in (fp32, int4))  # each build's own process's peak
     assert fp32["tokens"]["top1_agreement"] > 0.99 and fp32["tokens"]["continuation_match_tokens"] == [8, 8, 8, 8]
     assert int4["outcome"] in ("OK", "OVER_BUDGET") and int4["tokens"]["weights"] == "int4"
     assert int4["size_bytes"] < fp32["size_bytes"] and int4["tokens"]["bytes_per_token"] < fp32["tokens"]["bytes_per_token"]

@@ -43,6 +43,21 @@ def test_the_split_is_by_file_and_fixed():
     assert torch.equal(first, tiny_lm.held_out_ids(4, 32))
 
 
+def test_held_out_windows_span_files_with_a_tokenizer_that_has_no_end_of_text(tmp_path):
+    """A user's tokenizer need not have tiny_lm's end-of-text token: the files then follow each other (a window
+    across two files held None, and compare's float reference failed with a TypeError at --eval-len 128)."""
+    from tokenizers import Tokenizer
+
+    from tests.decoder_files import save_byte_tokenizer
+
+    save_byte_tokenizer(tmp_path, 264)
+    tokenizer = Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    assert tokenizer.token_to_id(tiny_lm.END_OF_TEXT) is None
+    first_file = next(tiny_lm._held_out_stream(tokenizer, None))
+    ids = tiny_lm.held_out_ids(2, len(first_file), tokenizer=tokenizer)  # the second window is in the next file
+    assert ids.shape == (2, len(first_file)) and ids[0].tolist() == first_file and int(ids.max()) < 264
+
+
 def test_held_out_perplexity_is_far_below_uniform(model):
     ids = tiny_lm.held_out_ids(16, tiny_lm.SEQ_LEN)
     with torch.inference_mode():

@@ -163,6 +163,8 @@ def run(args: argparse.Namespace) -> int:
     except ReferenceFailed as exc:
         progress.close()
         out = Path(args.output)
+        if getattr(args, "debug", False) and getattr(exc, "child_traceback", None):
+            print(f"In the child process:\n{exc.child_traceback}", file=sys.stderr, end="")
         print(f"mobilize: error: {exc}; kept {out / 'report.json'} (failed stage: {exc.failed_stage}) and "
               f"{out / 'logs'}", file=sys.stderr)
         # a stage that ran out of the default time is the model's or the machine's pace, not a bad input

@@ -103,6 +103,7 @@ def file_bytes(path: Path, exclude: tuple[str, ...] = ()) -> int:
 
 
 def build(job: Job) -> Built:
+    from mobilize.bench.harness import peak_rss_mb
     from mobilize.core.backend import BACKENDS
     from mobilize.core.errors import BackendUnavailableError
     from mobilize.generation.package import PACKAGE_FILES, write_package
@@ -119,7 +120,8 @@ def build(job: Job) -> Built:
     formats = list(BACKENDS.get(variant.engine).formats)
     fmt = formats[0] if formats else variant.engine
     details = {"engine": variant.engine, "weights": variant.weights, "how": variant.how,
-               "build_s": time.perf_counter() - t0, **({"group": variant.group} if variant.group else {}),
+               "build_s": time.perf_counter() - t0, "build_peak_rss_mb": round(peak_rss_mb(), 1),
+               **({"group": variant.group} if variant.group else {}),
                **({"bytes_per_token": variant.bytes_read(path)} if variant.bytes_read else {})}
     notes = write_package(model_folder(job), path, variant, None, out)  # what runs it, beside it (mobilize generate)
     return Built(str(path), fmt, file_bytes(path, exclude=PACKAGE_FILES), str(variant.promise), notes, details)

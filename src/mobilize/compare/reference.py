@@ -31,10 +31,10 @@ def run_reference(run: PlanRun) -> None:
         run.reference_failure = {"stage": exc.stage, "outcome": str(exc.outcome), "message": exc.message,
                                  "timeout_s": run.cfg.timeout_s, "hint": hint}
         run.save()  # the folder keeps its logs and a report saying what failed
-        if exc.internal:
-            raise InternalError(f"the float reference failed: {exc.message}") from None
-        raise ReferenceFailed(f"the float reference failed: {exc.message}", outcome=exc.outcome, stage=exc.stage,
-                              hint=hint) from None
+        failed = InternalError(f"the float reference failed: {exc.message}") if exc.internal else ReferenceFailed(
+            f"the float reference failed: {exc.message}", outcome=exc.outcome, stage=exc.stage, hint=hint)
+        failed.child_traceback = exc.trace  # what --debug prints (the worker's own traceback)
+        raise failed from None
     except BaseException:
         ref.kill()  # interrupted: do not wait for it
         raise

@@ -163,6 +163,10 @@ class DecoderVariant:
     both run, an export error that file shows against the float model is named on this one too (rule
     ``float-sibling``: :func:`mobilize.accuracy.decoder_verdict.judge_siblings`), not charged to quantization.  None:
     the tool makes no float file here (llama.cpp's f16 is its nearest; a peer's CLI file)."""
+    slow_build: bool = False
+    """Its tool takes minutes at a real size (torch.export and a lowering: ExecuTorch's XNNPACK partitions took 326 s
+    of fake-tensor passes at Qwen2.5-0.5B's shape, litert-torch's signatures 296 s): compare builds such files
+    after the others, so the quick files' checks run beside them instead of waiting."""
     groups_pad: bool = False
     """Its tool pads a linear whose in-features a group does not divide (ONNX Runtime's MatMulNBits blocks), so every
     group it offers fits every model; else a group that does not divide some linear is left off tune's ladder (the

@@ -95,6 +95,10 @@ class DecoderStep:
     def name(self) -> str:
         return self.variant.name
 
+    @property
+    def slow_build(self) -> bool:
+        return self.variant.slow_build
+
     def to_dict(self) -> dict:
         return {"name": self.name, "engine": self.variant.engine, "decoder": True,
                 "loads_transformers": self.variant.session_loads_transformers}

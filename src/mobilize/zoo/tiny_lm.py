@@ -94,14 +94,15 @@ def load_tokenizer():
 
 
 def _held_out_stream(tokenizer, root: Path | None) -> Iterator[list[int]]:
-    """The held-out files' token ids, each followed by the end-of-text id, in the order of a hash of their
-    relative paths (a fixed shuffle, so the first sequences come from many modules, not one package)."""
+    """The held-out files' token ids, each followed by the end-of-text id (where the tokenizer has one: a user's
+    model's tokenizer may not, and its files then follow each other), in the order of a hash of their relative
+    paths (a fixed shuffle, so the first sequences come from many modules, not one package)."""
     root = root or stdlib_root()
-    eot = tokenizer.token_to_id(END_OF_TEXT)
+    eot = [] if tokenizer.token_to_id(END_OF_TEXT) is None else [tokenizer.token_to_id(END_OF_TEXT)]
     files = sorted(corpus_files("held-out", root),
                    key=lambda p: hashlib.sha256(p.relative_to(root).as_posix().encode()).hexdigest())
     for path in files:
-        yield tokenizer.encode(read_source(path)).ids + [eot]
+        yield tokenizer.encode(read_source(path)).ids + eot
 
 
 def held_out_ids(n_sequences: int = 64, seq_len: int = SEQ_LEN, tokenizer=None, root: Path | None = None) -> torch.Tensor:

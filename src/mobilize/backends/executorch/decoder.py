@@ -143,12 +143,14 @@ RUNTIME = ("torch", "executorch.runtime", "executorch.extension.llm.custom_ops.c
 _CACHE = "ExecuTorch custom SDPA/KV-cache ops, static KV cache (max_position_embeddings, at most 1024 tokens)"
 
 FP32 = DecoderVariant(
+    slow_build=True,
     runtime=RUNTIME,
     name="executorch-fp32", engine="executorch", weights="fp32", promise=Promise.FLOAT,
     build=build_fp32, load=ExecuTorchDecoderSession, packages=FLOAT_PACKAGES,
     how=f"ExecuTorch XNNPACK float32, {_CACHE}",
 )
 INT4_8DA4W = DecoderVariant(
+    slow_build=True,
     runtime=RUNTIME,
     name="executorch-8da4w", engine="executorch", weights="int4", promise=Promise.QUANTIZED,
     float_sibling="executorch-fp32",
@@ -158,6 +160,7 @@ INT4_8DA4W = DecoderVariant(
         f"in-features; the embedding table int8 per row, as optimum-executorch's --qembedding 8w), XNNPACK, {_CACHE}",
 )
 OPTIMUM_8DA4W = DecoderVariant(
+    slow_build=True,
     runtime=RUNTIME,
     name="optimum-executorch-8da4w", engine="executorch", weights="int4", promise=Promise.QUANTIZED,
     build=build_optimum_8da4w, load=ExecuTorchDecoderSession, packages=FLOAT_PACKAGES, available=OPTIMUM_EXECUTORCH.available,

@@ -161,12 +161,14 @@ _RUN = ("litert-torch generative conversion (Llama, Mistral or Qwen2 re-authored
         "external KV cache), ai-edge-litert CompiledModel with XNNPACK, the cache bound in place")
 
 FP32 = DecoderVariant(
+    slow_build=True,
     runtime=("ai_edge_litert.compiled_model",),
     name="litert-fp32", engine="litert", weights="fp32", promise=Promise.FLOAT,
     build=build_fp32, load=LiteRTDecoderSession, packages=BUILD_PACKAGES,
     how=f"float32, {_RUN}",
 )
 INT4 = DecoderVariant(
+    slow_build=True,
     runtime=("ai_edge_litert.compiled_model",),
     name="litert-int4", engine="litert", weights="int4", promise=Promise.QUANTIZED,
     float_sibling="litert-fp32",

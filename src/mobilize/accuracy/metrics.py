@@ -315,8 +315,9 @@ def sqnr_db(reference: Any, candidate: Any) -> float:
     """
     import numpy as np
 
-    ref = np.asarray(reference.detach().cpu() if hasattr(reference, "detach") else reference).reshape(-1)
-    got = np.asarray(candidate.detach().cpu() if hasattr(candidate, "detach") else candidate).reshape(-1)
+    ref, got = np.broadcast_arrays(np.asarray(reference.detach().cpu() if hasattr(reference, "detach") else reference),
+                                   np.asarray(candidate.detach().cpu() if hasattr(candidate, "detach") else candidate))
+    ref, got = ref.reshape(-1), got.reshape(-1)  # shapes that do not broadcast raise, as the whole-array form did
     signal = noise = 0.0
     for at in range(0, max(ref.size, 1), SQNR_CHUNK):  # float64 a chunk at a time: a 0.5B decoder's held-out
         r = ref[at:at + SQNR_CHUNK].astype(np.float64)  # logits are 1.25 GB of float32 (20 s, 5 GB as one array)

@@ -27,8 +27,9 @@ LARGE_PARAMETERS = 200_000_000
 """From this many parameters (a saved folder's, read from its safetensors headers) compare's default generation plan
 is :data:`LARGE_PLAN`; ``--plan generation`` builds every file."""
 LARGE_PLAN = ("eager-fp32", "executorch-8da4w", "onnx-genai-int4", "openvino-int4", "llamacpp-q4_k_m", "litert-int4")
-"""The float reference and one int4 file per engine (each engine's fastest at Qwen2.5-0.5B's shape): the 0.5B shape
-with llm_shapes.py's seven files took 15 min of 2 cores, every file of the plan would take past 40."""
+"""The float reference and one int4 file per engine (each engine's fastest at Qwen2.5-0.5B's shape): with compare's
+defaults the 0.5B shape took 21 min of 2 quiet Zen 4 cores with these six files (docs/results.md, run J; ExecuTorch's
+and LiteRT's builds 816 s of it); every file of the plan would take past 40."""
 
 
 def generation_variants(names: Sequence[str] = ()) -> list[DecoderVariant]:

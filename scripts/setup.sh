@@ -23,6 +23,16 @@ if command -v cc >/dev/null 2>&1 && { ! head -c 4 .venv/bin/mobilize | grep -q E
     cc -O2 -Wall -o .venv/bin/mobilize.new -DPYTHON="\"$PWD/.venv/bin/python\"" scripts/mobilize-launcher.c \
         && mv .venv/bin/mobilize.new .venv/bin/mobilize
 fi
+# OpenSSH's server for the device tests (issue #64): they start it themselves on 127.0.0.1 on a free port with keys
+# in a temp folder, and stop it; installing it starts no server here (no init system runs one in a container)
+if ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "setup: installing Debian's openssh-server for the loopback device tests" >&2
+    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends openssh-server >/dev/null 2>&1; then
+        apt-get update -q >/dev/null 2>&1 || true
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends openssh-server >/dev/null 2>&1 \
+            || echo "setup: could not install openssh-server; the device tests will say so and not run" >&2
+    fi
+fi
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     echo "setup: installing Debian's chromium for the browser test of report.html" >&2
     if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1; then

@@ -54,6 +54,15 @@ def versions() -> dict[str, str]:
     return out
 
 
+def set_quantized_engine() -> None:
+    """qnnpack on aarch64: PyPI's aarch64 torch defaults to the "x86" engine (fbgemm), whose packed weights refuse
+    to load there ("unknown architecure"); qnnpack is what PyTorch Mobile runs int8 with on arm."""
+    import torch
+
+    if platform.machine() == "aarch64" and "qnnpack" in torch.backends.quantized.supported_engines:
+        torch.backends.quantized.engine = "qnnpack"
+
+
 def run(folder: Path) -> dict:
     """Every file of the request on the same samples, one after another (the runtimes import once: under
     emulation importing torch and executorch takes minutes).  A file that fails records its error."""
@@ -66,10 +75,7 @@ def run(folder: Path) -> dict:
 
     request = json.loads((folder / "request.json").read_text())
     torch.set_num_threads(request["threads"])
-    if platform.machine() == "aarch64" and "qnnpack" in torch.backends.quantized.supported_engines:
-        # PyPI's aarch64 torch defaults to the "x86" engine (fbgemm), whose packed weights refuse to load here
-        # ("unknown architecure"); qnnpack is what PyTorch Mobile runs int8 with on arm
-        torch.backends.quantized.engine = "qnnpack"
+    set_quantized_engine()
     with np.load(folder / "inputs.npz") as z:
         arrays = {k: z[k] for k in z.files}
     samples = []

@@ -127,7 +127,7 @@ def run_children(files: Sequence[tuple[str | os.PathLike, str | None]], samples:
         (folder / "request.json").write_text(json.dumps({
             "files": [{"artifact": n, "runtime": r} for n, (_, r) in zip(names, files)], "threads": threads,
             "samples": len(samples), "inputs": len(samples[0]) if samples else 0}, allow_nan=False))
-        command, env = _command(folder, on, cpu)
+        command, env = child_command(folder, on, cpu)
         what = ", ".join(Path(a).name for a, _ in files)
         _run(command, env, timeout_s, log_path, on, what)
         report = json.loads((folder / "machine.json").read_text())
@@ -146,13 +146,14 @@ def run_children(files: Sequence[tuple[str | os.PathLike, str | None]], samples:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _command(folder: Path, on: str, cpu: str) -> tuple[list[str], dict[str, str]]:
+def child_command(folder: Path, on: str, cpu: str, module: str = "mobilize.arm64.child"
+             ) -> tuple[list[str], dict[str, str]]:
     import mobilize
 
     src = Path(mobilize.__file__).resolve().parent.parent  # the checkout's src/ (or site-packages)
     if on == "host":
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")])}
-        return [sys.executable, "-m", "mobilize.arm64.child", str(folder)], env
+        return [sys.executable, "-m", module, str(folder)], env
     rootfs = root_dir() / "rootfs"
     inside = "/" + str(folder.relative_to(rootfs))
     describe_cpu(folder / "cpu", cpu)
@@ -165,7 +166,7 @@ def _command(folder: Path, on: str, cpu: str) -> tuple[list[str], dict[str, str]
     return (["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, str(rootfs),
              str(src / "mobilize"), str(folder / "cpu"), "/usr/bin/env", "-i", f"QEMU_CPU={cpu}", "HOME=/tmp", "PYTHONNOUSERSITE=1",
              "PYTHONDONTWRITEBYTECODE=1", "PYTHONPATH=/opt/mobilize/src:/opt/mobilize/site",
-             "/usr/bin/python3", "-m", "mobilize.arm64.child", inside], env)
+             "/usr/bin/python3", "-m", module, inside], env)
 
 
 def describe_cpu(where: Path, cpu: str) -> None:

@@ -23,6 +23,7 @@ from mobilize.accuracy.verify import DEFAULT_POLICY
 
 
 def add_parser(sub) -> None:
+    """Long because every one of compare's flags is declared here, each with the help a user reads."""
     p = sub.add_parser("compare", help="every variant side by side: speed, size, accuracy, verdicts (the main job)",
                        description="Build every variant of a plan, check each against the float model on real data, "
                                    "time them in interleaved rounds, and recommend the fastest within your accuracy "
@@ -71,6 +72,9 @@ def add_parser(sub) -> None:
                    help="the device the files are for (decides ONNX reduce_range, the default int8 engine)")
     p.add_argument("--verify-on", choices=["arm64"], metavar="arm64",
                    help="also check every file on arm64 kernels under QEMU (needs scripts/setup-arm64.sh)")
+    p.add_argument("--on", action="append", default=None, metavar="DEVICE",
+                   help="also check and time every file on DEVICE (repeat; host, arm64, ssh://[user@]host[:port] or "
+                        "a `mobilize devices` name): one table, one pick per device; the host times only if named")
     p.add_argument("--arm64-cpu", default=None, metavar="MODEL",
                    help="QEMU CPU model for --verify-on arm64: cortex-a76 (default), cortex-a72, cortex-a53, "
                         "neoverse-n1, max")
@@ -132,7 +136,8 @@ def run(args: argparse.Namespace) -> int:
 
     check_at_least(args.prompt_len, 1, "--prompt-len")
     check_at_least(args.gen_len, 1, "--gen-len")
-    if args.arm64_cpu is not None and not args.verify_on:
+    devices = _devices(args.on)
+    if args.arm64_cpu is not None and not args.verify_on and "arm64" not in devices:
         raise ConfigError("--arm64-cpu picks the emulated CPU of --verify-on arm64, which is not given",
                           hint="add --verify-on arm64, or leave --arm64-cpu out")
     arm64_cpu = args.arm64_cpu or "cortex-a76"
@@ -155,7 +160,8 @@ def run(args: argparse.Namespace) -> int:
                            prompt_tokens=args.prompt_len, gen_tokens=args.gen_len, eval_tokens=args.eval_len,
                            unit=args.unit,
                            bound_args=bound_args_from_args(args), task=task, metric=metric,
-                           verify_on=args.verify_on, arm64_cpu=arm64_cpu, frames=frames)
+                           verify_on=args.verify_on, arm64_cpu=arm64_cpu, frames=frames,
+                           devices=devices, timed=not args.on or "host" in args.on)
     progress = Progress()
     started = int(time.time())  # whole seconds: file systems keep coarse modification times
     try:
@@ -187,9 +193,37 @@ def run(args: argparse.Namespace) -> int:
         print()
         for line in report_lines(report):
             print(line)
+    if report.get("devices"):
+        from mobilize.report.devices import device_lines
+
+        print()
+        for line in device_lines(report):
+            print(line)
     for note in report.get("notes", []):
         print(f"note: {note}")
     return _wrote(report, Path(args.output))
+
+
+def _devices(on: list[str] | None) -> tuple[str, ...]:
+    """``--on``'s devices other than host, each reached and asked what it holds before any work (one line, exit 2
+    for an unknown name, a bad address, a device that does not answer or lacks numpy, torch or Python 3.10)."""
+    from mobilize.cli.devices import lacking
+    from mobilize.core.errors import ConfigError
+    from mobilize.devices import resolve
+
+    specs = tuple(dict.fromkeys(d for d in on or () if d != "host"))
+    for spec in specs:
+        device = resolve(spec)
+        if device.kind != "ssh":
+            continue
+        try:
+            lacks = lacking(device.probe())
+        finally:
+            device.close()
+        if lacks:
+            raise ConfigError(f"device {spec} lacks {'; '.join(lacks)}",
+                              hint=f"`mobilize devices check {spec}` says what is there")
+    return specs
 
 
 def _wrote(report: dict, out) -> int:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import argparse
     from typing import Sequence
 
-SUBCOMMANDS = ("bench", "optimize", "compare", "generate", "list", "lint", "sweep", "tune", "verify")
+SUBCOMMANDS = ("bench", "optimize", "compare", "devices", "generate", "list", "lint", "sweep", "tune", "verify")
 
 
 def build_parser() -> argparse.ArgumentParser:

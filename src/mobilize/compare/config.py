@@ -80,7 +80,10 @@ class CompareConfig:
     arm64_cpu: str = "cortex-a76"
     """The QEMU CPU model for ``verify_on`` (its features decide the kernels: fp16, dotprod, i8mm)."""
     timed: bool = True
-    """False: build and judge every file, no timed rounds (``optimize`` of a causal LM)."""
+    """False: build and judge every file, no timed rounds (``optimize`` of a causal LM; ``--on`` without host)."""
+    devices: tuple[str, ...] = ()
+    """``--on DEVICE`` other than host: each file also checked and timed there, after the host's stages
+    (:mod:`mobilize.compare.devices`): ``arm64``, ``ssh://...`` or a devices-file name."""
 
     @property
     def max_len(self) -> int:

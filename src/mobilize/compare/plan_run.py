@@ -65,6 +65,8 @@ class PlanRun:
         self.host: TimingHost | None = None
         """The shared timing host of the torch-timed variants (:mod:`mobilize.compare.host`), once one is needed."""
         self.recommended: dict[str, Any] | None = None
+        self.devices: dict[str, Any] | None = None
+        """``--on``: each device's section (:func:`mobilize.compare.devices.run_on_devices`)."""
         self.machine_load = None
         """How busy the machine was during the timed rounds (:mod:`mobilize.bench.load`)."""
         self.bandwidth: dict[str, Any] | None = None
@@ -123,6 +125,7 @@ class PlanRun:
             "machine_load": self.machine_load.to_json() if self.machine_load else None,
             "generation": self._generation_facts(),
             "variants": [r.to_json() for r in self.results.values()],
+            "timed_on_host": self.cfg.timed, "devices": self.devices,
         }
 
     def _call_rows(self) -> int | None:
@@ -202,6 +205,8 @@ class PlanRun:
             self._finish()
             if self.cfg.verify_on:
                 self._verify_on()
+            if self.cfg.devices:
+                self._on_devices()
             self.seconds.finish()
             self.complete = True
             self.save()
@@ -366,6 +371,32 @@ class PlanRun:
         reference = torch.load(self.workdir / "reference.pt", weights_only=True)
         verify_variants(self.results, xs, ys, reference, policy=self.cfg.policy, cpu=self.cfg.arm64_cpu,
                         timeout_s=self.cfg.timeout_s, log_dir=self.log_dir, status=self.status, save=self.save)
+
+    def _on_devices(self) -> None:
+        """Every file checked and timed on each ``--on`` device (:mod:`mobilize.compare.devices`)."""
+        import torch
+
+        from mobilize.compare.worker import accuracy_set
+        from mobilize.devices import resolve
+        from mobilize.compare.devices import run_on_devices
+
+        job = self.job("device", {"name": "reference"})
+        unlike = "decoder files are not run on a device yet" if self.decoding is not None else \
+            _fed_unlike_single_calls(job)
+        if unlike:  # the device child runs one call per sample, as the arm64 one does
+            self.devices = {spec: {"failure": f"not run on the device: {unlike}", "variants": {}}
+                            for spec in self.cfg.devices}
+            return
+        xs, ys = accuracy_set(job)
+        reference = torch.load(self.workdir / "reference.pt", weights_only=True)
+        self.devices = {}
+        for spec in self.cfg.devices:
+            self.devices.update(run_on_devices(
+                [resolve(spec, arm64_cpu=self.cfg.arm64_cpu)], self.results, xs, ys, reference,
+                policy=self.cfg.policy, rounds=self.cfg.rounds, iterations=max(1, self.cfg.iterations // self.cfg.rounds),
+                threads=self.cfg.threads, timeout_s=self.cfg.timeout_s, unit=self.cfg.unit, log_dir=self.log_dir,
+                status=self.status))
+            self.save()
 
     def _finish(self) -> None:
         """Speed-ups against the reference variant with their intervals, and the recommendation."""

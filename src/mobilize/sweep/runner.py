@@ -55,6 +55,7 @@ class SweepConfig:
             compare["policy"] = Policy(**compare["policy"])
         compare["input_specs"] = tuple(compare.get("input_specs") or ())
         compare["input_names"] = tuple(compare.get("input_names") or ())
+        compare["devices"] = tuple(compare.get("devices") or ())
         return cls(**{**data, "compare": CompareConfig(**compare)})
 
 

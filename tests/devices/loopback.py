@@ -30,8 +30,11 @@ def free_port() -> int:
 
 
 class LoopbackSshd:
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, force_command: str | None = None) -> None:
         self.folder = Path(folder)
+        self.force_command = force_command
+        """What every login runs instead of its command (which it finds in $SSH_ORIGINAL_COMMAND): the arm64
+        test's entry into the arm64 root."""
         self.user = getpass.getuser()
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
@@ -54,7 +57,8 @@ class LoopbackSshd:
             f"Port {self.port}\nListenAddress 127.0.0.1\nHostKey {d / 'host_key'}\n"
             f"AuthorizedKeysFile {d / 'authorized_keys'}\nPidFile {d / 'sshd.pid'}\nPasswordAuthentication no\n"
             f"KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nPermitRootLogin prohibit-password\n"
-            f"AcceptEnv none\nSubsystem sftp internal-sftp\n")
+            f"AcceptEnv none\nSubsystem sftp internal-sftp\n"
+            + (f"ForceCommand {self.force_command}\n" if self.force_command else ""))
         self.config = d / "ssh_config"
         self.config.write_text(
             f"Host 127.0.0.1\n  IdentityFile {d / 'client_key'}\n  IdentitiesOnly yes\n"
@@ -108,3 +112,23 @@ def descendants(root: int, comm: str | None = None) -> list[int]:
         out += kids
         todo += kids
     return [p for p in out if comm is None or name.get(p, "").startswith(comm)]
+
+
+def arm64_login(folder: Path, rootfs: Path, cpu: str) -> Path:
+    """A login that enters the arm64 root under QEMU (``cpu``), as compare's own arm64 child enters it
+    (:func:`mobilize.arm64.run.child_command`): its own mount namespace, /proc, the emulated CPU's /proc/cpuinfo and
+    /sys, then chroot, the login's command run there by the root's shell with the root's Python packages."""
+    from mobilize.arm64.run import describe_cpu
+
+    cpu_dir = folder / "cpu"
+    if not cpu_dir.exists():
+        describe_cpu(cpu_dir, cpu)
+    script = folder / "enter-arm64-root"
+    inner = ('mount -t proc proc "$0/proc" && mount --bind "$1/cpuinfo" "$0/proc/cpuinfo" && '
+             'mount --bind "$1/sys" "$0/sys" && exec chroot "$0" /usr/bin/env -i QEMU_CPU=' + cpu +
+             ' HOME=/tmp PATH=/usr/sbin:/usr/bin:/sbin:/bin PYTHONNOUSERSITE=1 PYTHONPATH=/opt/mobilize/site '
+             '/bin/sh -c "$SSH_ORIGINAL_COMMAND"')
+    script.write_text("#!/bin/sh\n# the login's command, run inside the arm64 root under QEMU\n"
+                      f"exec unshare --mount --propagation private -- sh -c '{inner}' {rootfs} {cpu_dir}\n")
+    script.chmod(0o755)
+    return script

@@ -95,6 +95,7 @@ def test_compare_on_host_and_device_one_table_one_pick_each(lo, tmp_path):
         row = next(ln for ln in table if ln.startswith(name + " "))
         assert row.count(" ms OK") == 2, row
     assert any(ln.startswith("lo: pick ") for ln in table) and any(ln.startswith("lo: pushed ") for ln in table)
+    assert "<h2>Devices</h2>" in (tmp_path / "out" / "report.html").read_text()
     # a second run: nothing pushed again (ONNX files are built byte for byte the same; TorchScript's are not), the
     # host not timed (--on lo alone), the device's pick made
     again, report2 = _compare(tmp_path, "--variant", "onnx-fp32", "--on", "lo", out="out2")
@@ -168,3 +169,21 @@ def test_ctrl_c_leaves_nothing_on_the_device(lo, tmp_path):
         time.sleep(0.2)
     assert not _device_children(lo)
     assert list((lo / "runs").iterdir()) == []  # the run folder removed too
+
+
+def test_bench_a_file_on_the_device(lo, tmp_path, run_cli):
+    code, _, err = run_cli("optimize", "zoo:conv_bn_relu", "--recipe", "onnx-fp32", "-o", tmp_path / "o")
+    assert code == 0, err
+    [onnx] = (tmp_path / "o").rglob("*.onnx")
+    proc = subprocess.run([MOBILIZE, "bench", str(onnx), "--on", "lo", "--iter", "50", "--json", str(tmp_path / "b.json")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "b.json").read_text())
+    assert report["iterations"] == 50 and report["latency_ms_p50"] > 0
+    assert report["facts"]["machine"] == os.uname().machine and report["device"]["name"] == "lo"
+    assert proc.stdout.startswith(f"Statistics on lo: {onnx}")
+    for extra, fragment in ((["--native"], "--native is not offered with --on lo"),
+                            ([], "times a file; 'zoo:conv_bn_relu' is not one")):
+        target = "zoo:conv_bn_relu" if not extra else str(onnx)
+        bad = subprocess.run([MOBILIZE, "bench", target, "--on", "lo", *extra], capture_output=True, text=True)
+        assert_one_line_error(bad.returncode, bad.stderr, fragment)

@@ -44,9 +44,10 @@ def add_parser(sub) -> None:
     p.add_argument("--native", action="store_true",
                    help="run the file in a C++ benchmark built against the installed LibTorch/ExecuTorch "
                         "(no Python in the timed process; built once, cached)")
-    p.add_argument("--on", choices=["arm64"],
-                   help="with --native: build the benchmark for aarch64 and run it in the arm64 root under QEMU "
-                        "(scripts/setup-arm64.sh); emulated times, never shown as latency")
+    p.add_argument("--on", metavar="DEVICE",
+                   help="time the file on DEVICE: ssh://[user@]host[:port] or a `mobilize devices` name (a Python "
+                        "child there); arm64 with --native: the aarch64 benchmark in the arm64 root under QEMU "
+                        "(scripts/setup-arm64.sh; emulated times, never shown as latency)")
     p.add_argument("--cpu", metavar="MODEL",
                    help="with --on arm64: QEMU CPU model (cortex-a76 by default, cortex-a72, cortex-a53, neoverse-n1, "
                         "max)")
@@ -119,6 +120,14 @@ def run(args: argparse.Namespace) -> int:
         from mobilize.cli._bench_profile import check as check_profile
 
         check_profile(reference)
+    if args.on == "host":
+        args.on = None
+    if args.on and args.on != "arm64":
+        from mobilize.cli._bench_device import bench_on_device
+
+        if args.cpu:
+            raise ConfigError("--cpu picks the emulated CPU of --on arm64", hint="leave --cpu out")
+        return bench_on_device(args, reference, specs, threads)
     if args.on:
         _check_on(args)
     elif args.cpu:

@@ -89,10 +89,13 @@ def _check_and_time(device, todo, xs, ys, reference, rows, *, policy, rounds, it
         rows[r.name] = {"outcome": verdict["outcome"], "verdict": verdict, "runtime": got.runtime,
                         "host_outcome": r.outcome.value if hasattr(r.outcome, "value") else r.outcome}
         timed.append(r)
-    section = {"facts": machine.get("facts"), "versions": machine.get("versions")}
-    if device.emulated:
+    facts = machine.get("facts") or {}
+    emulated = device.emulated or facts.get("emulated")  # a QEMU root behind an SSH login says so itself
+    section = {"facts": facts, "versions": machine.get("versions"), "emulated": emulated,
+               "cpu_features": machine.get("cpu_features"), "qemu_cpu": machine.get("qemu_cpu")}
+    if emulated:
         for r in timed:
-            rows[r.name]["timing"] = f"not timed: {device.emulated}"
+            rows[r.name]["timing"] = f"not timed: {emulated}"
         return section
     if timed:
         status(f"{device.name}: timed rounds ({len(timed)} files, {rounds} rounds)")

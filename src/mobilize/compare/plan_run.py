@@ -204,9 +204,11 @@ class PlanRun:
             self.seconds.timed_rounds_s = time.monotonic() - t0
             self._finish()
             if self.cfg.verify_on:
-                self._verify_on()
+                with self.seconds.phase("arm64"):
+                    self._verify_on()
             if self.cfg.devices:
-                self._on_devices()
+                with self.seconds.phase("devices"):
+                    self._on_devices()
             self.seconds.finish()
             self.complete = True
             self.save()

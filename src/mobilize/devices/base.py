@@ -147,11 +147,13 @@ class Device:
         return machine, runs
 
     def time(self, files: Sequence[tuple[str | os.PathLike, str | None]], sample: Sequence[Any], *, rounds: int,
-             iterations: int, threads: int = 1, timeout_s: float = 900.0, log_path: str | None = None) -> Timing:
-        """Every file timed in interleaved rounds on the device (its first sample); a connection lost mid-way keeps
-        the rounds whose lines arrived and says what cut them short."""
+             iterations: int, warmup: int = 3, threads: int = 1, timeout_s: float = 900.0,
+             log_path: str | None = None) -> Timing:
+        """Every file timed in interleaved rounds on the device (``sample``; ``warmup`` untimed calls of each file
+        first); a connection lost mid-way keeps the rounds whose lines arrived and says what cut them short."""
         with self._folder() as folder:
-            self._write(folder, files, [sample], threads, {"rounds": rounds, "iterations": iterations, "warmup": 3})
+            self._write(folder, files, [sample], threads,
+                        {"rounds": rounds, "iterations": iterations, "warmup": warmup})
             try:
                 out, lost = self.execute(folder, "time", timeout_s, log_path), None
             except DeviceLost as exc:

@@ -19,6 +19,7 @@ the host stops the run (Ctrl-C), sshd closes it and the child ends instead of ru
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import platform
@@ -34,6 +35,12 @@ CPUFREQ = Path("/sys/devices/system/cpu/cpu0/cpufreq")
 MODULES = ("numpy", "torch", "executorch", "onnxruntime", "ai_edge_litert", "openvino", "llama_cpp",
            "onnxruntime_genai")
 """What ``facts`` looks for on the device: the arrays, torch (the child's tensors) and each engine's runtime."""
+ARM_PARTS = {0xd03: "Cortex-A53", 0xd04: "Cortex-A35", 0xd05: "Cortex-A55", 0xd07: "Cortex-A57", 0xd08: "Cortex-A72",
+             0xd09: "Cortex-A73", 0xd0a: "Cortex-A75", 0xd0b: "Cortex-A76", 0xd0c: "Neoverse-N1", 0xd0d: "Cortex-A77",
+             0xd40: "Neoverse-V1", 0xd41: "Cortex-A78", 0xd42: "Cortex-A78AE", 0xd44: "Cortex-X1", 0xd46: "Cortex-A510",
+             0xd47: "Cortex-A710", 0xd48: "Cortex-X2", 0xd49: "Neoverse-N2", 0xd4b: "Cortex-A78C", 0xd4f: "Neoverse-V2"}
+"""Arm's own cores by the part number /proc/cpuinfo gives (``CPU part``, implementer 0x41): an arm64 kernel names
+no model (Raspberry Pi 5: Cortex-A76; Jetson Orin: Cortex-A78AE; i.MX 8M Plus: Cortex-A53)."""
 
 
 def _read(path: Path) -> str | None:
@@ -79,11 +86,29 @@ def _memory_mb() -> float | None:
     return None
 
 
+def arm_core(cpuinfo: str) -> str | None:
+    r"""The Arm core /proc/cpuinfo's part numbers name (the first; several kinds joined), or None.
+
+        >>> arm_core("CPU implementer\t: 0x41\nCPU part\t: 0xd0b\n")
+        'Cortex-A76'
+    """
+    if "CPU implementer\t: 0x41" not in cpuinfo and "CPU implementer: 0x41" not in cpuinfo:
+        return None
+    parts = []
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "CPU part":
+            name = ARM_PARTS.get(int(value.strip(), 16), f"Arm part {value.strip()}")
+            if name not in parts:
+                parts.append(name)
+    return " + ".join(parts) or None
+
+
 def emulated_reason(machine: str, cpuinfo: str) -> str | None:
-    """Why this machine's times are not a CPU's latency: QEMU user emulation, or a reported CPU of another
+    r"""Why this machine's times are not a CPU's latency: QEMU user emulation, or a reported CPU of another
     architecture than the one the process runs on; None on a real CPU.
 
-        >>> emulated_reason("aarch64", "processor : 0\\nvendor_id : AuthenticAMD\\nflags : fpu sse avx2")
+        >>> emulated_reason("aarch64", "processor : 0\nvendor_id : AuthenticAMD\nflags : fpu sse avx2")
         'the process runs on aarch64 but the CPU reports x86 (vendor_id): an emulator'
         >>> emulated_reason("x86_64", "vendor_id : GenuineIntel") is None
         True
@@ -107,6 +132,8 @@ def facts(cache: str | None = None) -> dict[str, Any]:
 
     cpu = host_cpu()
     cpuinfo = _read(Path("/proc/cpuinfo")) or ""
+    if cpu.model in ("", cpu.arch, platform.machine()) and arm_core(cpuinfo):
+        cpu = dataclasses.replace(cpu, model=arm_core(cpuinfo))
     cur, top = clock_mhz()
     free = shutil.disk_usage(cache).free / 2**20 if cache and os.path.isdir(cache) else None
     return {"machine": platform.machine(), "cpu": cpu.to_json(), "cores": os.cpu_count(), "memory_mb": _memory_mb(),
@@ -161,19 +188,20 @@ def time_files(folder: Path) -> dict[str, Any]:
             before[0] = after
 
         watch = LoadWatch.start()
-        got = schedule(list(sessions), _timer(sessions, x, medians), timing["rounds"], timing["iterations"],
-                       warmup=timing.get("warmup", 3), after_round=after_round)
+        warmup = timing.get("warmup", 3)
+        got = schedule(list(sessions), _timer(sessions, x, medians, warmup > 0), timing["rounds"],
+                       timing["iterations"], warmup=warmup, after_round=after_round)
         load = watch.stop()
     return {"files": {n: {"times_ns": rt.times_ns, "total_ns": rt.total_ns, "round_medians_ms": rt.round_medians_ms}
                       for n, rt in got.items()}, "errors": errors, "load": load.to_json() if load else None}
 
 
-def _timer(sessions: dict[str, Any], x: list[Any], medians: dict[str, list[float]]):
+def _timer(sessions: dict[str, Any], x: list[Any], medians: dict[str, list[float]], warms: bool):
     """``schedule``'s round: ``n`` calls of one file, each timed; the medians of its rounds after the warm-up
-    kept in ``medians`` for the rounds' JSON lines."""
+    (``warms``: ``schedule`` calls each file once first, untimed) kept in ``medians`` for the rounds' JSON lines."""
     import statistics
 
-    warmed: set[str] = set()
+    warmed: set[str] = set() if warms else set(sessions)
 
     def run_round(name: str, n: int):
         session, times = sessions[name], []

@@ -226,7 +226,8 @@ class SshDevice(Device):
         links = " && ".join(f"ln -s ../../files/{shlex.quote(k)} {run}/{shlex.quote(n)}" for n, k in keys.items())
         self.sh(f"mkdir -p {run} && tar -xf - -C {run}" + (f" && {links}" if links else ""),
                 stdin_data=small.getvalue(), what=f"sending the request to {self.name}")
-        child = (f"cd {run} && echo $$ > pid && PYTHONPATH={root}/pkg/{key} PYTHONDONTWRITEBYTECODE=1 "
+        child = (f"cd {run} && echo $$ > pid && PYTHONPATH={root}/pkg/{key}${{PYTHONPATH:+:$PYTHONPATH}} "
+                 f"PYTHONDONTWRITEBYTECODE=1 "
                  f"PYTHONNOUSERSITE=1 exec {shlex.quote(self.python)} -m mobilize.devices.child {run} {phase} "
                  f"--watch-stdin")
         try:

@@ -73,3 +73,27 @@ def _device_notes(name: str, dev: dict[str, Any], names: list[str]) -> list[str]
     elif not dev.get("emulated"):
         out.append(f"{name}: no pick (no file was timed OK on it)")
     return out
+
+
+def devices_section(report: dict[str, Any]) -> str:
+    """report.html's section for ``compare --on``: the same table and notes as the terminal's."""
+    from mobilize.report.html_parts import esc
+
+    devices = report.get("devices") or {}
+    if not devices:
+        return ""
+    on_host = report.get("timed_on_host", True)
+    head = "".join(f"<th>{esc(n)}</th>" for n in (["host"] if on_host else []) + list(devices))
+    rows = []
+    for v in report.get("variants", []):
+        cells = ([_cell(v, False)] if on_host else []) + [
+            _cell((dev.get("variants") or {}).get(v["name"]), bool(dev.get("emulated"))) for dev in devices.values()]
+        rows.append(f'<tr><td>{esc(v["name"])}</td>' + "".join(f'<td class="l">{esc(c)}</td>' for c in cells)
+                    + "</tr>")
+    notes = [ln for name, dev in devices.items()
+             for ln in _device_notes(name, dev, [v["name"] for v in report.get("variants", [])])]
+    return ("<h2>Devices</h2><p class=\"muted\">Each file checked on the device's own kernels against the host's "
+            "float reference and timed there with the host's round schedule (p50 ms and the device's verdict); an "
+            "emulated device is checked, never timed.</p>"
+            f"<table><tr><th>variant</th>{head}</tr>{''.join(rows)}</table>"
+            + "<ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")

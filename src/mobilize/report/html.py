@@ -15,6 +15,7 @@ import math
 from typing import Any
 
 from mobilize.report import html_generation
+from mobilize.report.devices import devices_section
 from mobilize.report.html_charts import CHAR_W, accuracy_chart, latency_chart, pareto_front, size_chart
 from mobilize.report.html_parts import CSS, cell, esc, num, outcome_cell, rule_cell, table
 from mobilize.report.terminal import task_name
@@ -250,5 +251,5 @@ latency and are not shown.</p>
 {''.join(rows)}</table>"""
 
 
-EXTRA_SECTIONS: list = [lint_section, compression_section, arm64_section]
+EXTRA_SECTIONS: list = [lint_section, compression_section, arm64_section, devices_section]
 """Renderers ``report -> html`` for optional sections."""

@@ -436,6 +436,8 @@ def _phase_line(seconds: dict[str, Any], walls: dict[str, float]) -> str:
     pieces = [f"reference {walls.get('reference', seconds['reference']):.0f} s",
               f"variants {walls['variants']:.0f} s" + (f" ({inside_text})" if inside_text else ""),
               f"timed rounds {walls['timed_rounds']:.0f} s" if walls.get("timed_rounds") is not None else "",
+              f"arm64 checks {walls['arm64']:.0f} s" if walls.get("arm64") is not None else "",
+              f"on the devices {walls['devices']:.0f} s" if walls.get("devices") is not None else "",
               f"the rest {walls.get('rest', 0.0):.0f} s (start-up, finishing, the report)"]
     total = seconds["total"]
     return (f"time: {'; '.join(p for p in pieces if p)}; {int(total // 60)} min {total % 60:.0f} s in all (the "

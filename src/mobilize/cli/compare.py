@@ -27,7 +27,10 @@ def add_parser(sub) -> None:
     p = sub.add_parser("compare", help="every variant side by side: speed, size, accuracy, verdicts (the main job)",
                        description="Build every variant of a plan, check each against the float model on real data, "
                                    "time them in interleaved rounds, and recommend the fastest within your accuracy "
-                                   "budget.")
+                                   "budget.",
+                       epilog="exit status: 0 done; 1 a bug in mobilize; 2 bad input or an unreachable --on device; 3 a "
+                              "stage out of its default time; 4 budgets given and no OK file within them (the report "
+                              "written); 130 interrupted")
     p.add_argument("model", nargs="?", metavar="MODEL", help="model reference (default: zoo:digits_mobilenet_v2)")
     p.add_argument("--plan", default="default", help="built-in plan name or a .yaml/.json file (default: default; "
                                                      "see `mobilize list plans`)")
@@ -72,6 +75,13 @@ def add_parser(sub) -> None:
                    help="the device the files are for (decides ONNX reduce_range, the default int8 engine)")
     p.add_argument("--verify-on", choices=["arm64"], metavar="arm64",
                    help="also check every file on arm64 kernels under QEMU (needs scripts/setup-arm64.sh)")
+    p.add_argument("--max-size-mb", type=float, metavar="MB", help="a budget: pick only a file of at most MB (10^6 "
+                   "bytes); with every budget, no file within them exits with status 4, the report written")
+    p.add_argument("--max-memory-mb", type=float, metavar="MB",
+                   help="a budget on memory: a decoder file's own footprint, a classifier's timing worker peak RSS")
+    p.add_argument("--max-latency-ms", type=float, metavar="MS", help="a budget on latency (p50, or --latency-p 90)")
+    p.add_argument("--latency-p", type=int, choices=[50, 90], default=50, help="the percentile --max-latency-ms is on")
+    p.add_argument("--min-tokens-per-s", type=float, metavar="N", help="a causal LM: a budget on decode tokens/s")
     p.add_argument("--on", action="append", default=None, metavar="DEVICE",
                    help="also check and time every file on DEVICE (repeat; host, arm64, ssh://[user@]host[:port] or "
                         "a `mobilize devices` name): one table, one pick per device; the host times only if named")
@@ -161,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
                            unit=args.unit,
                            bound_args=bound_args_from_args(args), task=task, metric=metric,
                            verify_on=args.verify_on, arm64_cpu=arm64_cpu, frames=frames,
-                           devices=devices, timed=not args.on or "host" in args.on)
+                           devices=devices, timed=not args.on or "host" in args.on, budgets=_budgets(args))
     progress = Progress()
     started = int(time.time())  # whole seconds: file systems keep coarse modification times
     try:
@@ -201,7 +211,28 @@ def run(args: argparse.Namespace) -> int:
             print(line)
     for note in report.get("notes", []):
         print(f"note: {note}")
-    return _wrote(report, Path(args.output))
+    code = _wrote(report, Path(args.output))
+    if report.get("budgets"):
+        from mobilize.compare.budgets import GATE_EXIT, summary_line
+
+        print(summary_line(report["budgets"]))
+        if report["budgets"]["none_met"] and code == 0:
+            return GATE_EXIT
+    return code
+
+
+def _budgets(args: argparse.Namespace) -> dict | None:
+    """The budgets given (each a positive number: one line, exit 2 otherwise), or None."""
+    from mobilize.core.errors import ConfigError
+
+    given = {"max_size_mb": args.max_size_mb, "max_memory_mb": args.max_memory_mb,
+             "max_latency_ms": args.max_latency_ms, "min_tokens_per_s": args.min_tokens_per_s}
+    for key, value in given.items():
+        if value is not None and not value > 0:
+            raise ConfigError(f"--{key.replace('_', '-')} {value:g}: a budget is a positive number")
+    if not any(v is not None for v in given.values()):
+        return None
+    return {**given, "latency_percentile": args.latency_p}
 
 
 def _devices(on: list[str] | None) -> tuple[str, ...]:

@@ -81,6 +81,9 @@ class CompareConfig:
     """The QEMU CPU model for ``verify_on`` (its features decide the kernels: fp16, dotprod, i8mm)."""
     timed: bool = True
     """False: build and judge every file, no timed rounds (``optimize`` of a causal LM; ``--on`` without host)."""
+    budgets: dict | None = None
+    """Limits beyond accuracy (:mod:`mobilize.compare.budgets`: ``max_size_mb``, ``max_memory_mb``,
+    ``max_latency_ms`` with ``latency_percentile``, ``min_tokens_per_s``): the pick is the fastest file within all."""
     devices: tuple[str, ...] = ()
     """``--on DEVICE`` other than host: each file also checked and timed there, after the host's stages
     (:mod:`mobilize.compare.devices`): ``arm64``, ``ssh://...`` or a devices-file name."""

@@ -66,6 +66,8 @@ class PlanRun:
         """The shared timing host of the torch-timed variants (:mod:`mobilize.compare.host`), once one is needed."""
         self.recommended: dict[str, Any] | None = None
         self.devices: dict[str, Any] | None = None
+        self.budget_summary: dict[str, Any] | None = None
+        """``--max-size-mb`` and the other budgets: which files are within them (:func:`mobilize.compare.budgets.apply`)."""
         """``--on``: each device's section (:func:`mobilize.compare.devices.run_on_devices`)."""
         self.machine_load = None
         """How busy the machine was during the timed rounds (:mod:`mobilize.bench.load`)."""
@@ -125,7 +127,7 @@ class PlanRun:
             "machine_load": self.machine_load.to_json() if self.machine_load else None,
             "generation": self._generation_facts(),
             "variants": [r.to_json() for r in self.results.values()],
-            "timed_on_host": self.cfg.timed, "devices": self.devices,
+            "timed_on_host": self.cfg.timed, "devices": self.devices, "budgets": self.budget_summary,
         }
 
     def _call_rows(self) -> int | None:
@@ -417,7 +419,13 @@ class PlanRun:
             if ref is not None and ref.frames and r.frames:
                 ci = ratio_ci(ref.frames["latency_ms_round_medians"], r.frames["latency_ms_round_medians"])
                 r.frames["speedup"] = {**ci.to_json(), "reference": self.reference_name}
-        self.recommended = recommend(list(self.results.values()), self.race.record if self.race else None,
+        candidates = list(self.results.values())
+        if self.cfg.budgets:
+            from mobilize.compare.budgets import apply
+
+            self.budget_summary = apply(self.results, self.cfg.budgets)
+            candidates = [r for r in candidates if r.name not in self.budget_summary["missed"]]
+        self.recommended = recommend(candidates, self.race.record if self.race else None,
                                      self.machine_load, unit=self.cfg.unit,
                                      frames=self.frames.label if self.frames else None)
 

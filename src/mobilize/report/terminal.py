@@ -312,7 +312,12 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         counts: dict[str, int] = {}
         for v in report["variants"]:
             counts[v["outcome"]] = counts.get(v["outcome"], 0) + 1
-        lines.append("no variant is OK and timed: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+        budgets = report.get("budgets") or {}
+        if budgets.get("none_met") and budgets.get("missed"):
+            lines.append(f"no pick: none of the {len(budgets['missed'])} OK file(s) is within the budgets (each "
+                         f"file's note says which it missed)")
+        else:
+            lines.append("no variant is OK and timed: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
     else:
         at, speed, drop = pick_figures(report, variants[rec["name"]])
         head = "recommended" if not rec.get("tied") else "recommended (tie)"

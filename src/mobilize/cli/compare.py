@@ -245,6 +245,11 @@ def _devices(on: list[str] | None) -> tuple[str, ...]:
     specs = tuple(dict.fromkeys(d for d in on or () if d != "host"))
     for spec in specs:
         device = resolve(spec)
+        if device.kind == "arm64":
+            from mobilize.arm64.run import missing
+
+            if missing():
+                raise ConfigError(f"cannot run files on arm64: {missing()}")
         if device.kind != "ssh":
             continue
         try:

@@ -3,7 +3,8 @@ verdict), then each device's facts, what was pushed to it, its rounds' warnings 
 
     >>> report = {"timed_on_host": False, "variants": [{"name": "onnx-fp32", "outcome": "OK"}],
     ...           "devices": {"pi": {"emulated": None, "variants": {"onnx-fp32": {"outcome": "OK",
-    ...               "latency": {"latency_ms_p50": 1.5}}}, "facts": None, "pushed": {"files": 1, "bytes": 2048,
+    ...               "latency": {"latency_ms_p50": 1.5}}}, "facts": None, "device": {"kind": "ssh"},
+    ...               "pushed": {"files": 1, "bytes": 2048,
     ...               "already_there": 0}, "recommended": None}}}
     >>> print(device_lines(report)[1])
     onnx-fp32  1.500 ms OK
@@ -51,7 +52,7 @@ def _device_notes(name: str, dev: dict[str, Any], names: list[str]) -> list[str]
         out.append(f"{name}: {facts.get('machine')}, {cpu.get('model')} x{facts.get('cores')}, {facts.get('os')}, "
                    f"Python {facts.get('python')}" + (f"; EMULATED: {dev['emulated']}" if dev.get("emulated") else ""))
     pushed = dev.get("pushed")
-    if pushed:
+    if pushed and (dev.get("device") or {}).get("kind") == "ssh":  # the others read the files where they are
         out.append(f"{name}: pushed {pushed['files']} file(s), {pushed['bytes'] / 2**20:.1f} MB"
                    + (f"; {pushed['already_there']} already there (cache)" if pushed.get("already_there") else ""))
     hot = [r["round"] for r in dev.get("rounds") or [] if r.get("throttled")]

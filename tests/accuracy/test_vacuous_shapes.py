@@ -175,3 +175,16 @@ def test_optimize_keeps_a_float_file_of_a_subnormal_reference_and_says_why_it_is
     assert code == 0, err
     assert "subnormal" in out + err and "vacuous-subnormal-reference" in out + err
     assert list((tmp_path / "o").rglob("*.pte"))
+
+
+def test_a_vacuous_verdict_never_reads_as_within_budget():
+    """#67 item 6: a file equal to a subnormal reference met the cosine budget's number, which proves nothing: the
+    verdict's words must not say "within budget" under VACUOUS."""
+    ref = subnormal_outputs()
+    warning = degenerate_reference(ref)
+    c = compare_outputs(ref, ref)
+    v = assess(c, Kind.FLOAT, fidelity=judge(c, Kind.FLOAT), reference_warning=warning).verdict
+    assert v.outcome == Outcome.VACUOUS, v.reason
+    assert "within budget" not in v.reason and "not a pass" in v.reason, v.reason
+    plain = assess(compare_outputs(ref, ref), Kind.FLOAT).verdict  # the same words stay where the verdict is OK
+    assert plain.outcome == Outcome.OK and "within budget" in plain.reason

@@ -450,11 +450,23 @@ def against_both(fidelity: Verdict | None, quality: Verdict | None, reference_wa
     named = list(zip(("fidelity", "quality"), halves))
     if decided is quality:
         named.reverse()  # the half that decided comes first
-    text = "; ".join(f"{name} vs {against}: {'' if v.ok else f'{v.outcome} '}{v.reason}"
-                     for name, (against, v) in named if v)
+    vacuous = decided.outcome == Outcome.VACUOUS
+    text = "; ".join(f"{name} vs {against}: {_half_text(v, vacuous)}" for name, (against, v) in named if v)
     reason = f"{decided.reason}; {text}" if decided.outcome == Outcome.VACUOUS else text
     return Verdict(decided.outcome, decided.rule, reason, decided.numbers, parts["fidelity"], parts["quality"],
                    reference_warning)
+
+
+def _half_text(v: Verdict, vacuous: bool) -> str:
+    """One half's words in the verdict's reason.  Under a VACUOUS verdict a half that met its budget reads as
+    what it is, figures against a reference that proves nothing, never as a pass ("mean cosine 1.0000 within
+    budget" under VACUOUS read as one)."""
+    if not v.ok:
+        return f"{v.outcome} {v.reason}"
+    if vacuous:
+        return (f"not a pass, its figures are against a vacuous reference: "
+                f"{v.reason.replace(' within budget ', ' vs budget ')}")
+    return v.reason
 
 
 def _scale_only(v: Verdict | None) -> Verdict | None:

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from mobilize.bench.load import BUSY_OTHERS_SHARE, LoadWatch, MachineLoad
+from mobilize.bench.load import BUSY_OTHERS_SHARE, SPEED_SHIFT_LIMIT, LoadWatch, MachineLoad, speed_shift
 from mobilize.bench.racing import Race
 from mobilize.compare.recommend import recommend
 from mobilize.core.outcome import Outcome
@@ -82,3 +82,15 @@ def test_the_machine_changing_speed_mid_race_claims_no_separation():
     assert speed_shift(steady) < 1.1
     load = MachineLoad(2, 10.0, (1.3, 1.3, 1.5), (1.4, 1.3, 1.5), 0.0, 0.9, 0.0, speed_shift(medians))
     assert load.busy and "changed" in load.text() and load.to_json()["speed_shift"] > SPEED_SHIFT_LIMIT
+
+
+def test_one_files_spike_is_not_the_machine_changing_speed():
+    """#67 item 2: two files racing, one with a single 847 ms round (its median 15.8 ms): the median of two factors
+    is their average, which once marked the machine busy ("changed 28.66x together"); a shift most files share
+    still counts."""
+    spike = {"torchscript-frozen": [15.8, 15.9, 15.7, 847.0, 15.8, 15.9], "fused": [20.0, 20.1, 19.9, 20.2, 20.0, 20.1]}
+    assert speed_shift(spike) < SPEED_SHIFT_LIMIT
+    both = {"a": [1.0, 1.0, 2.1, 2.0], "b": [3.0, 3.1, 6.0, 6.2]}
+    assert speed_shift(both) > SPEED_SHIFT_LIMIT
+    three = {"a": [1.0, 1.0, 2.0, 2.0], "b": [3.0, 3.0, 6.0, 6.0], "c": [5.0, 5.0, 5.0, 5.0]}  # two of three moved
+    assert speed_shift(three) > SPEED_SHIFT_LIMIT

@@ -79,14 +79,14 @@ def localise(module: Any, example: Sequence[Any], calibration: Sequence[Sequence
 
     ``ablate``: measure the two ablations for at most this many tensors (None: all)."""
     import torch
-    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import XNNPACKQuantizer
-
-    from mobilize.backends.executorch.quant import calibrate_and_convert, xnnpack_quantizer
+    from mobilize.backends.executorch.quant import calibrate_and_convert, unconfigured_quantizer, xnnpack_quantizer
     from mobilize.lowering.torch_export import capture
 
     program = capture(module, example)
-    float_graph = calibrate_and_convert(program.module(), XNNPACKQuantizer(), [])
-    int8_graph = calibrate_and_convert(program.module(), xnnpack_quantizer(per_channel, exclude=exclude), calibration)
+    float_graph = _without_asserts(calibrate_and_convert(program.module(), unconfigured_quantizer(), []))
+    int8_graph = _without_asserts(calibrate_and_convert(program.module(), xnnpack_quantizer(per_channel,
+                                                                                            exclude=exclude),
+                                                        calibration))
     samples = [list(s) for s in samples]
     with torch.no_grad():
         reference = [_flat(float_graph(*s)) for s in samples]
@@ -283,6 +283,19 @@ def _switch_class() -> type:
             return self.dequantize(self.quantize(x, *self.q_args), *self.dq_args, **self.dq_kwargs)
 
     return QuantizeSwitch
+
+
+def _without_asserts(graph_module: Any) -> Any:
+    """``graph_module`` without its ``aten._assert_tensor_metadata`` nodes (a ``.to()``'s dtype check: no value), which
+    torchao's numeric debugger logs and then cannot compare ("For debug_info=... _assert_tensor_metadata_default":
+    every transformers encoder has them in its mask code)."""
+    import torch
+
+    for n in list(graph_module.graph.nodes):
+        if n.op == "call_function" and n.target == torch.ops.aten._assert_tensor_metadata.default and not n.users:
+            graph_module.graph.erase_node(n)
+    graph_module.recompile()
+    return graph_module
 
 
 # -- the numbers ---------------------------------------------------------------------------------------------

@@ -27,28 +27,90 @@ class QatOptions:
 def xnnpack_quantizer(per_channel: bool, dynamic: bool = False, qat: bool = False,
                       exclude: Sequence[str] = ()) -> Any:
     """The XNNPACKQuantizer; ``exclude``: qualified names of submodules whose ops it leaves unannotated (float)."""
-    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
-        XNNPACKQuantizer,
-        get_symmetric_quantization_config,
-    )
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import get_symmetric_quantization_config
     from torchao.quantization.pt2e.quantizer import get_module_name_filter
 
-    class Quantizer(XNNPACKQuantizer):
-        """XNNPACKQuantizer that skips its conv-BatchNorm patterns when the graph has no BatchNorm left
-        (always so after prepare_pt2e's PTQ fusion): each of the four traces 12 pattern graphs with
-        torch.export on every call — ~12 s here — only to match nothing."""
-
-        def annotate(self, model):
-            if not any("batch_norm" in str(n.target) for n in model.graph.nodes if n.op == "call_function"):
-                self.SUPPORTED_PATTERNS = [p for p in XNNPACKQuantizer.SUPPORTED_PATTERNS if "_bn" not in p.name]
-            return super().annotate(model)
-
     config = get_symmetric_quantization_config(is_per_channel=per_channel, is_dynamic=dynamic, is_qat=qat)
-    quantizer = Quantizer().set_global(config)
+    quantizer = unconfigured_quantizer().set_global(config)
     if exclude:  # set_module_name(name, None) asserts "not supported yet"; a filter gives the same annotation
         inside = [get_module_name_filter(name) for name in exclude]
         quantizer.set_filter_function(lambda node: not any(f(node) for f in inside))
     return quantizer
+
+
+def unconfigured_quantizer() -> Any:
+    """mobilize's XNNPACKQuantizer with no config (it annotates nothing: the float twin of a PT2E graph, with the
+    same graph transforms), :func:`xnnpack_quantizer` configures it."""
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import XNNPACKQuantizer
+
+    class Quantizer(XNNPACKQuantizer):
+        """XNNPACKQuantizer that skips its conv-BatchNorm patterns when the graph has no BatchNorm left
+        (always so after prepare_pt2e's PTQ fusion): each of the four traces 12 pattern graphs with
+        torch.export on every call — ~12 s here — only to match nothing.  It also keeps an attention mask's
+        arithmetic float (:func:`mask_arithmetic`) and integer arithmetic integer
+        (:func:`scalars_to_attrs_on_floats`)."""
+
+        def annotate(self, model):
+            if not any("batch_norm" in str(n.target) for n in model.graph.nodes if n.op == "call_function"):
+                self.SUPPORTED_PATTERNS = [p for p in XNNPACKQuantizer.SUPPORTED_PATTERNS if "_bn" not in p.name]
+            masks = mask_arithmetic(model)
+            if masks:
+                user = self.filter_fn
+                self.filter_fn = lambda node: node not in masks and (user is None or user(node))
+            return super().annotate(model)
+
+        def transform_for_annotation(self, model):
+            return scalars_to_attrs_on_floats(model, super().transform_for_annotation)
+
+    return Quantizer()
+
+
+def mask_arithmetic(model: Any) -> set:
+    """The add/mul nodes that apply a float tensor computed from integer inputs alone (an attention mask made from
+    ``attention_mask`` ids: 0 where a token is kept, ``finfo.min`` where it is padding): int8 cannot hold both (a
+    scale for -3.4e38 rounds every attention score to 0), so these stay float; the scores around them are
+    quantized as before.  (Issue #67: a BERT-style encoder's static int8 .pte read SQNR 6 dB.)"""
+    import torch
+
+    def floating(n) -> bool:
+        val = n.meta.get("val")
+        return isinstance(val, torch.Tensor) and val.dtype.is_floating_point
+
+    scalars = {n for n in model.graph.nodes if n.op == "get_attr" and floating(n) and n.meta["val"].numel() <= 1}
+    from_ints: set = set()  # float values that no float input, weight or activation reaches (scalars aside)
+    for n in model.graph.nodes:
+        if n.op == "call_function" and floating(n) and all(a in from_ints or a in scalars or not floating(a)
+                                                           for a in n.all_input_nodes):
+            from_ints.add(n)
+    return {n for n in model.graph.nodes if n.op == "call_function" and n not in from_ints and n.target in (
+        torch.ops.aten.add.Tensor, torch.ops.aten.mul.Tensor, torch.ops.aten.sub.Tensor)
+        and any(a in from_ints for a in n.all_input_nodes)}
+
+
+def scalars_to_attrs_on_floats(model: Any, convert: Any) -> Any:
+    """XNNPACKQuantizer's ``transform_for_annotation`` (``convert``) on the float add/mul nodes only: it turns every
+    add/mul's Python scalar into a float32 tensor buffer (``torch.tensor(float(x))``), so an integer add such as
+    transformers' mask code ``arange(n) + kv_offset`` became float, and the ``aten.index`` it feeds failed with
+    "IndexError: tensors used as indices must be long, int, byte or bool tensors" (issue #67: both ExecuTorch int8
+    variants of every BERT-style encoder).  Integer arithmetic is never quantized, so those nodes are hidden from
+    ``convert`` and put back as they were."""
+    import operator
+
+    import torch
+
+    hidden = {}
+    for n in model.graph.nodes:
+        val = n.meta.get("val")
+        if (n.op == "call_function" and n.target in (torch.ops.aten.add.Tensor, torch.ops.aten.mul.Tensor)
+                and isinstance(val, torch.Tensor) and not val.dtype.is_floating_point):
+            hidden[n] = n.target
+            n.target = operator.add if n.target is torch.ops.aten.add.Tensor else operator.mul
+    model = convert(model)
+    for n, target in hidden.items():
+        n.target = target
+    if hidden:
+        model.recompile()
+    return model
 
 
 def quantize_static(module: Any, example: Sequence[Any], calibration: Sequence[Sequence[Any]],

@@ -1,7 +1,7 @@
 """Tiny models of each task on scikit-learn's 8x8 digits (input ``(1,1,8,8)``), seeded so every process builds
 the same weights: an embedding net, a detection head in the documented ``(1,N,4+1+C)`` layout, one with
-separate boxes/scores/labels outputs and a YOLOv8-style one in ``(1,4+C,N)`` with zero-area boxes, a segmentation
-net and a CTC head."""
+separate boxes/scores/labels outputs and a YOLOv8-style one in ``(1,4+C,N)`` with zero-area boxes, two segmentation
+nets (one SegFormer-shaped) and a CTC head."""
 
 from __future__ import annotations
 
@@ -76,6 +76,26 @@ class DigitSegmenter(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x * 4)
+
+
+class DigitSegFormer(nn.Module):
+    """A SegFormer-shaped net (issue #67): an overlapping patch embedding at stride 2, a Mix-FFN block (a 3x3
+    depth-wise conv between two 1x1s, GELU, residual) and an all-MLP decode head: per-pixel scores for five
+    classes at a fraction of the image, ``(1,5,4,4)`` for the ``(1,1,8,8)`` digit, signed logits, never upsampled
+    (SegFormer's own head leaves that to the user, at 1/4)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed = nn.Conv2d(1, 16, 3, stride=2, padding=1)
+        self.norm = nn.BatchNorm2d(16).eval()
+        self.ffn = nn.Sequential(nn.Conv2d(16, 32, 1), nn.Conv2d(32, 32, 3, padding=1, groups=32), nn.GELU(),
+                                 nn.Conv2d(32, 16, 1))
+        self.head = nn.Sequential(nn.Conv2d(16, 16, 1), nn.ReLU(), nn.Conv2d(16, 5, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.norm(self.embed(x * 4))
+        return self.head(h + self.ffn(h))
 
 
 class ColumnCtc(nn.Module):

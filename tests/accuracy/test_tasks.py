@@ -47,6 +47,23 @@ def test_the_task_is_guessed_from_the_outputs_and_said_so(model, names, want):
         choice.describe()
 
 
+def test_per_pixel_scores_at_a_fraction_of_the_image_are_guessed_segmentation_and_features_are_not():
+    from tests.task_models import DigitSegFormer
+
+    image = [(1, 1, 8, 8)]
+    assert guess_task(run(DigitSegmenter().eval()), YS, None, image).task == Task.SEGMENTATION  # full size
+    choice = guess_task(run(DigitSegFormer().eval()), YS, None, image)
+    assert choice.task == Task.SEGMENTATION and "at 1/2 of the 8x8 input" in choice.why
+    torch.manual_seed(0)
+    assert guess_task([[torch.randn(1, 150, 32, 32)]], None, None, [(1, 3, 128, 128)]).task == Task.SEGMENTATION
+    relu = [[torch.relu(torch.randn(1, 64, 32, 32))]]  # a ReLU's feature map: non-negative, not class scores
+    backbone = [[torch.randn(1, 512, 4, 4)]]  # 1/32 of the image, 512 channels
+    wrong_size = [[torch.randn(1, 8, 30, 30)]]  # no stride of the image gives 30
+    for outs in (relu, backbone, wrong_size):
+        assert guess_task(outs, None, None, [(1, 3, 128, 128)]).task == Task.RAW
+    assert guess_task(run(DigitSegFormer().eval()), YS).task == Task.RAW  # without the input's shape: not guessed
+
+
 def test_a_classifier_is_guessed_from_labels_or_its_width_and_a_scalar_is_raw():
     torch.manual_seed(0)
     logits = [[torch.randn(1, 10)] for _ in range(8)]

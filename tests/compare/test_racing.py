@@ -97,6 +97,51 @@ def test_a_difference_the_uncorrected_95_interval_would_call_at_the_first_look_w
     assert f"{level_text(b.level)} CI" in b.reason
 
 
+def test_a_file_that_wins_all_but_one_round_separates_and_the_outlier_round_is_named():
+    """Issue #67: torchscript-frozen beat fused in 51 of 52 paired rounds; one 847 ms round (its median 15.8 ms)
+    made the t interval 0.82-1.88, a tie.  Here the one slow round comes second, so every look up to round 7 sees
+    it; from 8 paired rounds it is left out (symmetric, at most one in ten) and the win separates, the round named
+    in the drop, its reason and the recommendation."""
+    from mobilize.accuracy.stats import ratio_ci
+    from mobilize.compare.recommend import recommend
+    from mobilize.core.outcome import Outcome
+    from mobilize.report.results import VariantResult
+
+    frozen = [15.8, 847.0, 15.9, 15.7, 16.0, 15.8, 15.9, 15.7, 15.8, 16.0] * 3
+    fused = [18.9, 18.7, 19.0, 18.8, 19.1, 18.9, 18.8, 19.0, 18.7, 18.9] * 3
+    m = FakeMachine({"torchscript-frozen": frozen, "fused": fused}, round_s=1.0)
+    rec, got = m.race(budget_s=20.0)
+    assert rec.stopped == "separated" and rec.leader == "torchscript-frozen", rec.summary()
+    drop = next(d for d in rec.dropped if d.name == "fused")
+    assert drop.rule == "race-separated" and drop.after_round == 8 and drop.low > 1.15
+    assert [o["round"] for o in drop.outlier_rounds] == [2] and drop.outlier_rounds[0]["ratio"] < 0.05
+    assert "round 2 (ratio 0.02 that round" in drop.reason and "[rule ratio-outlier-round]" in drop.reason
+    # what the one round does while it cannot be left out (7 rounds): a tie even at 95%
+    kept = ratio_ci(fused[:7], frozen[:7])
+    assert not kept.significant and kept.outliers == ()
+    results = []
+    for name, rt in got.items():
+        r = VariantResult(name, outcome=Outcome.OK)
+        r.latency, r.latency_ms_round_medians = rt.stats().to_json(), rt.round_medians_ms
+        results.append(r)
+    out = recommend(results, rec)
+    assert out["name"] == "torchscript-frozen" and out["rule"] == "race-separated" and not out["tied"]
+    assert "round 2 (ratio 0.02" in out["reason"], out["reason"]
+
+
+def test_an_outlier_is_left_out_whichever_file_it_flatters_and_ordinary_noise_never_is():
+    from mobilize.accuracy.stats import ratio_ci
+
+    a = [10.0, 10.4, 9.7, 10.2, 9.9, 10.1, 10.3, 9.8, 10.0, 10.2]
+    b = [12.0] * 10
+    fast_spike = a[:4] + [0.2] + a[5:]  # a round that flatters a (a clock hiccup) is not a win either
+    assert [k for k, _ in ratio_ci(b, fast_spike).outliers] == [5]
+    noisy = [x * f for x, f in zip(a, [1.0, 1.3, 0.8, 1.25, 0.85, 1.2, 0.9, 1.3, 0.8, 1.1])]
+    assert ratio_ci(b, noisy).outliers == ()  # 30% round-to-round noise is noise, kept
+    twice = a[:2] + [400.0] + a[3:6] + [400.0] + a[7:]  # two bad rounds in ten: at most one in ten is left out
+    assert len(ratio_ci(b, twice).outliers) == 1
+
+
 def test_the_budget_stops_the_fixed_rounds_too_and_a_non_candidate_is_not_raced():
     m = FakeMachine({"a": [1.0] * 4, "b": [1.1, 1 / 1.1] * 2, "over": [0.1] * 4}, round_s=10.0)
     rec, _ = m.race(candidates=["a", "b"], min_rounds=2, budget_s=5.0)

@@ -64,6 +64,22 @@ def test_an_embedding_model_is_judged_on_cosine_and_neighbours_and_never_on_top1
     assert measure["measure"] == "neighbour recall@5" and 50.0 < measure["value"] < 100.0
 
 
+def test_a_segformer_shaped_model_is_judged_on_its_masks_without_being_told(run_cli, tmp_path):
+    """Issue #67: a SegFormer's (1,C,H/4,W/4) logits were judged raw and an int8 file losing 15.5 mask-IoU points
+    was recommended.  Signed per-pixel scores at a fraction of the image input are guessed segmentation, said so,
+    and every variant is judged by mask IoU."""
+    report, stdout, out = _compare(run_cli, tmp_path, "DigitSegFormer", "CoarseWeights")
+    assert report["task"]["name"] == "segmentation" and not report["task"]["given"], report["task"]
+    assert ("task: segmentation (guessed from output shape (1,5,4,4): 5 signed per-pixel scores at 1/2 of the 8x8 "
+            "input; each pixel's arg-max is its class; --task to override)") in stdout
+    assert "mIoU %" in header(stdout)
+    coarse = next(v for v in report["variants"] if v["name"] == "coarse")
+    assert coarse["accuracy"]["task_measure"]["measure"] == "mask IoU"
+    # four levels a tensor lose mask-IoU points beyond the budget: judged by the masks, not the raw outputs' cosine
+    assert coarse["outcome"] == "OVER_BUDGET" and coarse["verdict"]["rule"] == "budget-mask-iou-drop", coarse["verdict"]
+    assert report["recommended"]["name"] == "eager-fp32"
+
+
 @pytest.mark.slow  # a second compare run (~1 min on the shared VM); the measures themselves are in test_tasks.py
 def test_a_detection_head_is_judged_on_its_boxes_in_terminal_json_and_chromium(run_cli, tmp_path):
     from tests.report.test_html_browser import check_charts, measure

@@ -109,38 +109,92 @@ def _bootstrap_mean(values, resamples: int, seed: int) -> tuple[float, float]:
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
+OUTLIER_MIN_ROUNDS = 8
+"""Paired rounds before one may be left out as an outlier (:func:`outlier_rounds`): fewer, and no round is."""
+
+OUTLIER_Z = 6.0
+"""How far from the median per-round log-ratio a round must lie, in robust standard deviations (1.4826 x the
+median absolute deviation), to be left out."""
+
+OUTLIER_MIN_FACTOR = 1.5
+"""...and by at least this factor: a round's ratio 1.5x off the median ratio (ordinary round-to-round noise on a
+shared 2-core VM stays within ~1.3x), so a near-constant series never loses rounds to a tiny MAD."""
+
+
 @dataclasses.dataclass(frozen=True)
 class RatioCI:
     """How many times faster B is than A (A's time / B's time), from paired round medians: the geometric mean of
-    the per-round ratios and its t interval (one estimator for both)."""
+    the per-round ratios and its t interval (one estimator for both), outlier rounds left out and named."""
 
     ratio: float
     low: float
     high: float
     rounds: int
+    """Paired rounds the ratio and interval rest on (the outliers not counted)."""
+    outliers: tuple[tuple[int, float], ...] = ()
+    """Rounds left out (:func:`outlier_rounds`): (1-based round, that round's ratio A/B)."""
 
     @property
     def significant(self) -> bool:
         """The interval excludes 1.0 (no difference): otherwise it is a tie."""
         return self.rounds >= 2 and (self.low > 1.0 or self.high < 1.0)
 
-    def to_json(self) -> dict[str, float | int | bool]:
+    def to_json(self) -> dict[str, float | int | bool | list]:
         return {"ratio": self.ratio, "low": self.low, "high": self.high, "rounds": self.rounds,
-                "significant": self.significant}
+                "significant": self.significant,
+                "outlier_rounds": [{"round": k, "ratio": r} for k, r in self.outliers]}
+
+    def outlier_text(self) -> str:
+        """``; round 31 (ratio 0.02 that round, 1.19 over the rest) left out as an outlier, ... [rule
+        ratio-outlier-round]``, or nothing."""
+        if not self.outliers:
+            return ""
+        rounds = ", ".join(f"round {k} (ratio {r:.2f} that round, {self.ratio:.2f} over the rest)"
+                           for k, r in self.outliers)
+        return (f"; {rounds} left out as an outlier, more than {OUTLIER_Z:g} robust deviations and "
+                f"{OUTLIER_MIN_FACTOR:g}x off the median ratio [rule ratio-outlier-round]")
+
+
+def outlier_rounds(logs: Sequence[float]) -> list[int]:
+    """Positions of the per-round log-ratios one round's accident made (a stall, a page-in, a re-optimisation), left
+    out of :func:`ratio_ci`: with at least :data:`OUTLIER_MIN_ROUNDS` rounds, those more than :data:`OUTLIER_Z`
+    robust deviations and :data:`OUTLIER_MIN_FACTOR` off the median, the farthest first, at most one in ten rounds
+    (one from 8 rounds).  Symmetric: a round that flatters either file is left out as surely as one that hurts it.
+    (Issue #67: torchscript-frozen beat fused in 51 of 52 paired rounds; one 847 ms round, its median 15.8 ms, swung
+    the t interval to 0.82-1.88, a tie.)
+
+    >>> import math
+    >>> logs = [math.log(1.2 + 0.01 * (i % 3)) for i in range(52)]
+    >>> logs[30] = math.log(20.0 / 847.0)
+    >>> outlier_rounds(logs), outlier_rounds(logs[:7]), outlier_rounds([0.0] * 8 + [0.1])
+    ([30], [], [])
+    """
+    n = len(logs)
+    if n < OUTLIER_MIN_ROUNDS:
+        return []
+    med = statistics.median(logs)
+    scale = 1.4826 * statistics.median(abs(v - med) for v in logs)
+    edge = max(OUTLIER_Z * scale, math.log(OUTLIER_MIN_FACTOR))
+    far = sorted((i for i, v in enumerate(logs) if abs(v - med) > edge), key=lambda i: -abs(logs[i] - med))
+    return sorted(far[:max(1, n // 10)])
 
 
 def ratio_ci(a_round_ms: Sequence[float], b_round_ms: Sequence[float], level: float = CONFIDENCE) -> RatioCI:
-    """Per-round ratios a/b (same round, so the same machine state); t interval on their logs at ``level``."""
-    pairs = [(a, b) for a, b in zip(a_round_ms, b_round_ms) if a > 0 and b > 0]
+    """Per-round ratios a/b (same round, so the same machine state); t interval on their logs at ``level``, the
+    rounds :func:`outlier_rounds` finds left out (one round cannot swing it) and named."""
+    pairs = [(k, a, b) for k, (a, b) in enumerate(zip(a_round_ms, b_round_ms), 1) if a > 0 and b > 0]
     if not pairs:
         return RatioCI(math.nan, math.nan, math.nan, 0)
-    logs = [math.log(a / b) for a, b in pairs]
+    every = [math.log(a / b) for _, a, b in pairs]
+    out = set(outlier_rounds(every))
+    logs = [v for i, v in enumerate(every) if i not in out]
+    outliers = tuple((pairs[i][0], math.exp(every[i])) for i in sorted(out))
     center = statistics.fmean(logs)
     ratio = math.exp(center)
     if len(logs) < 2:
-        return RatioCI(ratio, 0.0, math.inf, len(logs))
+        return RatioCI(ratio, 0.0, math.inf, len(logs), outliers)
     half = t_quantile(len(logs) - 1, level) * statistics.stdev(logs) / math.sqrt(len(logs))
-    return RatioCI(ratio, math.exp(center - half), math.exp(center + half), len(logs))
+    return RatioCI(ratio, math.exp(center - half), math.exp(center + half), len(logs), outliers)
 
 
 def spread_percent(round_medians_ms: Sequence[float]) -> float | None:

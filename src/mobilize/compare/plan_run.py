@@ -428,6 +428,11 @@ class PlanRun:
         self.recommended = recommend(candidates, self.race.record if self.race else None,
                                      self.machine_load, unit=self.cfg.unit,
                                      frames=self.frames.label if self.frames else None)
+        if self.recommended is not None:
+            from mobilize.compare.recommend import pick_caveats
+
+            task = (self.reference.task or {}) if self.reference else {}
+            self.recommended.update(pick_caveats(self.results[self.recommended["name"]], task, self.cfg.data))
 
 
 def file_alone(times_ns: list[int], file_times_ns: list[int] | None) -> dict[str, Any]:

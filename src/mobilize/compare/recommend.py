@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from mobilize.accuracy.stats import ratio_ci
-from mobilize.bench.racing import ESTIMATOR, RaceRecord, geometric_mean, level_text
+from mobilize.bench.racing import ESTIMATOR, RaceRecord, level_text, paired_leader
 from mobilize.core.outcome import Outcome
 from mobilize.core.target import VNNI_FLAGS
 from mobilize.report.results import VariantResult
@@ -77,8 +77,8 @@ def on_frames(r: VariantResult) -> VariantResult:
 
 def _pick(results: list[VariantResult], race: RaceRecord | None, load: Any = None,
           at_text: Any = None) -> dict[str, Any] | None:
-    """The race's leader (:mod:`mobilize.bench.racing`), or the OK variant with the lowest geometric mean of its
-    round medians when there was no race; the candidates still within noise when the time budget ran out make
+    """The race's leader (:mod:`mobilize.bench.racing`), or the OK variant the race would lead with when there was no
+    race (:func:`mobilize.bench.racing.paired_leader`); the candidates still within noise when the time budget ran out make
     a tie (all named); a separated leader is explained by the last variant it raced itself.  Every ratio and
     interval here is the race's one estimator.  ``load``: how busy the machine was during the rounds
     (:class:`mobilize.bench.load.MachineLoad`); a busy machine gets no separation claim (rule race-busy-machine)."""
@@ -86,7 +86,7 @@ def _pick(results: list[VariantResult], race: RaceRecord | None, load: Any = Non
     if not ok:
         return None
     leader = race.leader if race is not None and race.leader in ok else None
-    best = ok[leader] if leader else min(ok.values(), key=lambda r: geometric_mean(r.latency_ms_round_medians))
+    best = ok[leader or paired_leader(list(ok), {n: r.latency_ms_round_medians for n, r in ok.items()})]
     tied = [n for n in (race.tied if race is not None else []) if n in ok]
     others = {n: ratio_ci(r.latency_ms_round_medians, best.latency_ms_round_medians)
               for n, r in ok.items() if n != best.name}
@@ -103,14 +103,15 @@ def _pick(results: list[VariantResult], race: RaceRecord | None, load: Any = Non
         first = ratio_ci(ok[tied[0]].latency_ms_round_medians, best.latency_ms_round_medians, race.last_level)
         reason = (f"fastest OK variant at {at}, but {raced} still within noise of {', '.join(tied)} "
                   f"({best.name} is {first.ratio:.2f}x as fast as {tied[0]}, {level_text(race.last_level)} CI "
-                  f"{first.low:.2f}-{first.high:.2f} includes 1, the level of the race's last look): a tie "
-                  f"[rule race-tie]")
+                  f"{first.low:.2f}-{first.high:.2f} includes 1, the level of the race's last look{first.outlier_text()}"
+                  f"): a tie [rule race-tie]")
     elif race is not None and (last := _last_separated(race, best.name)) is not None:
         rule = "race-separated"
         earlier = [d.name for d in race.dropped if d.rule == "race-separated" and d is not last]
         reason = (f"fastest OK variant at {at}; {last.ratio:.2f}x as fast as {last.name}, the closest variant it "
                   f"raced to the end ({level_text(last.level or 0.95)} CI {last.low:.2f}-{last.high:.2f} at that "
-                  f"look, {last.after_round} paired rounds) [rule race-separated]")
+                  f"look, {last.after_round} paired rounds{_outliers_text(last.outlier_rounds)}) "
+                  f"[rule race-separated]")
         if earlier:
             reason += (f"; {len(earlier)} other(s) dropped as slower beyond noise than the leader of their round "
                        f"(report.json racing.dropped)")
@@ -118,12 +119,20 @@ def _pick(results: list[VariantResult], race: RaceRecord | None, load: Any = Non
         rule = "race-separated"
         name, ci = min(others.items(), key=lambda kv: kv[1].ratio)
         reason = (f"fastest OK variant at {at}; {ci.ratio:.2f}x as fast as the next, {name} (95% CI "
-                  f"{ci.low:.2f}-{ci.high:.2f}, {ci.rounds} paired rounds) [rule race-separated]")
+                  f"{ci.low:.2f}-{ci.high:.2f}, {ci.rounds} paired rounds{ci.outlier_text()}) [rule race-separated]")
     else:
         rule, reason = "race-only-one", f"the only OK variant timed ({at}) [rule race-only-one]"
     return {"name": best.name, "reason": reason, "rule": rule, "tied": tied, "verdict": budget,
             "busy_machine": bool(load is not None and load.busy),
             "estimator": race.estimator if race is not None else ESTIMATOR}
+
+
+def _outliers_text(rounds: list[dict[str, Any]]) -> str:
+    """A dropped variant's left-out rounds (report.json ``racing.dropped[].outlier_rounds``) as the estimator names
+    them."""
+    from mobilize.accuracy.stats import RatioCI
+
+    return RatioCI(1.0, 1.0, 1.0, 0, tuple((o["round"], o["ratio"]) for o in rounds or [])).outlier_text()
 
 
 def _last_separated(race: RaceRecord, leader: str):
@@ -134,3 +143,33 @@ def _last_separated(race: RaceRecord, leader: str):
     paired rounds" under a race-separated verdict)."""
     mine = [d for d in race.dropped if d.rule == "race-separated" and d.against == leader and d.ratio is not None]
     return max(mine, key=lambda d: (d.after_round, -d.ratio)) if mine else None
+
+
+def pick_caveats(picked: VariantResult, task: dict[str, Any], data: str | None) -> dict[str, Any]:
+    """What the recommendation's own lines must say its pick was not checked on (issue #67): ``inputs`` when there
+    was no ``--data`` (an int8 file was recommended on random inputs with the only word of it in a per-row note the
+    terminal cut short), ``unchecked`` when a quantized or changed file was picked under a guessed ``raw`` task
+    (no task measure judged it: a segmentation net's int8 file once lost 15.5 mask-IoU points unseen).
+
+    >>> from mobilize.report.results import VariantResult
+    >>> int8 = VariantResult("onnx-int8", kind="quantized", notes=["data: no data source: using 8 seeded random inputs"])
+    >>> out = pick_caveats(int8, {"name": "raw", "given": False, "why": "output shape (1,4,16,16)"}, None)
+    >>> sorted(out), out["inputs"]["calibrated_on_random"]
+    (['inputs', 'unchecked'], True)
+    >>> pick_caveats(int8, {"name": "raw", "given": True}, "x.npz"), pick_caveats(int8, {"name": "generation"}, None)
+    ({}, {})
+    """
+    out: dict[str, Any] = {}
+    if not data and task.get("name") != "generation":  # a decoder's prompts are its own corpus, not random values
+        calibrated = any(n.startswith("data: no data source") for n in picked.notes or [])
+        out["inputs"] = {"source": "random-with-seed", "calibrated_on_random": calibrated,
+                         "text": f"judged on seeded random inputs (no --data): {picked.name}'s verdict says how "
+                                 f"closely it tracks the float model on random values, not on the inputs it will see"
+                                 + (", and its int8 scales were calibrated on random values too" if calibrated else "")
+                                 + "; give --data <samples> for a verdict on real ones"}
+    if task.get("name") == "raw" and not task.get("given") and picked.kind in ("quantized", "changed"):
+        out["unchecked"] = (f"the task was guessed raw ({task.get('why')}): {picked.name}, a {picked.kind} file, was "
+                            f"judged by cosine and SQNR on the raw outputs only; no task measure (classes, masks, "
+                            f"boxes, neighbours) was checked: --task classification|segmentation|detection|embedding "
+                            f"judges it by one")
+    return out

@@ -303,7 +303,7 @@ def _reference(job: Job, run, names_of, state_dict: dict | None = None, keeper=N
     ys = ys if ys is not None and len(ys) == len(outs) else None
     torch.save({"state_dict": state_dict, "outputs": outs, "labels": ys, "names": names}, job.reference_path)
     correct = compare_outputs(outs, outs, ys).correct if ys is not None else None
-    task = _task(job, outs, ys, names)
+    task = _task(job, outs, ys, names, [tuple(x.shape) for x in xs[0] if hasattr(x, "shape")])
     return ReferenceDone(len(outs), ys is not None, correct, names, len(outs[0]),
                          degenerate_reference(outs, task=task["name"]), task)  # the same rule for a module or a file
 
@@ -313,12 +313,12 @@ _enter: Any = lambda name: None
 metric) announces itself with it, so a metric that never returns is named, not the stage around it."""
 
 
-def _task(job: Job, outs: list, ys, names) -> dict:
+def _task(job: Job, outs: list, ys, names, input_shapes: list[tuple]) -> dict:
     from mobilize.accuracy.tasks import reference_task
 
     if job.metric:
         _enter("metric")  # the user's code from here on: a timeout is theirs
-    return reference_task(job.task, job.metric, outs, ys, names).to_json()
+    return reference_task(job.task, job.metric, outs, ys, names, input_shapes).to_json()
 
 
 def _lint_section(source, job: Job) -> tuple[dict | None, str | None]:

@@ -323,10 +323,15 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         head = "recommended" if not rec.get("tied") else "recommended (tie)"
         lines.append(f"{head}: {rec['name']} at {at}{speed}{drop}")
         lines.append(f"  why: {rec['reason']}")  # whole: a tie's reason holds colons and semicolons
+        if rec.get("inputs"):
+            lines.append(f"  inputs: {rec['inputs']['text']}")
+        if rec.get("unchecked"):
+            lines.append(f"  not checked: {rec['unchecked']}")
     if isinstance(report.get("task"), dict):  # (a report before tasks were typed holds the bare name)
         lines.append(report["task"]["text"])
     lines += chosen_lines(report)
     lines += warning_lines(report)
+    lines += mixed_precision_route(report)
     if report.get("racing"):
         from mobilize.bench.racing import RaceRecord
 
@@ -352,6 +357,37 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         lines.append(f"WARNING: the machine was busy during the timed rounds ({MachineLoad(**fields).text()}): "
                      f"the ratios and the pick may reflect the load, not the files")
     return lines
+
+
+def mixed_precision_route(report: dict[str, Any]) -> list[str]:
+    """Where int8 files missed the accuracy budget, the route to one within it (issue #67): ``mobilize tune``
+    localises the drift and keeps the layers that cost the budget in float, one more at a time, and times the
+    result (:mod:`mobilize.tune.exclude`), as the command to run.  None for a decoder (its ladder is tune's too,
+    by perplexity) or when no int8 file missed.
+
+    >>> report = {"model": "enc.py:Encoder", "data": "sentences.npz", "task": {"name": "embedding"},
+    ...           "policy": {"min_cosine": 0.998}, "input_specs": [{"shape": [1, 64], "dtype": "int64"}] * 2,
+    ...           "variants": [{"name": "onnx-int8", "kind": "quantized", "outcome": "OVER_BUDGET"}]}
+    >>> print(mixed_precision_route(report)[0])
+    route: onnx-int8 missed the accuracy budget; `mobilize tune enc.py:Encoder --data sentences.npz --min-cosine 0.998 --input_dims '1,64;1,64' --input_type 'int64;int64'` keeps the layers that cost it in float (found by localising the drift) and times the mixed file
+    """
+    import shlex
+
+    missed = [v["name"] for v in report.get("variants") or []
+              if v.get("kind") == "quantized" and v.get("outcome") == "OVER_BUDGET"]
+    if not missed or task_name(report) == "generation" or not report.get("model"):
+        return []
+    policy = report.get("policy") or {}
+    cosine = task_name(report) in ("raw", "embedding", None)
+    budget = (f"--min-cosine {policy.get('min_cosine')}" if cosine else f"--max-drop {policy.get('max_drop_points')}")
+    args = [shlex.quote(str(report["model"])), "--data", shlex.quote(str(report["data"])) if report.get("data")
+            else "<samples>", *budget.split()]
+    specs = report.get("input_specs") or []
+    if specs and not str(report["model"]).startswith("zoo:"):
+        args += ["--input_dims", shlex.quote(";".join(",".join(map(str, s["shape"])) for s in specs)),
+                 "--input_type", shlex.quote(";".join(s.get("dtype", "float32") for s in specs))]
+    return [f"route: {', '.join(missed)} missed the accuracy budget; `mobilize tune {' '.join(args)}` keeps the "
+            f"layers that cost it in float (found by localising the drift) and times the mixed file"]
 
 
 def pick_figures(report: dict[str, Any], best: dict[str, Any]) -> tuple[str, str, str]:

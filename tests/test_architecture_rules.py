@@ -154,6 +154,11 @@ NAMED_LIMITS = {
     ("mobilize.camera.frames", "MAX_FRAME_SIDE"): "a limit on the user's --frames size, checked before any work",
     ("mobilize.generation.model", "MAX_DECODER_TOKENS"): "a limit on --prompt-len + --gen-len, checked before any "
                                                          "work",
+    ("mobilize.accuracy.stats", "OUTLIER_MIN_ROUNDS"): "part of the speed estimator's definition (which rounds may be "
+                                                       "left out as outliers, said in ESTIMATOR and the report), not "
+                                                       "an accuracy verdict",
+    ("mobilize.accuracy.tasks", "SEG_MAX_CLASSES"): "part of the task guess (which outputs read as per-pixel class "
+                                                    "scores, said in the task line), not a verdict",
 }
 """(module, constant) -> why a threshold-named constant outside the Policy is not a verdict threshold."""
 

@@ -71,6 +71,17 @@ def tiny_lm_run(tmp_path_factory):
     return out, stdout
 
 
+def test_the_listed_schema_validates_a_real_decoder_report(tiny_lm_run, tmp_path):
+    """#65 item 4: ``mobilize list schema``'s file, read by the jsonschema package alone, accepts the decoder report."""
+    import jsonschema
+
+    out, _ = tiny_lm_run
+    code, _, err = _mobilize("list", "schema", "--json", tmp_path / "report.schema.json")
+    assert code == 0, err
+    schema = json.loads((tmp_path / "report.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(json.loads((out / "report.json").read_text()))
+
+
 def test_tiny_lm_decoder_files_judged_and_timed_in_tokens(tiny_lm_run):
     out, stdout = tiny_lm_run
     report = json.loads((out / "report.json").read_text())

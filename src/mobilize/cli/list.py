@@ -1,4 +1,4 @@
-"""``mobilize list [zoo|recipes|plans|runtimes|passes|exporters|targets] [--json FILE|-]``: what is built in - the
+"""``mobilize list [zoo|recipes|plans|runtimes|passes|exporters|targets|schema] [--json FILE|-]``: what is built in - the
 classifier recipes and the decoder ones (each engine's generative files, their ``NAME@gN`` int4 groups), every plan
 (``generation`` among them), and every runtime with whether it can run here and, where not, the one command that
 installs it.
@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import argparse
 
-KINDS = ("zoo", "recipes", "plans", "runtimes", "passes", "exporters", "targets")
+KINDS = ("zoo", "recipes", "plans", "runtimes", "passes", "exporters", "targets", "schema")
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("list", help="list zoo models, recipes, plans, runtimes, passes, exporters or targets",
-                       description="List what mobilize has built in (everything, or one kind).")
+    p = sub.add_parser("list", help="list zoo models, recipes, plans, runtimes, passes, exporters or targets, or "
+                                    "print report.json's schema",
+                       description="List what mobilize has built in (everything, or one kind); `list schema` prints "
+                                   "report.json's JSON Schema, filled (every enum written out), for any validator.")
     p.add_argument("kind", nargs="?", choices=KINDS, help="what to list (default: everything)")
     p.add_argument("--json", metavar="FILE", help="write the listing as JSON to FILE (- for standard output), for "
                                                  "scripts: each kind a list of {name, description}")
@@ -119,6 +121,8 @@ def _doc(obj) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.kind == "schema":
+        return _schema(args.json)
     if args.json:
         import json
         import sys
@@ -126,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         from mobilize.core.artifact import atomic_write_text
 
         listing = {kind: [{"name": n, "description": t} for n, t in entries(kind)]
-                   for kind in ([args.kind] if args.kind else KINDS)}
+                   for kind in ([args.kind] if args.kind else KINDS) if kind != "schema"}
         text = json.dumps(listing, indent=2) + "\n"
         if args.json == "-":
             sys.stdout.write(text)
@@ -135,10 +139,32 @@ def run(args: argparse.Namespace) -> int:
             print(f"wrote {args.json}", file=sys.stderr)
         return 0
     for kind in [args.kind] if args.kind else KINDS:
+        if kind == "schema":
+            print("schema:\n  report.json's JSON Schema (draft 2020-12): mobilize list schema [--json FILE]")
+            continue
         if not args.kind:
             print(f"{kind}:")
         rows = entries(kind)
         width = max((len(n) for n, _ in rows), default=0)
         for name, text in rows:
             print(f"{'  ' if not args.kind else ''}{name:<{width}}  {text}")
+    return 0
+
+
+def _schema(json_file: str | None) -> int:
+    """report.json's JSON Schema as ``json_report.schema()`` fills it (schema.json's ``["$Outcome"]`` placeholders
+    written out, every variant field from the dataclasses that write it): on standard output, or written to
+    ``json_file`` (#65 item 4: the packaged schema.json alone is not the schema a validator needs)."""
+    import json
+    import sys
+
+    from mobilize.core.artifact import atomic_write_text
+    from mobilize.report.json_report import schema
+
+    text = json.dumps(schema(), indent=2) + "\n"
+    if json_file and json_file != "-":
+        atomic_write_text(json_file, text)
+        print(f"wrote {json_file}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
     return 0

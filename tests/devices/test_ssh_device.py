@@ -171,6 +171,29 @@ def test_ctrl_c_leaves_nothing_on_the_device(lo, tmp_path):
     assert list((lo / "runs").iterdir()) == []  # the run folder removed too
 
 
+def test_verify_a_file_on_the_device_against_the_float_model(lo, tmp_path, run_cli):
+    """verify --on a device over SSH: the file's outputs from the device's own kernels and the host's, both judged
+    against the float model on the same samples, and how far apart they are (the same CPU here: exact or close)."""
+    code, _, err = run_cli("optimize", "zoo:conv_bn_relu", "--recipe", "onnx-fp32", "-o", tmp_path / "o")
+    assert code == 0, err
+    [onnx] = (tmp_path / "o").rglob("*.onnx")
+    proc = subprocess.run([MOBILIZE, "verify", str(onnx), "--on", "lo", "--model", "zoo:conv_bn_relu", "--samples",
+                           "8", "--json", str(tmp_path / "v.json")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((tmp_path / "v.json").read_text())
+    assert result["device"]["name"] == "lo" and result["facts"]["machine"] == os.uname().machine
+    assert result["outcome"] == result["host_outcome"] == "OK" and not result["differs_from_host"]
+    assert result["verdict"]["rule"] == "float-sqnr" and result["samples"] == 8
+    assert result["agreement_with_host"]["sqnr_db"] is None or result["agreement_with_host"]["sqnr_db"] > 60
+    lines = proc.stdout.splitlines()
+    assert lines[1].startswith("verdict: lo OK | host OK | lo vs host: ") and lines[4].startswith("  lo ran on ")
+    bad = subprocess.run([MOBILIZE, "verify", str(onnx), "--on", "lo", "--cpu", "cortex-a53"], capture_output=True,
+                         text=True)
+    assert_one_line_error(bad.returncode, bad.stderr, "--cpu picks the emulated CPU of --on arm64")
+    bad = subprocess.run([MOBILIZE, "verify", str(onnx), "--on", "nosuch"], capture_output=True, text=True)
+    assert_one_line_error(bad.returncode, bad.stderr, "unknown device 'nosuch'")
+
+
 def test_bench_a_file_on_the_device(lo, tmp_path, run_cli):
     code, _, err = run_cli("optimize", "zoo:conv_bn_relu", "--recipe", "onnx-fp32", "-o", tmp_path / "o")
     assert code == 0, err

@@ -29,8 +29,8 @@ def add_parser(sub) -> None:
                                    "time them in interleaved rounds, and recommend the fastest within your accuracy "
                                    "budget.",
                        epilog="exit status: 0 done; 1 a bug in mobilize; 2 bad input or an unreachable --on device; 3 a "
-                              "stage out of its default time; 4 budgets given and no OK file within them (the report "
-                              "written); 130 interrupted")
+                              "stage out of its default time; 4 budgets given and no OK file within them, or a file "
+                              "regressed against --baseline (the report written); 130 interrupted")
     p.add_argument("model", nargs="?", metavar="MODEL", help="model reference (default: zoo:digits_mobilenet_v2)")
     p.add_argument("--plan", default="default", help="built-in plan name or a .yaml/.json file (default: default; "
                                                      "see `mobilize list plans`)")
@@ -75,6 +75,9 @@ def add_parser(sub) -> None:
                    help="the device the files are for (decides ONNX reduce_range, the default int8 engine)")
     p.add_argument("--verify-on", choices=["arm64"], metavar="arm64",
                    help="also check every file on arm64 kernels under QEMU (needs scripts/setup-arm64.sh)")
+    p.add_argument("--baseline", metavar="REPORT", help="an earlier compare's report.json (this CPU, this plan): each "
+                   "file's speed and verdict against it; a file OK there and now slower beyond noise (and by 1.10x or "
+                   "more) or no longer OK exits with status 4, the report written")
     p.add_argument("--max-size-mb", type=float, metavar="MB", help="a budget: pick only a file of at most MB (10^6 "
                    "bytes); with every budget, no file within them exits with status 4, the report written")
     p.add_argument("--max-memory-mb", type=float, metavar="MB",
@@ -139,7 +142,6 @@ def run(args: argparse.Namespace) -> int:
     from mobilize.compare.config import CompareConfig
     from mobilize.compare.failures import ReferenceFailed
     from mobilize.core.outcome import Outcome
-    from mobilize.report.terminal import format_table, summary_lines
 
     check_threads(args.threads, "--threads")
     from mobilize.core.checks import check_at_least
@@ -171,7 +173,8 @@ def run(args: argparse.Namespace) -> int:
                            unit=args.unit,
                            bound_args=bound_args_from_args(args), task=task, metric=metric,
                            verify_on=args.verify_on, arm64_cpu=arm64_cpu, frames=frames,
-                           devices=devices, timed=not args.on or "host" in args.on, budgets=_budgets(args))
+                           devices=devices, timed=not args.on or "host" in args.on, budgets=_budgets(args),
+                           baseline=_baseline(args))
     progress = Progress()
     started = int(time.time())  # whole seconds: file systems keep coarse modification times
     try:
@@ -193,6 +196,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"mobilize: interrupted; {where}", file=sys.stderr)
         return 130
     progress.close()
+    return _print_and_gate(report, args)
+
+
+def _print_and_gate(report: dict, args: argparse.Namespace) -> int:
+    """The table, the summary and the sections the options add; the exit status (4: a gate closed)."""
+    from pathlib import Path
+
+    from mobilize.report.terminal import format_table, summary_lines
+
     print(format_table(report))
     print()
     for line in summary_lines(report):
@@ -209,16 +221,46 @@ def run(args: argparse.Namespace) -> int:
         print()
         for line in device_lines(report):
             print(line)
+    if report.get("baseline"):
+        from mobilize.compare.baseline import lines
+
+        print()
+        for line in lines(report["baseline"]):
+            print(line)
     for note in report.get("notes", []):
         print(f"note: {note}")
     code = _wrote(report, Path(args.output))
+    from mobilize.compare.budgets import GATE_EXIT
+
     if report.get("budgets"):
-        from mobilize.compare.budgets import GATE_EXIT, summary_line
+        from mobilize.compare.budgets import summary_line
 
         print(summary_line(report["budgets"]))
         if report["budgets"]["none_met"] and code == 0:
             return GATE_EXIT
+    if (report.get("baseline") or {}).get("regressions") and code == 0:
+        return GATE_EXIT
     return code
+
+
+def _baseline(args: argparse.Namespace) -> dict | None:
+    """``--baseline``'s report, read before any work (the output folder's own report.json is replaced by this run)
+    and refused in one line when it is not a compare report, comes from another CPU or ran another plan."""
+    if not args.baseline:
+        return None
+    from mobilize.compare.baseline import check_plan, load_baseline
+    from mobilize.core.target import host_cpu
+
+    old = load_baseline(args.baseline, host_cpu().to_json())
+    from mobilize.core.errors import UserError
+    from mobilize.plans.plan import load_plan
+
+    try:
+        name = load_plan(args.plan).name
+    except UserError:  # a plan that does not load is compare's own one-line error, said when it loads it
+        return old
+    check_plan(old, name)
+    return old
 
 
 def _budgets(args: argparse.Namespace) -> dict | None:

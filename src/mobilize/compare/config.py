@@ -84,6 +84,9 @@ class CompareConfig:
     budgets: dict | None = None
     """Limits beyond accuracy (:mod:`mobilize.compare.budgets`: ``max_size_mb``, ``max_memory_mb``,
     ``max_latency_ms`` with ``latency_percentile``, ``min_tokens_per_s``): the pick is the fastest file within all."""
+    baseline: dict | None = None
+    """An earlier run's report.json, read and checked before any work (``--baseline``,
+    :mod:`mobilize.compare.baseline`): this run's files are compared with its."""
     devices: tuple[str, ...] = ()
     """``--on DEVICE`` other than host: each file also checked and timed there, after the host's stages
     (:mod:`mobilize.compare.devices`): ``arm64``, ``ssh://...`` or a devices-file name."""

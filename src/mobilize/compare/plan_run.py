@@ -67,6 +67,8 @@ class PlanRun:
         self.recommended: dict[str, Any] | None = None
         self.devices: dict[str, Any] | None = None
         self.budget_summary: dict[str, Any] | None = None
+        self.baseline: dict[str, Any] | None = None
+        """This run against ``--baseline``'s (:func:`mobilize.compare.baseline.compare_with`)."""
         """``--max-size-mb`` and the other budgets: which files are within them (:func:`mobilize.compare.budgets.apply`)."""
         """``--on``: each device's section (:func:`mobilize.compare.devices.run_on_devices`)."""
         self.machine_load = None
@@ -128,6 +130,7 @@ class PlanRun:
             "generation": self._generation_facts(),
             "variants": [r.to_json() for r in self.results.values()],
             "timed_on_host": self.cfg.timed, "devices": self.devices, "budgets": self.budget_summary,
+            "baseline": self.baseline,
         }
 
     def _call_rows(self) -> int | None:
@@ -428,6 +431,11 @@ class PlanRun:
         self.recommended = recommend(candidates, self.race.record if self.race else None,
                                      self.machine_load, unit=self.cfg.unit,
                                      frames=self.frames.label if self.frames else None)
+        if self.cfg.baseline:
+            from mobilize.compare.baseline import compare_with
+
+            self.baseline = compare_with(self.cfg.baseline, [r.to_json() for r in self.results.values()],
+                                         load_now=self.machine_load.to_json() if self.machine_load else None)
         if self.recommended is not None:
             from mobilize.compare.recommend import pick_caveats
 

@@ -23,24 +23,15 @@ def verify_on_device(path: str, spec: str, *, model: str | None = None, data: st
     from mobilize.arm64.verdict import judge_outputs
     from mobilize.core.artifact import Artifact
     from mobilize.core.errors import ConfigError
-    from mobilize.core.inputs import make_random_inputs
     from mobilize.core.outcome import Outcome
     from mobilize.devices.registry import resolve
     from mobilize.runtimes.base import flatten_outputs
-    from mobilize.sources.data import dataclass_replace_batch, open_data
 
     device = resolve(spec)  # an unknown name or a bad address: one line before any work
     policy = policy or DEFAULT_POLICY
     artifact = Artifact.from_file(path)
-    specs = [dataclass_replace_batch(s, 1) for s in (input_specs or artifact.input_specs)]
-    if not specs:
-        raise ConfigError(f"the input shape of {path} is unknown (no manifest beside it)",
-                          hint='give --input_dims, e.g. "1,1,96,96"')
     kind = kind or kind_of(artifact.recipe)
-    if data:
-        xs, ys = open_data(data).labelled_sample_lists(specs, samples)
-    else:
-        xs, ys = [make_random_inputs(specs, seed) for seed in range(min(samples, 16))], None
+    xs, ys = _samples(artifact, path, data, samples, input_specs)
     files = [(path, runtime)]
     host_machine, [host] = resolve("host").check(files, xs, timeout_s=timeout_s)
     if host.outputs is None:
@@ -74,6 +65,21 @@ def verify_on_device(path: str, spec: str, *, model: str | None = None, data: st
             "differs_from_host": verdict["outcome"] != host_verdict["outcome"], "verdict": verdict,
             "host_verdict": host_verdict, "agreement_with_host": agreement,
             "emulated": device.emulated or (machine.get("facts") or {}).get("emulated")}
+
+
+def _samples(artifact: Any, path: str, data: str | None, samples: int, input_specs: Sequence[Any]):
+    """The samples both runs get: ``data``'s (with labels where it has them), else seeded random inputs."""
+    from mobilize.core.errors import ConfigError
+    from mobilize.core.inputs import make_random_inputs
+    from mobilize.sources.data import dataclass_replace_batch, open_data
+
+    specs = [dataclass_replace_batch(s, 1) for s in (input_specs or artifact.input_specs)]
+    if not specs:
+        raise ConfigError(f"the input shape of {path} is unknown (no manifest beside it)",
+                          hint='give --input_dims, e.g. "1,1,96,96"')
+    if data:
+        return open_data(data).labelled_sample_lists(specs, samples)
+    return [make_random_inputs(specs, seed) for seed in range(min(samples, 16))], None
 
 
 def result_lines(result: dict[str, Any]) -> list[str]:

@@ -251,5 +251,23 @@ latency and are not shown.</p>
 {''.join(rows)}</table>"""
 
 
-EXTRA_SECTIONS: list = [lint_section, compression_section, arm64_section, devices_section]
+def baseline_section(report: dict[str, Any]) -> str:
+    """report.html's section for ``--baseline``: the same rows as the terminal's, the regressions marked."""
+    baseline = report.get("baseline")
+    if not baseline:
+        return ""
+    rows = []
+    for name, row in baseline["files"].items():
+        cls = "bad" if name in baseline["regressions"] else "ok"
+        ratio = "-" if "ratio" not in row else f"{row['ratio']:.2f} ({row['low']:.2f}-{row['high']:.2f})"
+        rows.append(f'<tr><td>{esc(name)}</td><td>{esc(row["outcome_then"])}</td><td>{esc(row["outcome_now"])}</td>'
+                    f'<td>{esc(ratio)}</td><td class="l {cls}">{esc(row["reason"])}</td></tr>')
+    return (f"<h2>Against the baseline</h2><p class=\"muted\">{esc(baseline['path'])} "
+            f"({esc(baseline.get('created') or 'date unknown')}); {esc(baseline['common_rule'])}. A file OK there is "
+            f"a regression when it is now slower beyond noise and by {baseline['slower_factor']:.2f}x or more, or no "
+            f"longer OK.</p><table><tr><th>variant</th><th>then</th><th>now</th><th>now / then (95% CI)</th>"
+            f"<th class=\"l\">rule</th></tr>{''.join(rows)}</table>")
+
+
+EXTRA_SECTIONS: list = [lint_section, compression_section, arm64_section, devices_section, baseline_section]
 """Renderers ``report -> html`` for optional sections."""

@@ -64,7 +64,7 @@ def test_a_baseline_from_another_cpu_or_plan_or_not_a_report_is_refused(tmp_path
         load_baseline(str(tmp_path / "absent.json"), CPU)
 
 
-PLAN = "name: gate\nvariants:\n  - {name: eager-fp32}\n  - {name: candidate, passes: [%s]}\n"
+PLAN = "name: gate\nvariants:\n  - {name: eager-fp32}\n  - {name: fused, passes: [fuse]}\n  - {name: candidate, passes: [%s]}\n"
 
 
 def test_a_planted_slower_file_is_flagged_with_status_4_and_the_report_written(run_cli, tmp_path):
@@ -81,8 +81,10 @@ def test_a_planted_slower_file_is_flagged_with_status_4_and_the_report_written(r
     assert code == 4, err
     report = json.loads((tmp_path / "now" / "report.json").read_text())
     base = report["baseline"]
-    assert base["regressions"] == ["candidate"] and base["files"]["candidate"]["rule"] == "baseline-slower"
-    assert base["files"]["eager-fp32"]["rule"] in ("baseline-same", "baseline-faster")
+    # the stall is flagged whatever the rest of the machine did (the suite's other worker loads it: the unchanged
+    # files' own verdicts against the baseline are the unit test's and the default model's run, not asserted here)
+    assert "candidate" in base["regressions"] and base["files"]["candidate"]["rule"] == "baseline-slower"
+    assert base["files"]["candidate"]["ratio"] > 5 and set(base["files"]) == {"eager-fp32", "fused", "candidate"}
     assert "candidate: " in out and "<-- REGRESSION" in out and "regressed against the baseline: candidate" in out
     assert "Against the baseline" in (tmp_path / "now" / "report.html").read_text()
     code, _, err = run("fuse", "again", "--baseline", tmp_path / "now" / "report.json", "--plan", "quick")

@@ -21,7 +21,7 @@ def test_a_failed_reference_hands_the_baseline_to_the_next_timed_variant():
     run = SimpleNamespace(results={"eager-fp32": eager, "onnx-fp32": _timed("onnx-fp32", [1.0, 1.02, 0.98]),
                                    "executorch-fp32": _timed("executorch-fp32", [2.0, 2.1, 1.9])},
                           reference_name="eager-fp32", race=None, machine_load=None, frames=None, reference=None,
-                          cfg=SimpleNamespace(unit="same-work", budgets=None, data=None))  # the unit the pick is made
+                          cfg=SimpleNamespace(unit="same-work", budgets=None, data=None, baseline=None))  # the unit the pick is made
     # on; no budgets; no --data (the pick says it was judged on random inputs)
     PlanRun._finish(run)
     assert run.reference_name == "onnx-fp32"

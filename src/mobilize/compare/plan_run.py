@@ -66,11 +66,11 @@ class PlanRun:
         """The shared timing host of the torch-timed variants (:mod:`mobilize.compare.host`), once one is needed."""
         self.recommended: dict[str, Any] | None = None
         self.devices: dict[str, Any] | None = None
+        """``--on``: each device's section (:func:`mobilize.compare.devices.run_on_devices`)."""
         self.budget_summary: dict[str, Any] | None = None
+        """``--max-size-mb`` and the other budgets: which files are within them (:func:`mobilize.compare.budgets.apply`)."""
         self.baseline: dict[str, Any] | None = None
         """This run against ``--baseline``'s (:func:`mobilize.compare.baseline.compare_with`)."""
-        """``--max-size-mb`` and the other budgets: which files are within them (:func:`mobilize.compare.budgets.apply`)."""
-        """``--on``: each device's section (:func:`mobilize.compare.devices.run_on_devices`)."""
         self.machine_load = None
         """How busy the machine was during the timed rounds (:mod:`mobilize.bench.load`)."""
         self.bandwidth: dict[str, Any] | None = None

@@ -12,7 +12,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from mobilize.bench.racing import ESTIMATOR, geometric_mean
+from mobilize.bench.racing import ESTIMATOR, geometric_mean, paired_leader
 
 MAX_THREADS = 16
 """The thread search stops here on machines with more cores."""
@@ -34,7 +34,9 @@ def choose(candidates: list, sample: list, rounds: int, iterations: int, interru
     except KeyboardInterrupt:
         echo("interrupted while timing: choosing on the rounds measured so far")
     timed = [c for c in ok if c.round_medians_ms] or ok
-    winner = min(timed, key=lambda c: geometric_mean(c.round_medians_ms))
+    named = {c.name: c for c in timed}
+    winner = named[paired_leader(list(named), {n: c.round_medians_ms for n, c in named.items()})] \
+        if all(c.round_medians_ms for c in timed) else min(timed, key=lambda c: geometric_mean(c.round_medians_ms))
     tie_with = []
     for c in timed:
         if c is winner:
@@ -43,7 +45,7 @@ def choose(candidates: list, sample: list, rounds: int, iterations: int, interru
         if not c.round_medians_ms or not ci.significant:
             tie_with.append(c.name)
             c.lost = (f"tie: {winner.name} is {ci.ratio:.2f}x as fast (95% CI {ci.low:.2f}-{ci.high:.2f}, includes 1); "
-                      f"{winner.name} kept as the lower geometric mean of round medians")
+                      f"{winner.name} kept as the faster on the paired estimator")
         else:
             c.lost = f"slower: {winner.name} is {ci.ratio:.2f}x as fast (95% CI {ci.low:.2f}-{ci.high:.2f})"
     return winner, tie_with

@@ -38,6 +38,19 @@ class FakeMachine:
         return race.record, got
 
 
+def ok_results(got) -> list:
+    """Every raced variant as an OK result with the race's own round medians, as compare hands them to recommend."""
+    from mobilize.core.outcome import Outcome
+    from mobilize.report.results import VariantResult
+
+    results = []
+    for name, rt in got.items():
+        r = VariantResult(name, outcome=Outcome.OK)
+        r.latency, r.latency_ms_round_medians = rt.stats().to_json(), rt.round_medians_ms
+        results.append(r)
+    return results
+
+
 NOISY = [1.0, 1.3, 0.9, 1.1, 1.25, 0.95]
 """Round medians that move ~40% between rounds, as on the shared VM."""
 
@@ -104,8 +117,6 @@ def test_a_file_that_wins_all_but_one_round_separates_and_the_outlier_round_is_n
     in the drop, its reason and the recommendation."""
     from mobilize.accuracy.stats import ratio_ci
     from mobilize.compare.recommend import recommend
-    from mobilize.core.outcome import Outcome
-    from mobilize.report.results import VariantResult
 
     frozen = [15.8, 847.0, 15.9, 15.7, 16.0, 15.8, 15.9, 15.7, 15.8, 16.0] * 3
     fused = [18.9, 18.7, 19.0, 18.8, 19.1, 18.9, 18.8, 19.0, 18.7, 18.9] * 3
@@ -119,12 +130,7 @@ def test_a_file_that_wins_all_but_one_round_separates_and_the_outlier_round_is_n
     # what the one round does while it cannot be left out (7 rounds): a tie even at 95%
     kept = ratio_ci(fused[:7], frozen[:7])
     assert not kept.significant and kept.outliers == ()
-    results = []
-    for name, rt in got.items():
-        r = VariantResult(name, outcome=Outcome.OK)
-        r.latency, r.latency_ms_round_medians = rt.stats().to_json(), rt.round_medians_ms
-        results.append(r)
-    out = recommend(results, rec)
+    out = recommend(ok_results(got), rec)
     assert out["name"] == "torchscript-frozen" and out["rule"] == "race-separated" and not out["tied"]
     assert "round 2 (ratio 0.02" in out["reason"], out["reason"]
 
@@ -158,18 +164,11 @@ def test_a_variant_that_stops_answering_leaves_the_race():
 
 
 def test_recommend_takes_the_race_leader_and_prints_the_estimator_inside_its_interval():
-    from mobilize.report.results import VariantResult
     from mobilize.compare.recommend import recommend
-    from mobilize.core.outcome import Outcome
 
     m = FakeMachine({"slower": [3 * x for x in NOISY], "fast": NOISY, "slow": [2 * x for x in NOISY]})
     rec, got = m.race()
-    results = []
-    for name, rt in got.items():
-        r = VariantResult(name, outcome=Outcome.OK)
-        r.latency, r.latency_ms_round_medians = rt.stats().to_json(), rt.round_medians_ms
-        results.append(r)
-    out = recommend(results, rec)
+    out = recommend(ok_results(got), rec)
     assert out["name"] == "fast" and out["tied"] == [] and "race-separated" in out["reason"]
     assert "as fast as slow," in out["reason"]  # of the two dropped in the same round, the closer one
     ratio = float(out["reason"].split("; ")[1].split("x as fast")[0])

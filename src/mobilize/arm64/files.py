@@ -19,6 +19,36 @@ def require_arm64(cpu: str) -> None:
         raise BackendUnavailableError(f"cannot verify on arm64: {why}")
 
 
+def verify_samples(artifact: Any, path: str, data: str | None, samples: int, input_specs: Sequence[Any]):
+    """The samples a verify run feeds the host and the other side: ``data``'s (with labels where it has them),
+    else seeded random inputs; (inputs, labels or None)."""
+    from mobilize.core.inputs import make_random_inputs
+    from mobilize.sources.data import dataclass_replace_batch, open_data
+
+    specs = [dataclass_replace_batch(s, 1) for s in (input_specs or artifact.input_specs)]
+    if not specs:
+        raise ConfigError(f"the input shape of {path} is unknown (no manifest beside it)",
+                          hint='give --input_dims, e.g. "1,1,96,96"')
+    if data:
+        return open_data(data).labelled_sample_lists(specs, samples)
+    return [make_random_inputs(specs, seed) for seed in range(min(samples, 16))], None
+
+
+def verify_reference(model: str | None, xs: Sequence[Any], host_outputs: Any, versus: str) -> tuple[Any, str]:
+    """What a verify run judges against, and how it says so: ``model``'s float outputs on ``xs``, else the same
+    file's on the host (``versus`` says what that comparison is)."""
+    if not model:
+        return host_outputs, f"the same file on the host ({versus})"
+    import torch
+
+    from mobilize.runtimes.base import flatten_outputs
+    from mobilize.sources.models import resolve_model
+
+    module = resolve_model(model).module
+    with torch.inference_mode():
+        return [[t.detach().float() for t in flatten_outputs(module(*x))] for x in xs], f"the float model {model}"
+
+
 def report_lines(report: dict[str, Any]) -> list[str]:
     """compare's arm64 section: one line per variant checked, the reasons for the others."""
     from mobilize.arm64.verdict import summary
@@ -54,38 +84,19 @@ def verify_file(path: str, *, model: str | None = None, data: str | None = None,
                 input_specs: Sequence[Any] = (), runtime: str | None = None) -> dict[str, Any]:
     """``path`` on the host and on arm64, both judged against ``model``'s outputs (or, without a model, against
     the same file on the host)."""
-    import torch
 
     from mobilize.accuracy.verify import DEFAULT_POLICY
     from mobilize.arm64.run import run_child
     from mobilize.arm64.verdict import check_outputs
     from mobilize.core.artifact import Artifact
-    from mobilize.runtimes.base import flatten_outputs
-    from mobilize.sources.data import dataclass_replace_batch, open_data
-    from mobilize.core.inputs import make_random_inputs
 
     require_arm64(cpu)
     policy = policy or DEFAULT_POLICY
     artifact = Artifact.from_file(path)
-    specs = [dataclass_replace_batch(s, 1) for s in (input_specs or artifact.input_specs)]
-    if not specs:
-        raise ConfigError(f"the input shape of {path} is unknown (no manifest beside it)",
-                          hint='give --input_dims, e.g. "1,1,96,96"')
     kind = kind or kind_of(artifact.recipe)
-    if data:
-        xs, ys = open_data(data).labelled_sample_lists(specs, samples)
-    else:
-        xs, ys = [make_random_inputs(specs, seed) for seed in range(min(samples, 16))], None
+    xs, ys = verify_samples(artifact, path, data, samples, input_specs)
     host = run_child(path, xs, on="host", runtime=runtime, timeout_s=timeout_s)
-    if model:
-        from mobilize.sources.models import resolve_model
-
-        module = resolve_model(model).module
-        with torch.inference_mode():
-            reference = [[t.detach().float() for t in flatten_outputs(module(*x))] for x in xs]
-        against = f"the float model {model}"
-    else:
-        reference, against = host.outputs, f"the same file on the host ({kind}: the arm64 kernels vs the host's)"
+    reference, against = verify_reference(model, xs, host.outputs, f"{kind}: the arm64 kernels vs the host's")
     arm = run_child(path, xs, on="arm64", runtime=runtime, cpu=cpu, timeout_s=timeout_s)
     check = check_outputs(arm.outputs, host.outputs, reference, ys if model else None, kind, policy,
                           machine=arm.machine)

@@ -15,36 +15,25 @@ def verify_on_device(path: str, spec: str, *, model: str | None = None, data: st
                      input_specs: Sequence[Any] = (), runtime: str | None = None) -> dict[str, Any]:
     """``path`` on the host and on device ``spec`` (``ssh://...``, a devices-file name or ``host``), judged as
     :func:`mobilize.arm64.files.verify_file` judges the arm64 run."""
-    import torch
-
     from mobilize.accuracy.metrics import compare_outputs
     from mobilize.accuracy.verify import DEFAULT_POLICY, Verdict
-    from mobilize.arm64.files import kind_of
+    from mobilize.arm64.files import kind_of, verify_reference, verify_samples
     from mobilize.arm64.verdict import judge_outputs
     from mobilize.core.artifact import Artifact
     from mobilize.core.errors import ConfigError
     from mobilize.core.outcome import Outcome
     from mobilize.devices.registry import resolve
-    from mobilize.runtimes.base import flatten_outputs
 
     device = resolve(spec)  # an unknown name or a bad address: one line before any work
     policy = policy or DEFAULT_POLICY
     artifact = Artifact.from_file(path)
     kind = kind or kind_of(artifact.recipe)
-    xs, ys = _samples(artifact, path, data, samples, input_specs)
+    xs, ys = verify_samples(artifact, path, data, samples, input_specs)
     files = [(path, runtime)]
     host_machine, [host] = resolve("host").check(files, xs, timeout_s=timeout_s)
     if host.outputs is None:
         raise ConfigError(f"{path} does not run on this host either: {host.error}")
-    if model:
-        from mobilize.sources.models import resolve_model
-
-        module = resolve_model(model).module
-        with torch.inference_mode():
-            reference = [[t.detach().float() for t in flatten_outputs(module(*x))] for x in xs]
-        against = f"the float model {model}"
-    else:
-        reference, against = host.outputs, f"the same file on the host ({kind}: the device's kernels vs the host's)"
+    reference, against = verify_reference(model, xs, host.outputs, f"{kind}: the device's kernels vs the host's")
     try:
         machine, [run] = device.check(files, xs, timeout_s=timeout_s)
     finally:
@@ -65,21 +54,6 @@ def verify_on_device(path: str, spec: str, *, model: str | None = None, data: st
             "differs_from_host": verdict["outcome"] != host_verdict["outcome"], "verdict": verdict,
             "host_verdict": host_verdict, "agreement_with_host": agreement,
             "emulated": device.emulated or (machine.get("facts") or {}).get("emulated")}
-
-
-def _samples(artifact: Any, path: str, data: str | None, samples: int, input_specs: Sequence[Any]):
-    """The samples both runs get: ``data``'s (with labels where it has them), else seeded random inputs."""
-    from mobilize.core.errors import ConfigError
-    from mobilize.core.inputs import make_random_inputs
-    from mobilize.sources.data import dataclass_replace_batch, open_data
-
-    specs = [dataclass_replace_batch(s, 1) for s in (input_specs or artifact.input_specs)]
-    if not specs:
-        raise ConfigError(f"the input shape of {path} is unknown (no manifest beside it)",
-                          hint='give --input_dims, e.g. "1,1,96,96"')
-    if data:
-        return open_data(data).labelled_sample_lists(specs, samples)
-    return [make_random_inputs(specs, seed) for seed in range(min(samples, 16))], None
 
 
 def result_lines(result: dict[str, Any]) -> list[str]:

@@ -90,12 +90,13 @@ class CoarseWeights12(CoarseWeights):
 
 
 class _Slowed(torch.nn.Module):
-    def __init__(self, inner: torch.nn.Module) -> None:
+    def __init__(self, inner: torch.nn.Module, stall_s: float = 0.02) -> None:
         super().__init__()
         self.inner = inner
+        self.stall_s = stall_s
 
     def forward(self, x):
-        time.sleep(0.02)
+        time.sleep(self.stall_s)
         return self.inner(x)
 
 
@@ -106,6 +107,16 @@ class SlowDown(Pass):
 
     def run(self, module, ctx):
         return _Slowed(module)
+
+
+class Stall(Pass):
+    """Same answers, 100 ms slower per run: slower than a sub-millisecond file by far more than the suite's other
+    worker can move the machine's own speed (a 20 ms stall over a 3 ms file run beside it read as a busy machine)."""
+
+    name = "stall"
+
+    def run(self, module, ctx):
+        return _Slowed(module, 0.1)
 
 
 _CALLS: dict[int, int] = {}
